@@ -1,0 +1,82 @@
+from django.contrib import admin
+from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
+
+from apps.accounts import services
+from apps.accounts.models import Group, Membership, Project, User
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 0
+    autocomplete_fields = ["user", "group"]
+
+
+@admin.register(User)
+class UserAdmin(DjangoUserAdmin):
+    inlines = [MembershipInline]
+    list_display = ["username", "email", "first_name", "last_name", "roles", "is_staff", "is_active"]
+
+    @admin.display(description="roles")
+    def roles(self, user: User) -> str:
+        return ", ".join(sorted({m.get_role_display() for m in user.memberships.all()}))
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).prefetch_related("memberships")
+
+    def save_related(self, request, form, formsets, change):
+        super().save_related(request, form, formsets, change)
+        services.sync_staff(form.instance)
+
+
+class ChildGroupInline(admin.TabularInline):
+    model = Group
+    fk_name = "parent"
+    fields = ["name", "slug", "kind"]
+    extra = 0
+    verbose_name = "child group"
+    show_change_link = True
+
+
+@admin.register(Group)
+class GroupAdmin(admin.ModelAdmin):
+    list_display = ["name", "kind", "parent", "slug"]
+    list_filter = ["kind"]
+    search_fields = ["name", "slug"]
+    prepopulated_fields = {"slug": ["name"]}
+    autocomplete_fields = ["parent"]
+    inlines = [ChildGroupInline, MembershipInline]
+    list_select_related = ["parent"]
+
+    def save_related(self, request, form, formsets, change):
+        super().save_related(request, form, formsets, change)
+        for user in User.objects.filter(memberships__group=form.instance).distinct():
+            services.sync_staff(user)
+
+
+@admin.register(Membership)
+class MembershipAdmin(admin.ModelAdmin):
+    list_display = ["user", "role", "group", "created_at"]
+    list_filter = ["role", "group__kind"]
+    search_fields = ["user__username", "user__email", "group__name"]
+    autocomplete_fields = ["user", "group"]
+    list_select_related = ["user", "group"]
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        services.sync_staff(obj.user)
+
+    def delete_model(self, request, obj):
+        services.remove_membership(obj)
+
+    def delete_queryset(self, request, queryset):
+        for membership in queryset:
+            services.remove_membership(membership)
+
+
+@admin.register(Project)
+class ProjectAdmin(admin.ModelAdmin):
+    list_display = ["name", "group"]
+    search_fields = ["name", "group__name"]
+    list_filter = ["group"]
+    autocomplete_fields = ["group"]
+    list_select_related = ["group"]

@@ -1,0 +1,92 @@
+"""People and the group tree: users, groups (organisation > business unit > department > team),
+memberships with roles, and projects that usage is recorded against."""
+
+from django.contrib.auth.models import AbstractUser
+from django.core.exceptions import ValidationError
+from django.db import models
+
+
+class User(AbstractUser):
+    """A person or an agent's owner. Roles come from memberships, never from flags on the user."""
+
+    class Meta:
+        ordering = ["username"]
+
+
+class Group(models.Model):
+    class Kind(models.TextChoices):
+        ORGANISATION = "organisation", "Organisation"
+        BUSINESS_UNIT = "business_unit", "Business unit"
+        DEPARTMENT = "department", "Department"
+        TEAM = "team", "Team"
+        PROJECT = "project", "Project group"
+
+    name = models.CharField(max_length=120)
+    slug = models.SlugField(max_length=120, unique=True)
+    kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.TEAM)
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="children"
+    )
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(fields=["parent", "name"], name="group_name_unique_under_parent"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def ancestors(self) -> list["Group"]:
+        """Nearest first. Trees are shallow (four or five levels), so one query per level is fine."""
+        chain, node, seen = [], self.parent, {self.pk}
+        while node is not None and node.pk not in seen:
+            chain.append(node)
+            seen.add(node.pk)
+            node = node.parent
+        return chain
+
+    def clean(self) -> None:
+        if self.parent_id is not None and self.pk is not None:
+            if self.parent_id == self.pk or any(a.pk == self.pk for a in self.parent.ancestors()):
+                raise ValidationError({"parent": "A group cannot be placed under itself or its own subtree."})
+
+
+class Membership(models.Model):
+    class Role(models.TextChoices):
+        IT_ADMIN = "it_admin", "IT admin"
+        LEADERSHIP = "leadership", "CIO / IT leadership"
+        FINANCE = "finance", "Finance"
+        DEPARTMENT_HEAD = "department_head", "Department head"
+        TEAM_LEAD = "team_lead", "Team lead"
+        MEMBER = "member", "Member"
+
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="memberships")
+    group = models.ForeignKey(Group, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=20, choices=Role.choices, default=Role.MEMBER)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["group__name", "user__username"]
+        constraints = [
+            models.UniqueConstraint(fields=["user", "group", "role"], name="membership_unique_role"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} · {self.get_role_display()} · {self.group}"
+
+
+class Project(models.Model):
+    """A project inside a group; usage is recorded against the user, the project and the group."""
+
+    group = models.ForeignKey(Group, on_delete=models.PROTECT, related_name="projects")
+    name = models.CharField(max_length=120)
+
+    class Meta:
+        ordering = ["group__name", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["group", "name"], name="project_name_unique_in_group"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.group} / {self.name}"

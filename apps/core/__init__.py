@@ -1,0 +1,1 @@
+"""Small shared helpers that every domain app uses (GPU amounts, validation messages)."""

@@ -1,0 +1,92 @@
+from django.contrib import admin
+from django.db.models import Max
+
+from apps.policies.models import ComputeResource, Profile, ProfilePool, ResourcePolicy
+
+
+class PoolOrderInline(admin.TabularInline):
+    """The profile's pools in order: work goes to the first pool with capacity, then the next."""
+
+    model = ProfilePool
+    fk_name = "profile"
+    fields = ["pool_rank", "pool", "profile_rank"]
+    readonly_fields = ["profile_rank"]
+    ordering = ["pool_rank", "pk"]
+    extra = 0
+    verbose_name = "pool (pool order)"
+    verbose_name_plural = "pools in order (first pool first)"
+    autocomplete_fields = ["pool"]
+
+
+class QueuingOrderInline(admin.TabularInline):
+    """The profile's policies in queuing priority: the first group's work is placed first."""
+
+    model = ComputeResource
+    fk_name = "profile"
+    fields = ["queuing_rank", "name", "policy", "enabled"]
+    ordering = ["queuing_rank", "pk"]
+    extra = 0
+    verbose_name = "compute resource (queuing priority)"
+    verbose_name_plural = "policies in queuing priority (lower first), as compute resources"
+    autocomplete_fields = ["policy"]
+    show_change_link = True
+
+
+@admin.register(Profile)
+class ProfileAdmin(admin.ModelAdmin):
+    list_display = ["name", "gpus", "size_from_task", "time_weight", "pool_order"]
+    list_filter = ["size_from_task"]
+    search_fields = ["name", "description"]
+    inlines = [PoolOrderInline, QueuingOrderInline]
+
+    @admin.display(description="pool order")
+    def pool_order(self, profile: Profile) -> str:
+        links = sorted(profile.pool_links.all(), key=lambda link: (link.pool_rank, link.pk))
+        return " → ".join(link.pool.name for link in links)
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).prefetch_related("pool_links__pool")
+
+    def save_formset(self, request, form, formset, change):
+        items = formset.save(commit=False)
+        for item in items:
+            if item.pk is None and isinstance(item, ProfilePool):
+                last = ProfilePool.objects.filter(pool=item.pool).aggregate(m=Max("profile_rank"))["m"]
+                item.profile_rank = 0 if last is None else last + 1
+            item.save()
+        for obj in formset.deleted_objects:
+            obj.delete()
+        formset.save_m2m()
+
+
+class PolicyComputeResourceInline(admin.TabularInline):
+    model = ComputeResource
+    fk_name = "policy"
+    fields = ["name", "profile", "queuing_rank", "enabled"]
+    extra = 0
+    autocomplete_fields = ["profile"]
+    show_change_link = True
+
+
+@admin.register(ResourcePolicy)
+class ResourcePolicyAdmin(admin.ModelAdmin):
+    list_display = ["group", "reservation", "limit", "budget_hours", "budget_period", "alert_threshold"]
+    list_filter = ["budget_period", "group__kind"]
+    search_fields = ["group__name"]
+    autocomplete_fields = ["group"]
+    list_select_related = ["group"]
+    inlines = [PolicyComputeResourceInline]
+    fieldsets = [
+        (None, {"fields": ["group"]}),
+        ("How much at once", {"fields": ["reservation", "limit"]}),
+        ("How long", {"fields": ["budget_hours", "budget_period", "alert_threshold"]}),
+    ]
+
+
+@admin.register(ComputeResource)
+class ComputeResourceAdmin(admin.ModelAdmin):
+    list_display = ["name", "policy", "profile", "queuing_rank", "enabled"]
+    list_filter = ["enabled", "profile"]
+    search_fields = ["name", "policy__group__name", "profile__name"]
+    autocomplete_fields = ["policy", "profile"]
+    list_select_related = ["policy__group", "profile"]

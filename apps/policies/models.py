@@ -1,0 +1,154 @@
+"""Profiles (GPU sizes with a time weight and a pool order), resource policies (a group's
+reservation, limit and optional time budget) and compute resources (policy x profile).
+
+The three orderings IT sets live on two link tables:
+
+* ``ProfilePool`` joins a profile to a pool and carries both the **pool order** of the profile
+  (``pool_rank``: first pool first) and the **execution priority** on the pool (``profile_rank``:
+  which profile's work a pool places first).
+* ``ComputeResource`` joins a policy to a profile and carries the **queuing priority** on the
+  profile (``queuing_rank``: which group's work is placed first when several wait).
+"""
+
+from decimal import Decimal
+
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+
+from apps.accounts.models import Group
+from apps.core.gpus import GPU_DECIMAL_PLACES, GPU_MAX_DIGITS
+from apps.pools.models import Pool
+
+
+def gpu_field(verbose_name: str, **kwargs) -> models.DecimalField:
+    return models.DecimalField(
+        verbose_name, max_digits=GPU_MAX_DIGITS, decimal_places=GPU_DECIMAL_PLACES, **kwargs
+    )
+
+
+class Profile(models.Model):
+    name = models.CharField(max_length=80, unique=True)
+    gpus = gpu_field(
+        "GPU size",
+        default=Decimal("1"),
+        help_text="Whole GPUs, or a fraction between 0 and 1 (at most 3 decimals). 0 means CPU only.",
+    )
+    size_from_task = models.BooleanField(
+        default=False, help_text="Read each task's size from the task; the GPU size above is the default."
+    )
+    time_weight = models.DecimalField(
+        max_digits=6,
+        decimal_places=3,
+        default=Decimal("1"),
+        validators=[MinValueValidator(Decimal("0"))],
+        help_text="Budget hours one hour of a task on this profile costs, per task. 0 exempts it.",
+    )
+    description = models.CharField(max_length=200, blank=True)
+    pools = models.ManyToManyField(Pool, through="ProfilePool", related_name="profiles")
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        from apps.policies import rules
+
+        rules.raise_if(rules.profile_errors(self))
+
+
+class ProfilePool(models.Model):
+    profile = models.ForeignKey(Profile, on_delete=models.CASCADE, related_name="pool_links")
+    pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="profile_links")
+    pool_rank = models.PositiveIntegerField(
+        "pool order", default=0, help_text="Position of this pool in the profile's pool order."
+    )
+    profile_rank = models.PositiveIntegerField(
+        "execution priority",
+        default=0,
+        help_text="Position of this profile among the pool's profiles: lower is placed first.",
+    )
+
+    class Meta:
+        ordering = ["profile", "pool_rank", "pk"]
+        verbose_name = "pool of a profile"
+        constraints = [
+            models.UniqueConstraint(fields=["profile", "pool"], name="profile_pool_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.profile} on {self.pool}"
+
+
+class ResourcePolicy(models.Model):
+    class Period(models.TextChoices):
+        DAY = "day", "Day (from 00:00 UTC)"
+        WEEK = "week", "Week (from Monday, UTC)"
+        MONTH = "month", "Month (from the 1st, UTC)"
+
+    group = models.OneToOneField(Group, on_delete=models.PROTECT, related_name="policy")
+    reservation = gpu_field("reservation", default=Decimal("0"), help_text="GPUs guaranteed to the group.")
+    limit = gpu_field("limit", default=Decimal("0"), help_text="The most GPUs at once, borrowed included.")
+    budget_hours = models.DecimalField(
+        "time budget (budget hours)",
+        max_digits=12,
+        decimal_places=3,
+        null=True,
+        blank=True,
+        help_text="Budget hours per period; leave empty for no time budget.",
+    )
+    budget_period = models.CharField(
+        "budget period", max_length=5, choices=Period.choices, blank=True, default=""
+    )
+    alert_threshold = models.PositiveSmallIntegerField(
+        "alert threshold (%)",
+        default=80,
+        validators=[MinValueValidator(1), MaxValueValidator(100)],
+        help_text="Warn admins and the group once per period when this share of the budget is used.",
+    )
+
+    class Meta:
+        ordering = ["group__name"]
+        verbose_name = "resource policy"
+        verbose_name_plural = "resource policies"
+
+    def __str__(self) -> str:
+        return f"{self.group} policy"
+
+    @property
+    def has_budget(self) -> bool:
+        return self.budget_hours is not None
+
+    def clean(self) -> None:
+        from apps.policies import rules
+
+        rules.raise_if(rules.policy_errors(self))
+
+
+class ComputeResource(models.Model):
+    """What users and agents send work to: one group's policy joined to one profile."""
+
+    name = models.CharField(max_length=120, unique=True)
+    policy = models.ForeignKey(ResourcePolicy, on_delete=models.PROTECT, related_name="compute_resources")
+    profile = models.ForeignKey(Profile, on_delete=models.PROTECT, related_name="compute_resources")
+    queuing_rank = models.PositiveIntegerField(
+        "queuing priority",
+        default=0,
+        help_text="Position of this policy among the profile's policies: lower is placed first.",
+    )
+    enabled = models.BooleanField(default=True, help_text="A disabled compute resource accepts no new tasks.")
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(fields=["policy", "profile"], name="compute_resource_policy_profile"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        from apps.policies import rules
+
+        rules.raise_if(rules.compute_resource_errors(self))

@@ -1,0 +1,146 @@
+"""The validation rules of profiles, resource policies and compute resources.
+
+Each function returns ``{field: [message, ...]}`` so that model ``clean()``, the services, the
+admin forms and the API all refuse bad input with the same words, naming the field.
+"""
+
+from collections import defaultdict
+from decimal import Decimal
+
+from django.core.exceptions import ValidationError
+
+from apps.core.gpus import gpu_amount_error, gpu_size_error
+
+Errors = dict[str, list[str]]
+
+
+def raise_if(errors: Errors) -> None:
+    if errors:
+        raise ValidationError(dict(errors))
+
+
+def fmt(amount: Decimal | None) -> str:
+    if amount is None:
+        return "none"
+    text = f"{Decimal(amount).normalize():f}"
+    return text
+
+
+def profile_errors(profile) -> Errors:
+    from apps.policies.models import ComputeResource
+
+    errors: Errors = defaultdict(list)
+    size_error = gpu_size_error(profile.gpus)
+    if size_error:
+        errors["gpus"].append(f"GPU size: {size_error}")
+    if profile.time_weight is None or profile.time_weight < 0:
+        errors["time_weight"].append("Time weight must be 0 or more (0 exempts the profile).")
+    if not size_error and profile.pk is not None:
+        too_small = ComputeResource.objects.filter(profile=profile, policy__limit__lt=profile.gpus)
+        for resource in too_small.select_related("policy__group"):
+            errors["gpus"].append(
+                f"GPU size {fmt(profile.gpus)} is larger than the limit ({fmt(resource.policy.limit)}) "
+                f"of {resource.policy}, which compute resource {resource.name} connects to this profile."
+            )
+    return errors
+
+
+def policy_errors(policy) -> Errors:
+    from apps.policies import selectors
+
+    errors: Errors = defaultdict(list)
+    for field in ("reservation", "limit"):
+        value = getattr(policy, field)
+        if value is None:
+            errors[field].append(f"{field.capitalize()} is required.")
+        elif gpu_amount_error(value):
+            errors[field].append(f"{field.capitalize()}: {gpu_amount_error(value)}")
+    if errors:
+        return errors
+    if policy.limit < policy.reservation:
+        errors["limit"].append(
+            f"Limit ({fmt(policy.limit)}) must be at least the reservation ({fmt(policy.reservation)})."
+        )
+    if policy.budget_hours is not None:
+        if policy.budget_hours < 0:
+            errors["budget_hours"].append("Time budget cannot be negative.")
+        if not policy.budget_period:
+            errors["budget_period"].append(
+                "Choose the budget period (day, week or month) for the time budget."
+            )
+    elif policy.budget_period:
+        errors["budget_hours"].append("Set the budget hours for the chosen period, or clear the period.")
+
+    if policy.group_id is None:
+        return errors
+    parent = selectors.parent_policy(policy)
+    if parent is not None:
+        if policy.limit > parent.limit:
+            errors["limit"].append(
+                f"Limit ({fmt(policy.limit)}) cannot exceed the limit of the parent {parent} "
+                f"({fmt(parent.limit)})."
+            )
+        siblings = [p for p in selectors.child_policies(parent) if p.pk != policy.pk]
+        reserved = sum((p.reservation for p in siblings), Decimal("0")) + policy.reservation
+        if reserved > parent.reservation:
+            errors["reservation"].append(
+                f"Reservation ({fmt(policy.reservation)}) brings the reservations under {parent} to "
+                f"{fmt(reserved)}, above its reservation ({fmt(parent.reservation)})."
+            )
+        if parent.budget_hours is not None and policy.budget_hours is not None:
+            if policy.budget_period != parent.budget_period:
+                errors["budget_period"].append(
+                    f"Budget period must match the parent {parent} ({parent.budget_period})."
+                )
+            else:
+                budgeted = (
+                    sum((p.budget_hours for p in siblings if p.budget_hours is not None), Decimal("0"))
+                    + policy.budget_hours
+                )
+                if budgeted > parent.budget_hours:
+                    errors["budget_hours"].append(
+                        f"Time budget ({fmt(policy.budget_hours)} h) brings the budgets under {parent} to "
+                        f"{fmt(budgeted)} h, above its budget ({fmt(parent.budget_hours)} h)."
+                    )
+    children = selectors.child_policies(policy)
+    if children:
+        child_reserved = sum((c.reservation for c in children), Decimal("0"))
+        if child_reserved > policy.reservation:
+            errors["reservation"].append(
+                f"Reservation ({fmt(policy.reservation)}) is below the sum of the reservations of its "
+                f"children ({fmt(child_reserved)})."
+            )
+        for child in children:
+            if child.limit > policy.limit:
+                errors["limit"].append(
+                    f"Limit ({fmt(policy.limit)}) is below the limit of the child {child} "
+                    f"({fmt(child.limit)})."
+                )
+        if policy.budget_hours is not None:
+            child_budget = sum((c.budget_hours for c in children if c.budget_hours is not None), Decimal("0"))
+            if child_budget > policy.budget_hours:
+                errors["budget_hours"].append(
+                    f"Time budget ({fmt(policy.budget_hours)} h) is below the sum of the budgets of its "
+                    f"children ({fmt(child_budget)} h)."
+                )
+    if policy.pk is not None:
+        too_big = policy.compute_resources.filter(profile__gpus__gt=policy.limit).select_related("profile")
+        for resource in too_big:
+            errors["limit"].append(
+                f"Limit ({fmt(policy.limit)}) is below the GPU size of profile {resource.profile} "
+                f"({fmt(resource.profile.gpus)}), connected by compute resource {resource.name}."
+            )
+    return errors
+
+
+def compute_resource_errors(resource) -> Errors:
+    errors: Errors = defaultdict(list)
+    if resource.policy_id is None or resource.profile_id is None:
+        return errors
+    policy, profile = resource.policy, resource.profile
+    if profile.gpus > policy.limit:
+        errors["profile"].append(
+            f"Profile {profile} ({fmt(profile.gpus)} GPUs) is larger than the limit of {policy} "
+            f"({fmt(policy.limit)} GPUs), so it cannot be connected to that policy."
+        )
+    return errors

@@ -1,0 +1,43 @@
+"""Reads of the policy tree. A policy's parent is the policy of its group's nearest ancestor
+that has one; group trees are small, so the group table is read whole."""
+
+from apps.accounts.models import Group
+from apps.policies.models import ResourcePolicy
+
+
+def _nearest_holder(group_id: int, parents: dict[int, int | None], holders: set[int]) -> int | None:
+    """The nearest strict ancestor of ``group_id`` that is in ``holders``."""
+    node, seen = parents.get(group_id), {group_id}
+    while node is not None and node not in seen:
+        if node in holders:
+            return node
+        seen.add(node)
+        node = parents.get(node)
+    return None
+
+
+def parent_policy_ids() -> dict[int, int | None]:
+    """policy id -> parent policy id (None at the top), for the whole tree in two queries."""
+    parents = dict(Group.objects.values_list("pk", "parent_id"))
+    policy_of_group = dict(ResourcePolicy.objects.values_list("group_id", "pk"))
+    holders = set(policy_of_group)
+    result: dict[int, int | None] = {}
+    for group_id, policy_id in policy_of_group.items():
+        holder = _nearest_holder(group_id, parents, holders)
+        result[policy_id] = policy_of_group[holder] if holder is not None else None
+    return result
+
+
+def parent_policy(policy: ResourcePolicy) -> ResourcePolicy | None:
+    parents = dict(Group.objects.values_list("pk", "parent_id"))
+    by_group = {p.group_id: p for p in ResourcePolicy.objects.select_related("group")}
+    holder = _nearest_holder(policy.group_id, parents, set(by_group))
+    return by_group.get(holder) if holder is not None else None
+
+
+def child_policies(policy: ResourcePolicy) -> list[ResourcePolicy]:
+    """Policies whose nearest policy-holding ancestor group is this policy's group (saved or not)."""
+    parents = dict(Group.objects.values_list("pk", "parent_id"))
+    others = [p for p in ResourcePolicy.objects.select_related("group") if p.group_id != policy.group_id]
+    holders = {p.group_id for p in others} | {policy.group_id}
+    return [p for p in others if _nearest_holder(p.group_id, parents, holders) == policy.group_id]

@@ -1,0 +1,244 @@
+"""The demo estate: a believable organisation, its pools, profiles and policies, and one user
+per role. ``seed_demo`` loads it; running it again changes nothing."""
+
+import os
+from dataclasses import dataclass
+from datetime import date
+from decimal import Decimal
+
+from django.db import transaction
+
+from apps.accounts import services as accounts
+from apps.accounts.models import Group, Membership, Project, User
+from apps.policies import services as policies
+from apps.policies.models import ComputeResource, Profile, ResourcePolicy
+from apps.pools import services as pools
+from apps.pools.models import GpuType, Pool
+from apps.pricing.models import Price
+
+DEMO_PASSWORD_ENV = "KLIQUE_DEMO_PASSWORD"
+DEFAULT_DEMO_PASSWORD = "klique-demo-2026"
+
+Role = Membership.Role
+Kind = Group.Kind
+
+# (slug, name, kind, parent slug)
+GROUPS = [
+    ("acme", "Acme Labs", Kind.ORGANISATION, None),
+    ("research", "Research", Kind.BUSINESS_UNIT, "acme"),
+    ("products", "Products", Kind.BUSINESS_UNIT, "acme"),
+    ("vision", "Vision", Kind.DEPARTMENT, "research"),
+    ("language", "Language", Kind.DEPARTMENT, "research"),
+    ("search", "Search", Kind.DEPARTMENT, "products"),
+    ("assistants", "Assistants", Kind.DEPARTMENT, "products"),
+    ("perception", "Perception", Kind.TEAM, "vision"),
+    ("generation", "Generation", Kind.TEAM, "vision"),
+    ("pretraining", "Pretraining", Kind.TEAM, "language"),
+    ("alignment", "Alignment", Kind.TEAM, "language"),
+    ("ranking", "Ranking", Kind.TEAM, "search"),
+    ("retrieval", "Retrieval", Kind.TEAM, "search"),
+    ("serving", "Serving", Kind.TEAM, "assistants"),
+    ("agents", "Agents", Kind.TEAM, "assistants"),
+]
+
+GPU_TYPES = [("A100-80GB", 80), ("L40S", 48), ("H100", 80), ("CPU", 0)]
+
+# (name, kind, gpu type, declared capacity, region)
+POOLS = [
+    ("onprem-k8s", Pool.Kind.KUBERNETES, "A100-80GB", 64, "eu-west"),
+    ("baremetal", Pool.Kind.BAREMETAL, "L40S", 16, "eu-west"),
+    ("hpc-slurm", Pool.Kind.HPC, "H100", 128, "eu-west"),
+    ("cloud-h100", Pool.Kind.CLOUD, "H100", 64, "us-east"),
+    ("sovereign", Pool.Kind.KUBERNETES, "A100-80GB", 8, "in-country"),
+]
+
+# (name, gpus, time weight, size from task, pools in order, description)
+PROFILES = [
+    (
+        "a100-quarter",
+        "0.25",
+        "0.25",
+        False,
+        ["onprem-k8s"],
+        "A quarter of an A100 for sessions and endpoints",
+    ),
+    ("a100-1", "1", "1", False, ["onprem-k8s", "cloud-h100"], "One A100, cloud H100 as overflow"),
+    ("l40s-1", "1", "0.5", False, ["baremetal"], "One L40S on bare metal"),
+    (
+        "gpu-flex",
+        "1",
+        "1",
+        True,
+        ["onprem-k8s", "baremetal", "cloud-h100"],
+        "1 to 8 GPUs, size from the task",
+    ),
+    ("h100-8", "8", "2", False, ["hpc-slurm", "cloud-h100"], "Eight H100 for training, HPC first"),
+    ("cpu-only", "0", "0", False, ["baremetal", "onprem-k8s"], "CPU only, exempt from budgets"),
+    ("sovereign-a100-1", "1", "1", False, ["sovereign"], "One A100 in-country only"),
+]
+
+# group slug -> (reservation, limit, budget hours, period)
+POLICIES = {
+    "acme": (220, 280, None, ""),
+    "research": (140, 240, None, ""),
+    "products": (80, 200, None, ""),
+    "vision": (60, 120, None, ""),
+    "language": (80, 200, 40000, "month"),
+    "search": (40, 100, None, ""),
+    "assistants": (40, 100, None, ""),
+    "perception": (24, 64, None, ""),
+    "generation": (24, 96, None, ""),
+    "pretraining": (48, 160, 24000, "month"),
+    "alignment": (24, 64, 8000, "month"),
+    "ranking": (16, 48, 1500, "week"),
+    "retrieval": (16, 48, None, ""),
+    "serving": (20, 40, None, ""),
+    "agents": (8, 24, 24, "day"),
+}
+
+# team slug -> profiles it may submit to
+COMPUTE_RESOURCES = {
+    "perception": ["a100-1", "a100-quarter", "gpu-flex"],
+    "generation": ["a100-1", "gpu-flex", "h100-8"],
+    "pretraining": ["h100-8", "gpu-flex", "cpu-only"],
+    "alignment": ["a100-1", "h100-8", "sovereign-a100-1"],
+    "ranking": ["l40s-1", "gpu-flex"],
+    "retrieval": ["l40s-1", "a100-quarter"],
+    "serving": ["a100-quarter", "a100-1"],
+    "agents": ["a100-quarter", "gpu-flex", "cpu-only"],
+}
+
+PROJECTS = {
+    "perception": ["detector-v3"],
+    "generation": ["diffusion-xl"],
+    "pretraining": ["llm-7b", "llm-70b"],
+    "alignment": ["rlhf"],
+    "ranking": ["ranker-2027"],
+    "retrieval": ["embeddings"],
+    "serving": ["chat-endpoint"],
+    "agents": ["tool-use"],
+}
+
+
+@dataclass(frozen=True)
+class DemoUser:
+    username: str
+    role: str
+    group: str
+    full_name: str
+
+
+DEMO_USERS = [
+    DemoUser("it", Role.IT_ADMIN, "acme", "Ines Tanaka"),
+    DemoUser("cio", Role.LEADERSHIP, "acme", "Carla Ortiz"),
+    DemoUser("finance", Role.FINANCE, "acme", "Femi Nwosu"),
+    DemoUser("head-language", Role.DEPARTMENT_HEAD, "language", "Hana Lindqvist"),
+    DemoUser("lead-pretraining", Role.TEAM_LEAD, "pretraining", "Luca Petrov"),
+    DemoUser("dev-pretraining", Role.MEMBER, "pretraining", "Dara Perez"),
+    DemoUser("dev-alignment", Role.MEMBER, "alignment", "Ali Amari"),
+    DemoUser("dev-vision", Role.MEMBER, "perception", "Vera Vogel"),
+    DemoUser("dev-agents", Role.MEMBER, "agents", "Aiko Gunnarsson"),
+    DemoUser("dev-ranking", Role.MEMBER, "ranking", "Raj Keller"),
+]
+
+PRICES = [("A100-80GB", "2.10"), ("L40S", "1.20"), ("H100", "3.40"), ("CPU", "0.00")]
+PRICES_FROM = date(2026, 1, 1)
+
+
+def demo_password() -> str:
+    return os.environ.get(DEMO_PASSWORD_ENV) or DEFAULT_DEMO_PASSWORD
+
+
+@transaction.atomic
+def seed() -> dict[str, int]:
+    """Create whatever of the demo estate is missing; return how many objects were created."""
+    created = {"groups": 0, "pools": 0, "profiles": 0, "policies": 0, "compute resources": 0, "users": 0}
+
+    groups: dict[str, Group] = {}
+    for slug, name, kind, parent in GROUPS:
+        group = Group.objects.filter(slug=slug).first()
+        if group is None:
+            group = accounts.create_group(name=name, slug=slug, kind=kind, parent=groups.get(parent))
+            created["groups"] += 1
+        groups[slug] = group
+
+    gpu_types = {}
+    for name, memory in GPU_TYPES:
+        gpu_types[name] = GpuType.objects.filter(name=name).first() or pools.create_gpu_type(
+            name=name, memory_gb=memory
+        )
+
+    pool_objects: dict[str, Pool] = {}
+    for name, kind, gpu_type, capacity, region in POOLS:
+        pool = Pool.objects.filter(name=name).first()
+        if pool is None:
+            pool = pools.create_pool(
+                name=name, kind=kind, gpu_type=gpu_types[gpu_type], capacity=capacity, region=region
+            )
+            created["pools"] += 1
+        pool_objects[name] = pool
+
+    profiles: dict[str, Profile] = {}
+    for name, gpus, weight, from_task, pool_names, description in PROFILES:
+        profile = Profile.objects.filter(name=name).first()
+        if profile is None:
+            profile = policies.create_profile(
+                name=name,
+                gpus=Decimal(gpus),
+                time_weight=Decimal(weight),
+                size_from_task=from_task,
+                pools=[pool_objects[p] for p in pool_names],
+                description=description,
+            )
+            created["profiles"] += 1
+        profiles[name] = profile
+
+    policy_objects: dict[str, ResourcePolicy] = {}
+    for slug, _, _, _ in GROUPS:
+        reservation, limit, hours, period = POLICIES[slug]
+        policy = ResourcePolicy.objects.filter(group=groups[slug]).first()
+        if policy is None:
+            policy = policies.create_policy(
+                group=groups[slug],
+                reservation=reservation,
+                limit=limit,
+                budget_hours=hours,
+                budget_period=period,
+            )
+            created["policies"] += 1
+        policy_objects[slug] = policy
+
+    for slug, profile_names in COMPUTE_RESOURCES.items():
+        for profile_name in profile_names:
+            policy, profile = policy_objects[slug], profiles[profile_name]
+            if not ComputeResource.objects.filter(policy=policy, profile=profile).exists():
+                policies.connect(policy=policy, profile=profile)
+                created["compute resources"] += 1
+
+    for slug, names in PROJECTS.items():
+        for name in names:
+            if not Project.objects.filter(group=groups[slug], name=name).exists():
+                accounts.create_project(group=groups[slug], name=name)
+
+    for gpu_type, amount in PRICES:
+        Price.objects.get_or_create(
+            gpu_type=gpu_types[gpu_type],
+            currency="EUR",
+            effective_from=PRICES_FROM,
+            defaults={"per_gpu_hour": Decimal(amount)},
+        )
+
+    for demo in DEMO_USERS:
+        user = User.objects.filter(username=demo.username).first()
+        if user is None:
+            first, last = demo.full_name.split(" ", 1)
+            user = User.objects.create_user(
+                username=demo.username,
+                email=f"{demo.username}@acme.example",
+                password=demo_password(),
+                first_name=first,
+                last_name=last,
+            )
+            created["users"] += 1
+        accounts.add_membership(user=user, group=groups[demo.group], role=demo.role)
+    return created

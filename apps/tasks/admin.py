@@ -1,0 +1,115 @@
+from django import forms
+from django.contrib import admin
+from django.core.exceptions import ValidationError
+
+from apps.tasks import services
+from apps.tasks.models import Channel, Task, TaskEvent
+
+
+class TaskEventInline(admin.TabularInline):
+    model = TaskEvent
+    fields = ["at", "kind", "pool", "reason", "actor", "detail"]
+    readonly_fields = fields
+    ordering = ["at", "pk"]
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+class TaskAdminForm(forms.ModelForm):
+    gpus = forms.DecimalField(
+        required=False, decimal_places=3, help_text=Task._meta.get_field("gpus").help_text
+    )
+
+    class Meta:
+        model = Task
+        fields = [
+            "name",
+            "user",
+            "project",
+            "compute_resource",
+            "gpus",
+            "command",
+            "spec",
+            "channel",
+            "checkpoint",
+        ]
+
+    def clean(self):
+        data = super().clean()
+        resource = data.get("compute_resource")
+        if resource is not None and not self.instance.pk:
+            try:
+                data["gpus"] = services.task_size(resource, data.get("gpus"))
+            except ValidationError as error:
+                self.add_error(None, error)
+        return data
+
+
+@admin.register(Task)
+class TaskAdmin(admin.ModelAdmin):
+    form = TaskAdminForm
+    list_display = [
+        "id",
+        "name",
+        "user",
+        "compute_resource",
+        "gpus",
+        "state",
+        "pool",
+        "queue_seq",
+        "channel",
+        "preemption_count",
+        "submitted_at",
+    ]
+    list_filter = ["state", "channel", "pool", "compute_resource__profile", "last_preemption_reason"]
+    search_fields = ["name", "command", "user__username", "compute_resource__name"]
+    list_select_related = ["user", "compute_resource", "pool"]
+    autocomplete_fields = ["user", "project", "compute_resource"]
+    readonly_fields = [
+        "state",
+        "queue_seq",
+        "pool",
+        "submitted_at",
+        "placed_at",
+        "ended_at",
+        "preemption_count",
+        "last_preemption_reason",
+        "exit_code",
+    ]
+    inlines = [TaskEventInline]
+    date_hierarchy = "submitted_at"
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            super().save_model(request, obj, form, change)
+            return
+        submitted = services.submit(
+            user=obj.user,
+            compute_resource=obj.compute_resource,
+            command=obj.command,
+            gpus=obj.gpus,
+            name=obj.name,
+            project=obj.project,
+            checkpoint=obj.checkpoint,
+            spec=obj.spec,
+            channel=Channel.ADMIN,
+        )
+        obj.pk = submitted.pk
+
+
+@admin.register(TaskEvent)
+class TaskEventAdmin(admin.ModelAdmin):
+    list_display = ["at", "task", "kind", "pool", "reason", "actor"]
+    list_filter = ["kind", "reason", "pool"]
+    search_fields = ["task__name", "task__id"]
+    list_select_related = ["task", "pool", "actor"]
+    date_hierarchy = "at"
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

@@ -1,0 +1,110 @@
+"""Tasks (the work users and agents send to compute resources) and task events (the audit trail)."""
+
+from django.conf import settings
+from django.db import models
+
+from apps.core.gpus import GPU_DECIMAL_PLACES, GPU_MAX_DIGITS
+
+
+class Channel(models.TextChoices):
+    PORTAL = "portal", "Portal"
+    API = "api", "API"
+    CLI = "cli", "CLI"
+    SDK = "sdk", "SDK"
+    MCP = "mcp", "Agent over MCP"
+    SCHEDULE = "schedule", "Schedule"
+    ADMIN = "admin", "Admin"
+
+
+class Task(models.Model):
+    class State(models.TextChoices):
+        QUEUED = "queued", "Waiting"
+        PLACED = "placed", "Placed"
+        RUNNING = "running", "Running"
+        STOPPING = "stopping", "Stopping"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+        CANCELED = "canceled", "Canceled"
+
+    ACTIVE_STATES = (State.PLACED, State.RUNNING, State.STOPPING)
+    FINAL_STATES = (State.SUCCEEDED, State.FAILED, State.CANCELED)
+
+    name = models.CharField(max_length=200, blank=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="tasks")
+    project = models.ForeignKey(
+        "accounts.Project", null=True, blank=True, on_delete=models.PROTECT, related_name="tasks"
+    )
+    compute_resource = models.ForeignKey(
+        "policies.ComputeResource", on_delete=models.PROTECT, related_name="tasks"
+    )
+    gpus = models.DecimalField(
+        "GPUs",
+        max_digits=GPU_MAX_DIGITS,
+        decimal_places=GPU_DECIMAL_PLACES,
+        help_text="The task's size: the profile's, or the task's own if the profile takes it from the task.",
+    )
+    command = models.TextField(help_text="The command the worker runs.")
+    spec = models.JSONField(default=dict, blank=True, help_text="Environment, image and other run options.")
+    channel = models.CharField(max_length=10, choices=Channel.choices, default=Channel.API)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED, db_index=True)
+    queue_seq = models.BigIntegerField(
+        "queue seq",
+        null=True,
+        blank=True,
+        db_index=True,
+        help_text="Place in its compute resource's queue; kept when the task is preempted and requeued.",
+    )
+    pool = models.ForeignKey(
+        "pools.Pool", null=True, blank=True, on_delete=models.PROTECT, related_name="tasks"
+    )
+    checkpoint = models.BooleanField(
+        default=False, help_text="The task checkpoints, so a preempted run resumes where it was."
+    )
+    submitted_at = models.DateTimeField(auto_now_add=True)
+    placed_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    preemption_count = models.PositiveIntegerField(default=0)
+    last_preemption_reason = models.CharField(max_length=20, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-pk"]
+        indexes = [
+            models.Index(fields=["state", "compute_resource", "queue_seq"], name="task_queue_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name or f"task {self.pk}"
+
+
+class TaskEvent(models.Model):
+    """One change of a task: who or what did it, when, where and why."""
+
+    class Kind(models.TextChoices):
+        SUBMITTED = "submitted", "Submitted"
+        PLACED = "placed", "Placed"
+        PREEMPTED = "preempted", "Preempted"
+        REQUEUED = "requeued", "Requeued"
+        CLAIMED = "claimed", "Claimed by a worker"
+        STARTED = "started", "Started"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+        CANCEL_REQUESTED = "cancel_requested", "Cancel requested"
+        CANCELED = "canceled", "Canceled"
+        VERDICT = "verdict", "Why waiting changed"
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="events")
+    at = models.DateTimeField(db_index=True)
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    pool = models.ForeignKey("pools.Pool", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    reason = models.CharField(max_length=40, blank=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    detail = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["task", "at", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.task} {self.kind} at {self.at:%Y-%m-%d %H:%M:%S}"

@@ -1,0 +1,1 @@
+"""Klique control plane: Django project package (settings, urls, Celery app)."""

@@ -1,0 +1,11 @@
+"""The Celery app: Redis as broker; tasks are discovered in each app's ``tasks.py``."""
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "klique.settings.base")
+
+app = Celery("klique")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()

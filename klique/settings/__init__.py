@@ -1,0 +1,1 @@
+"""Settings package: ``base`` (environment-driven defaults), ``test`` and ``production``."""

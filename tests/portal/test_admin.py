@@ -1,0 +1,142 @@
+"""IT's console: every changelist and add page opens for an IT admin and is closed to others;
+validation errors show on the form; a pool's page warns when reservations exceed its capacity."""
+
+import pytest
+from django.contrib import admin
+from django.urls import reverse
+
+from apps.accounts import services as accounts
+from apps.accounts.models import Membership
+from apps.policies import services as policies
+from apps.pools.models import Pool
+from apps.portal import demo
+from tests.factories import GroupFactory, PolicyFactory, PoolFactory, ProfileFactory, UserFactory
+
+pytestmark = pytest.mark.django_db
+
+MODELS = [model for model in admin.site._registry if model._meta.app_label in accounts.KLIQUE_APP_LABELS]
+
+
+@pytest.fixture
+def it_admin():
+    user = UserFactory(username="it-admin")
+    accounts.add_membership(user=user, group=GroupFactory(kind="organisation"), role=Membership.Role.IT_ADMIN)
+    return user
+
+
+def admin_urls(model, name):
+    return reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_{name}")
+
+
+def test_every_klique_model_is_in_the_admin():
+    names = {model._meta.model_name for model in MODELS}
+    assert {
+        "user",
+        "group",
+        "membership",
+        "project",
+        "gputype",
+        "pool",
+        "worker",
+        "profile",
+        "resourcepolicy",
+        "computeresource",
+        "task",
+        "taskevent",
+        "price",
+    } <= names
+
+
+@pytest.mark.parametrize("model", MODELS, ids=lambda m: m._meta.label)
+def test_it_admin_opens_every_changelist_and_add_page(client, it_admin, model):
+    demo.seed()
+    client.force_login(it_admin)
+    assert client.get(admin_urls(model, "changelist")).status_code == 200
+    expected = 200 if admin.site._registry[model].has_add_permission(_request(it_admin)) else 403
+    assert client.get(admin_urls(model, "add")).status_code == expected
+
+
+@pytest.mark.parametrize("model", MODELS, ids=lambda m: m._meta.label)
+def test_a_non_staff_user_is_sent_to_the_login_page(client, model):
+    user = UserFactory(username="member")
+    accounts.add_membership(user=user, group=GroupFactory(), role=Membership.Role.MEMBER)
+    client.force_login(user)
+    for name in ("changelist", "add"):
+        response = client.get(admin_urls(model, name))
+        assert response.status_code == 302
+        assert response["Location"].startswith(reverse("admin:login"))
+
+
+def test_losing_the_it_admin_role_closes_the_admin(client, it_admin):
+    accounts.remove_membership(it_admin.memberships.get())
+    it_admin.refresh_from_db()
+    assert not it_admin.is_staff
+    client.force_login(it_admin)
+    assert client.get(reverse("admin:pools_pool_changelist")).status_code == 302
+
+
+def _request(user):
+    from django.test import RequestFactory
+
+    request = RequestFactory().get("/")
+    request.user = user
+    return request
+
+
+def test_a_broken_rule_is_shown_on_the_admin_form(client, it_admin):
+    client.force_login(it_admin)
+    group = GroupFactory()
+    response = client.post(
+        admin_urls(type(PolicyFactory.build()), "add"),
+        {
+            "group": group.pk,
+            "reservation": "8",
+            "limit": "4",
+            "budget_hours": "",
+            "budget_period": "",
+            "alert_threshold": "80",
+            "compute_resources-TOTAL_FORMS": "0",
+            "compute_resources-INITIAL_FORMS": "0",
+        },
+    )
+    assert response.status_code == 200
+    assert "Limit (4) must be at least the reservation (8)." in response.content.decode()
+
+
+def test_a_pool_page_warns_when_the_reservations_behind_it_exceed_its_capacity(client, it_admin):
+    client.force_login(it_admin)
+    pool = PoolFactory(name="small", capacity=4)
+    profile = ProfileFactory()
+    policies.link_pool(profile, pool)
+    for reservation in (3, 2):
+        policies.connect(policy=PolicyFactory(reservation=reservation, limit=8), profile=profile)
+    page = client.get(reverse("admin:pools_pool_change", args=[pool.pk])).content.decode()
+    assert "exceed its declared capacity (4.000 GPUs)" in page
+    assert "5.000 of 4.000 declared GPUs reserved" in page
+
+
+def test_admin_execution_order_inline_saves_in_order(client, it_admin):
+    client.force_login(it_admin)
+    pool = PoolFactory(name="p")
+    first, second = ProfileFactory(name="first"), ProfileFactory(name="second")
+    url = reverse("admin:pools_pool_change", args=[pool.pk])
+    data = {
+        "name": "p",
+        "kind": Pool.Kind.KUBERNETES,
+        "gpu_type": pool.gpu_type_id,
+        "capacity": "8",
+        "region": "",
+        "enabled": "on",
+        "profile_links-TOTAL_FORMS": "2",
+        "profile_links-INITIAL_FORMS": "0",
+        "profile_links-0-profile": second.pk,
+        "profile_links-0-profile_rank": "1",
+        "profile_links-1-profile": first.pk,
+        "profile_links-1-profile_rank": "0",
+        "workers-TOTAL_FORMS": "0",
+        "workers-INITIAL_FORMS": "0",
+    }
+    response = client.post(url, data)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    ranked = pool.profile_links.order_by("profile_rank")
+    assert [link.profile.name for link in ranked] == ["first", "second"]

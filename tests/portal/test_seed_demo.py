@@ -1,0 +1,53 @@
+"""``seed_demo`` loads a believable estate and running it again changes nothing."""
+
+import pytest
+from django.core.management import call_command
+
+from apps.accounts.models import Group, Membership, User
+from apps.policies.models import ComputeResource, Profile, ResourcePolicy
+from apps.pools.models import Pool
+from apps.portal import demo
+from apps.pricing.models import Price
+
+pytestmark = pytest.mark.django_db
+
+MODELS = [Group, Membership, User, Pool, Profile, ResourcePolicy, ComputeResource, Price]
+
+
+def counts():
+    return {model.__name__: model.objects.count() for model in MODELS}
+
+
+def test_seed_demo_is_idempotent(capsys):
+    call_command("seed_demo")
+    first = counts()
+    call_command("seed_demo")
+    assert counts() == first
+    assert "created now: 0 groups, 0 pools" in capsys.readouterr().out
+
+
+def test_demo_estate_has_the_shape_of_the_issue():
+    demo.seed()
+    kinds = {kind: Group.objects.filter(kind=kind).count() for kind in Group.Kind.values}
+    assert (kinds["organisation"], kinds["business_unit"], kinds["department"], kinds["team"]) == (1, 2, 4, 8)
+    assert {r.value for r in Membership.Role} <= set(Membership.objects.values_list("role", flat=True))
+    quarter = Profile.objects.get(name="a100-quarter")
+    assert str(quarter.gpus) == "0.250"
+    assert Profile.objects.get(name="h100-8").time_weight == 2
+    assert Profile.objects.get(name="cpu-only").time_weight == 0
+    assert Pool.objects.get(name="hpc-slurm").capacity == 128
+
+
+def test_every_demo_object_passes_validation():
+    demo.seed()
+    for model in (Group, Pool, Profile, ResourcePolicy, ComputeResource, Price):
+        for obj in model.objects.all():
+            obj.full_clean()
+
+
+def test_demo_users_log_in_with_the_printed_password(client, capsys):
+    call_command("seed_demo")
+    assert demo.demo_password() in capsys.readouterr().out
+    assert client.login(username="finance", password=demo.demo_password())
+    assert User.objects.get(username="it").is_staff
+    assert not User.objects.get(username="dev-pretraining").is_staff
