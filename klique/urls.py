@@ -9,5 +9,6 @@ admin.site.index_title = "IT console"
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("api/v1/", include("klique.api_urls")),
     path("", include("apps.portal.urls")),
 ]

@@ -6,7 +6,7 @@ import factory
 
 from apps.accounts.models import Group, Membership, Project, User
 from apps.policies.models import ComputeResource, Profile, ResourcePolicy
-from apps.pools.models import GpuType, Pool
+from apps.pools.models import GpuType, Pool, Worker
 
 
 class UserFactory(factory.django.DjangoModelFactory):
@@ -90,3 +90,13 @@ class ComputeResourceFactory(factory.django.DjangoModelFactory):
     name = factory.Sequence(lambda n: f"resource-{n}")
     policy = factory.SubFactory(PolicyFactory)
     profile = factory.SubFactory(ProfileFactory)
+
+
+class WorkerFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Worker
+
+    pool = factory.SubFactory(PoolFactory)
+    hostname = factory.Sequence(lambda n: f"node-{n}")
+    gpus = Decimal("8")
+    token_hash = factory.Sequence(lambda n: f"{n:064x}")

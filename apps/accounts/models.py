@@ -90,3 +90,26 @@ class Project(models.Model):
 
     def __str__(self) -> str:
         return f"{self.group} / {self.name}"
+
+
+class Notification(models.Model):
+    """Something a person should see in the portal: a budget alert, a preemption of their work."""
+
+    class Kind(models.TextChoices):
+        BUDGET_ALERT = "budget_alert", "Budget alert"
+        BUDGET_USED_UP = "budget_used_up", "Budget used up"
+        PREEMPTED = "preempted", "Work preempted"
+        SCHEDULE_STOPPED = "schedule_stopped", "Schedule stopped"
+
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="notifications")
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    message = models.TextField()
+    link = models.CharField(max_length=300, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    read_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} for {self.user}"

@@ -29,6 +29,13 @@ class Task(models.Model):
     ACTIVE_STATES = (State.PLACED, State.RUNNING, State.STOPPING)
     FINAL_STATES = (State.SUCCEEDED, State.FAILED, State.CANCELED)
 
+    class StopReason(models.TextChoices):
+        RECLAIM = "reclaim", "Reclaimed for a reservation"
+        BUDGET = "budget", "Time budget used up"
+        CANCELED = "canceled", "Canceled"
+        WORKER_LOST = "worker_lost", "Worker lost"
+        UNCLAIMED = "unclaimed", "Not claimed in time"
+
     name = models.CharField(max_length=200, blank=True)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="tasks")
     project = models.ForeignKey(
@@ -57,11 +64,29 @@ class Task(models.Model):
     pool = models.ForeignKey(
         "pools.Pool", null=True, blank=True, on_delete=models.PROTECT, related_name="tasks"
     )
+    worker = models.ForeignKey(
+        "pools.Worker",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="tasks",
+        help_text="The worker daemon that claimed the task.",
+    )
+    stop_reason = models.CharField(
+        max_length=20, blank=True, help_text="Why a stop was requested: reclaim, budget, canceled, ..."
+    )
+    verdict = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="The engine's reason this task waits (its place in line is read live).",
+    )
     checkpoint = models.BooleanField(
         default=False, help_text="The task checkpoints, so a preempted run resumes where it was."
     )
     submitted_at = models.DateTimeField(auto_now_add=True)
     placed_at = models.DateTimeField(null=True, blank=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
     preemption_count = models.PositiveIntegerField(default=0)
     last_preemption_reason = models.CharField(max_length=20, blank=True)

@@ -150,3 +150,14 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
+
+# Celery: Redis as broker when REDIS_URL is set. Without it (the embedded default) the engine
+# runs in-process through ``manage.py run_engine`` and Celery is not used.
+CELERY_BROKER_URL = REDIS_URL or "memory://"
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TIMEZONE = "UTC"
+CELERY_ENABLE_UTC = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_ACKS_LATE = False
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True

@@ -1,0 +1,67 @@
+"""The engine's own records: the switch IT flips, the windows it was off (not charged to time
+budgets), and one record per pass for the dashboards."""
+
+from django.conf import settings
+from django.db import models
+
+
+class EngineSwitch(models.Model):
+    """A single row: whether the compute policy engine runs its passes."""
+
+    enabled = models.BooleanField(default=True)
+    changed_at = models.DateTimeField(null=True, blank=True)
+    changed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        verbose_name = "engine switch"
+
+    def __str__(self) -> str:
+        return "engine enabled" if self.enabled else "engine disabled"
+
+
+class DisabledWindow(models.Model):
+    """A time the engine was disabled. Time budgets are not charged inside it."""
+
+    start = models.DateTimeField()
+    end = models.DateTimeField(null=True, blank=True, help_text="Empty while the engine is still disabled.")
+    disabled_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["-start"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["end"], condition=models.Q(end__isnull=True), name="one_open_window"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"disabled {self.start:%Y-%m-%d %H:%M:%S} to {self.end or 'now'}"
+
+
+class PassRecord(models.Model):
+    """One pass of the engine, or one skipped because another process held the lock."""
+
+    started_at = models.DateTimeField(db_index=True)
+    skipped = models.BooleanField(default=False)
+    skip_reason = models.CharField(max_length=40, blank=True)
+    duration_ms = models.FloatField(default=0)
+    load_ms = models.FloatField(default=0)
+    decide_ms = models.FloatField(default=0)
+    apply_ms = models.FloatField(default=0)
+    placed = models.PositiveIntegerField(default=0)
+    preempted = models.PositiveIntegerField(default=0)
+    waiting = models.PositiveIntegerField(default=0)
+    running = models.PositiveIntegerField(default=0)
+    queries = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-started_at"]
+        verbose_name = "engine pass"
+        verbose_name_plural = "engine passes"
+
+    def __str__(self) -> str:
+        return f"pass at {self.started_at:%Y-%m-%d %H:%M:%S}"

@@ -1,0 +1,6 @@
+"""The versioned API under ``/api/v1/``: each app contributes its own ``api/urls.py``,
+included here with one line each."""
+
+from django.urls import include, path  # noqa: F401  (used as apps add their includes)
+
+urlpatterns = []
