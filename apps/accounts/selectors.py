@@ -1,0 +1,66 @@
+"""Who may see what. Roles come from memberships; a person can hold several.
+
+* IT admins, leadership and finance see the whole estate.
+* A department head sees their department's subtree; a team lead their group's subtree.
+* A member sees their own work, and the compute resources of the groups they belong to.
+"""
+
+from collections.abc import Iterable
+
+from apps.accounts.models import Group, Membership, User
+
+Role = Membership.Role
+ESTATE_ROLES = {Role.IT_ADMIN, Role.LEADERSHIP, Role.FINANCE}
+
+
+def roles(user: User) -> set[str]:
+    if not user.is_authenticated:
+        return set()
+    found = set(user.memberships.values_list("role", flat=True))
+    if user.is_superuser:
+        found.add(Role.IT_ADMIN)
+    return found
+
+
+def has_role(user: User, *wanted: str) -> bool:
+    return bool(roles(user) & set(wanted))
+
+
+def sees_whole_estate(user: User) -> bool:
+    return bool(roles(user) & ESTATE_ROLES)
+
+
+def subtree_ids(group_ids: Iterable[int]) -> set[int]:
+    """The given groups and all their descendants (one query for the whole tree)."""
+    children: dict[int | None, list[int]] = {}
+    for pk, parent in Group.objects.values_list("pk", "parent_id"):
+        children.setdefault(parent, []).append(pk)
+    found, stack = set(), list(group_ids)
+    while stack:
+        pk = stack.pop()
+        if pk in found:
+            continue
+        found.add(pk)
+        stack.extend(children.get(pk, []))
+    return found
+
+
+def groups_with_role(user: User, *wanted: str) -> set[int]:
+    if not user.is_authenticated:
+        return set()
+    return set(user.memberships.filter(role__in=wanted).values_list("group_id", flat=True))
+
+
+def member_group_ids(user: User) -> set[int]:
+    """Groups the user belongs to in any role: the groups whose compute resources they may use."""
+    if not user.is_authenticated:
+        return set()
+    return set(user.memberships.values_list("group_id", flat=True))
+
+
+def managed_group_ids(user: User) -> set[int] | None:
+    """Groups whose work and usage the user may see beyond their own: ``None`` means all of them."""
+    if sees_whole_estate(user):
+        return None
+    heads = groups_with_role(user, Role.DEPARTMENT_HEAD, Role.TEAM_LEAD)
+    return subtree_ids(heads)
