@@ -161,3 +161,5 @@ CELERY_ENABLE_UTC = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ACKS_LATE = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Periodic work; each entry's ``expires`` equals its interval so a slow run never piles up.
+CELERY_BEAT_SCHEDULE: dict[str, dict] = {}

@@ -1,0 +1,191 @@
+"""Time budgets on the database: use per UTC calendar period computed from usage intervals.
+
+Budget hours = wall hours x the profile's time weight, per task, from placement until the work
+has really stopped (running intervals count up to ``now``). Windows in which the engine was
+disabled are not charged. A policy's use includes its subtree's, as its budget covers them.
+Nothing here is a counter: every figure is recomputed from the intervals, so a missed or doubled
+meter tick changes nothing.
+"""
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+from django.db.models import DateTimeField, DurationField, ExpressionWrapper, F, Q, Sum, Value
+from django.db.models.functions import Coalesce, Greatest, Least
+from django.utils import timezone
+
+from apps.engine.models import DisabledWindow
+from apps.ledger.models import UsageInterval
+from apps.policies.models import ResourcePolicy
+from apps.policies.selectors import parent_policy_ids
+
+PERIODS = ("day", "week", "month")
+HOUR = Decimal(3600)
+
+
+def period_bounds(now: datetime, period: str) -> tuple[datetime, datetime]:
+    """The UTC calendar period holding ``now``: a day from midnight, a week from Monday, a month
+    from the 1st."""
+    day = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    if period == "day":
+        return day, day + timedelta(days=1)
+    if period == "week":
+        start = day - timedelta(days=day.weekday())
+        return start, start + timedelta(days=7)
+    if period == "month":
+        start = day.replace(day=1)
+        end = (start + timedelta(days=32)).replace(day=1)
+        return start, end
+    raise ValueError(f"unknown budget period {period!r}")
+
+
+@dataclass(frozen=True)
+class BudgetStatus:
+    policy_id: int
+    has_budget: bool
+    period: str | None
+    period_start: datetime
+    resets_at: datetime
+    budget_hours: Decimal | None
+    used_hours: Decimal
+    left_hours: Decimal | None
+    burn_rate: Decimal
+    projected_run_out: datetime | None
+    alert_threshold: int
+    used_up: bool
+    gpu_hours: Decimal
+    gpus_in_use: Decimal
+
+    @property
+    def used_fraction(self) -> Decimal | None:
+        if not self.has_budget:
+            return None
+        if not self.budget_hours:
+            return Decimal(1)
+        return self.used_hours / self.budget_hours
+
+    @property
+    def over_threshold(self) -> bool:
+        fraction = self.used_fraction
+        return fraction is not None and fraction * 100 >= self.alert_threshold
+
+
+def _seconds(duration) -> Decimal:
+    if duration is None:
+        return Decimal(0)
+    if isinstance(duration, timedelta):
+        return Decimal(duration.days * 86400 + duration.seconds) + Decimal(duration.microseconds) / 10**6
+    return Decimal(duration) / 10**6
+
+
+def _overlap_by_policy(start: datetime, end: datetime, now: datetime) -> dict[int, tuple[Decimal, Decimal]]:
+    """Per policy (own tasks only): (budget hours, GPU-hours) of the intervals inside [start, end),
+    running ones counted up to ``now``."""
+    stop = min(end, now)
+    if stop <= start:
+        return {}
+    lo = Value(start, output_field=DateTimeField())
+    hi = Value(stop, output_field=DateTimeField())
+    overlap = ExpressionWrapper(
+        Least(Coalesce(F("end"), hi), hi) - Greatest(F("start"), lo), output_field=DurationField()
+    )
+    rows = (
+        UsageInterval.objects.filter(start__lt=stop)
+        .filter(Q(end__isnull=True) | Q(end__gt=start))
+        .values("policy_id", "time_weight", "gpus")
+        .annotate(seconds=Sum(overlap))
+        .order_by()
+    )
+    result: dict[int, list[Decimal]] = defaultdict(lambda: [Decimal(0), Decimal(0)])
+    for row in rows:
+        seconds = max(_seconds(row["seconds"]), Decimal(0))
+        result[row["policy_id"]][0] += seconds * row["time_weight"] / HOUR
+        result[row["policy_id"]][1] += seconds * row["gpus"] / HOUR
+    return {pk: (budget, gpu) for pk, (budget, gpu) in result.items()}
+
+
+def _charged_by_policy(start: datetime, end: datetime, now: datetime) -> dict[int, tuple[Decimal, Decimal]]:
+    """Budget hours charged in [start, end) with disabled-engine windows taken out (GPU-hours are
+    the ledger's and keep them)."""
+    charged = _overlap_by_policy(start, end, now)
+    windows = DisabledWindow.objects.filter(start__lt=min(end, now)).filter(
+        Q(end__isnull=True) | Q(end__gt=start)
+    )
+    for window in windows:
+        w_start, w_end = max(window.start, start), min(window.end or now, end)
+        for pk, (budget, _) in _overlap_by_policy(w_start, w_end, now).items():
+            total_budget, gpu = charged[pk]
+            charged[pk] = (total_budget - budget, gpu)
+    return charged
+
+
+def _subtree_sums(own: dict[int, Decimal], parents: dict[int, int | None]) -> dict[int, Decimal]:
+    total: dict[int, Decimal] = defaultdict(Decimal)
+    for pk, amount in own.items():
+        node, seen = pk, set()
+        while node is not None and node not in seen:
+            total[node] += amount
+            seen.add(node)
+            node = parents.get(node)
+    return total
+
+
+def budget_status(policies=None, now: datetime | None = None) -> dict[int, BudgetStatus]:
+    """The time budget of each policy (all when ``policies`` is None) at ``now``.
+
+    Policies without a budget get their use in the current UTC month, for display.
+    """
+    now = now or timezone.now()
+    policies = list(ResourcePolicy.objects.all() if policies is None else policies)
+    if not policies:
+        return {}
+    parents = parent_policy_ids()
+    kinds = {p.budget_period if p.has_budget else "month" for p in policies}
+    used = {}
+    for kind in kinds:
+        start, end = period_bounds(now, kind)
+        charged = _charged_by_policy(start, end, now)
+        used[kind] = (
+            _subtree_sums({pk: v[0] for pk, v in charged.items()}, parents),
+            _subtree_sums({pk: v[1] for pk, v in charged.items()}, parents),
+        )
+    running = (
+        UsageInterval.objects.filter(end__isnull=True, start__lte=now)
+        .values("policy_id")
+        .annotate(weight=Sum("time_weight"), gpus=Sum("gpus"))
+        .order_by()
+    )
+    rate = _subtree_sums({r["policy_id"]: r["weight"] for r in running}, parents)
+    in_use = _subtree_sums({r["policy_id"]: r["gpus"] for r in running}, parents)
+
+    result = {}
+    for policy in policies:
+        kind = policy.budget_period if policy.has_budget else "month"
+        start, end = period_bounds(now, kind)
+        used_hours = used[kind][0].get(policy.pk, Decimal(0)).quantize(Decimal("0.001"))
+        left = None
+        run_out = None
+        burn = rate.get(policy.pk, Decimal(0))
+        if policy.has_budget:
+            left = policy.budget_hours - used_hours
+            if left > 0 and burn > 0:
+                run_out = now + timedelta(seconds=float(left / burn * HOUR))
+        result[policy.pk] = BudgetStatus(
+            policy_id=policy.pk,
+            has_budget=policy.has_budget,
+            period=policy.budget_period if policy.has_budget else None,
+            period_start=start,
+            resets_at=end,
+            budget_hours=policy.budget_hours,
+            used_hours=used_hours,
+            left_hours=left,
+            burn_rate=burn,
+            projected_run_out=run_out,
+            alert_threshold=policy.alert_threshold,
+            used_up=policy.has_budget and left is not None and left <= 0,
+            gpu_hours=used[kind][1].get(policy.pk, Decimal(0)).quantize(Decimal("0.001")),
+            gpus_in_use=in_use.get(policy.pk, Decimal(0)),
+        )
+    return result
