@@ -3,4 +3,10 @@ included here with one line each."""
 
 from django.urls import include, path  # noqa: F401  (used as apps add their includes)
 
-urlpatterns = []
+urlpatterns = [
+    path("", include("apps.accounts.api.urls")),
+    path("", include("apps.policies.api.urls")),
+    path("", include("apps.tasks.api.urls")),
+    path("workers/", include("apps.pools.api.urls")),
+    path("usage/", include("apps.ledger.api.urls")),
+]

@@ -33,9 +33,22 @@ def require_redis() -> None:
         _fail_or_skip(f"Redis at {url} is not reachable: {error}")
 
 
+def require_slurm() -> None:
+    import shutil
+    import subprocess
+
+    if not os.environ.get("SLURM_CONF") or not shutil.which("sinfo"):
+        _fail_or_skip("needs Slurm: run deploy/slurm-dev/start.sh and export the SLURM_CONF it prints")
+    done = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=10)
+    if done.returncode or not done.stdout.strip():
+        _fail_or_skip(f"the Slurm cluster at {os.environ['SLURM_CONF']} does not answer: {done.stderr.strip()}")
+
+
 @pytest.fixture(autouse=True)
 def _real_services_for_markers(request):
     if request.node.get_closest_marker("postgres"):
         require_postgres()
     if request.node.get_closest_marker("redis"):
         require_redis()
+    if request.node.get_closest_marker("slurm"):
+        require_slurm()

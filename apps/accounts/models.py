@@ -4,6 +4,7 @@ memberships with roles, and projects that usage is recorded against."""
 from django.contrib.auth.models import AbstractUser
 from django.core.exceptions import ValidationError
 from django.db import models
+from django.utils import timezone
 
 
 class User(AbstractUser):
@@ -113,3 +114,38 @@ class Notification(models.Model):
 
     def __str__(self) -> str:
         return f"{self.get_kind_display()} for {self.user}"
+
+
+class ApiToken(models.Model):
+    """A personal API token: the SDK, the CLI and agents over MCP act as its user.
+
+    Only a SHA-256 of the token is stored; the token itself is shown once, when it is created.
+    ``prefix`` (the first characters) lets the user tell tokens apart.
+    """
+
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100, help_text="What the token is for, e.g. laptop or pipeline.")
+    prefix = models.CharField(max_length=16, editable=False)
+    token_hash = models.CharField(max_length=64, unique=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True, help_text="Empty: never expires.")
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        verbose_name = "API token"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…) of {self.user}"
+
+    def status_at(self, now) -> str:
+        if self.revoked_at is not None:
+            return "revoked"
+        if self.expires_at is not None and self.expires_at <= now:
+            return "expired"
+        return "active"
+
+    @property
+    def status(self) -> str:
+        return self.status_at(timezone.now())

@@ -7,7 +7,7 @@
 
 from collections.abc import Iterable
 
-from apps.accounts.models import Group, Membership, User
+from apps.accounts.models import ApiToken, Group, Membership, User
 
 Role = Membership.Role
 ESTATE_ROLES = {Role.IT_ADMIN, Role.LEADERSHIP, Role.FINANCE}
@@ -64,3 +64,20 @@ def managed_group_ids(user: User) -> set[int] | None:
         return None
     heads = groups_with_role(user, Role.DEPARTMENT_HEAD, Role.TEAM_LEAD)
     return subtree_ids(heads)
+
+
+def api_tokens(user: User):
+    """The user's personal tokens, newest first, revoked ones included (they show as revoked)."""
+    return ApiToken.objects.filter(user=user)
+
+
+def api_token_by_hash(token_hash: str) -> ApiToken | None:
+    return ApiToken.objects.select_related("user").filter(token_hash=token_hash).first()
+
+
+def cancellable_group_ids(user: User) -> set[int] | None:
+    """Groups whose tasks the user may cancel beyond their own: all for IT admins (``None``), the
+    managed subtrees for department heads and team leads. Leadership and finance only read."""
+    if has_role(user, Role.IT_ADMIN):
+        return None
+    return subtree_ids(groups_with_role(user, Role.DEPARTMENT_HEAD, Role.TEAM_LEAD))

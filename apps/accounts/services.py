@@ -1,11 +1,17 @@
 """Writes for groups and memberships. An IT admin membership makes the user staff in the admin
 with the permissions of the "IT admins" auth group; losing the last one takes it away."""
 
+import hashlib
+import secrets
+from datetime import datetime, timedelta
+
 from django.contrib.auth.models import Group as AuthGroup
 from django.contrib.auth.models import Permission
+from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.utils import timezone
 
-from apps.accounts.models import Group, Membership, Project, User
+from apps.accounts.models import ApiToken, Group, Membership, Project, User
 from apps.core.writes import validated_save
 
 IT_ADMIN_AUTH_GROUP = "IT admins"
@@ -54,3 +60,43 @@ def remove_membership(membership: Membership) -> None:
     membership.delete()
     if role == Membership.Role.IT_ADMIN:
         sync_staff(user)
+
+
+# Personal API tokens. A token is ``kqp_`` and 43 random URL-safe characters; only its SHA-256 is
+# stored. The prefix tells personal tokens from worker tokens, which share the Bearer scheme.
+
+TOKEN_PREFIX = "kqp_"
+LAST_USED_EVERY = timedelta(minutes=1)
+
+
+def hash_token(raw: str) -> str:
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+def create_api_token(*, user: User, name: str, expires_at: datetime | None = None) -> tuple[ApiToken, str]:
+    """A new token for ``user``; the token itself is returned here and never again."""
+    name = (name or "").strip()
+    if not name:
+        raise ValidationError({"name": "Give the token a name, e.g. laptop or nightly pipeline."})
+    if expires_at is not None and expires_at <= timezone.now():
+        raise ValidationError({"expires_at": "The expiry must be in the future."})
+    raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    token = ApiToken(user=user, name=name, prefix=raw[: len(TOKEN_PREFIX) + 6], token_hash=hash_token(raw))
+    token.expires_at = expires_at
+    token.full_clean(exclude=["token_hash", "prefix"])
+    token.save()
+    return token, raw
+
+
+def revoke_api_token(token: ApiToken) -> ApiToken:
+    if token.revoked_at is None:
+        token.revoked_at = timezone.now()
+        token.save(update_fields=["revoked_at"])
+    return token
+
+
+def mark_api_token_used(token: ApiToken, now: datetime) -> None:
+    """Record use at most once a minute, so that every request does not write."""
+    if token.last_used_at is None or now - token.last_used_at >= LAST_USED_EVERY:
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        token.last_used_at = now

@@ -9,36 +9,22 @@ meter tick changes nothing.
 
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.db.models import DateTimeField, DurationField, ExpressionWrapper, F, Q, Sum, Value
 from django.db.models.functions import Coalesce, Greatest, Least
 from django.utils import timezone
 
+from apps.engine.core import UNITS_PER_HOUR, period_bounds
 from apps.engine.models import DisabledWindow
 from apps.ledger.models import UsageInterval
 from apps.policies.models import ResourcePolicy
 from apps.policies.selectors import parent_policy_ids
 
-PERIODS = ("day", "week", "month")
 HOUR = Decimal(3600)
-
-
-def period_bounds(now: datetime, period: str) -> tuple[datetime, datetime]:
-    """The UTC calendar period holding ``now``: a day from midnight, a week from Monday, a month
-    from the 1st."""
-    day = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-    if period == "day":
-        return day, day + timedelta(days=1)
-    if period == "week":
-        start = day - timedelta(days=day.weekday())
-        return start, start + timedelta(days=7)
-    if period == "month":
-        start = day.replace(day=1)
-        end = (start + timedelta(days=32)).replace(day=1)
-        return start, end
-    raise ValueError(f"unknown budget period {period!r}")
+MICRO = timedelta(microseconds=1)
+MICROS_PER_HOUR = 3600 * 10**6
 
 
 @dataclass(frozen=True)
@@ -72,17 +58,18 @@ class BudgetStatus:
         return fraction is not None and fraction * 100 >= self.alert_threshold
 
 
-def _seconds(duration) -> Decimal:
+def _micros(duration) -> int:
     if duration is None:
-        return Decimal(0)
+        return 0
     if isinstance(duration, timedelta):
-        return Decimal(duration.days * 86400 + duration.seconds) + Decimal(duration.microseconds) / 10**6
-    return Decimal(duration) / 10**6
+        return duration // MICRO
+    return int(duration)
 
 
-def _overlap_by_policy(start: datetime, end: datetime, now: datetime) -> dict[int, tuple[Decimal, Decimal]]:
-    """Per policy (own tasks only): (budget hours, GPU-hours) of the intervals inside [start, end),
-    running ones counted up to ``now``."""
+def _overlap_by_policy(start: datetime, end: datetime, now: datetime) -> dict[int, tuple[int, Decimal]]:
+    """Per policy (own tasks only): (budget units, GPU-microseconds) of the intervals inside
+    [start, end), running ones counted up to ``now``. Budget units are the engine core's:
+    milli-weight x microseconds, exact integers."""
     stop = min(end, now)
     if stop <= start:
         return {}
@@ -95,34 +82,45 @@ def _overlap_by_policy(start: datetime, end: datetime, now: datetime) -> dict[in
         UsageInterval.objects.filter(start__lt=stop)
         .filter(Q(end__isnull=True) | Q(end__gt=start))
         .values("policy_id", "time_weight", "gpus")
-        .annotate(seconds=Sum(overlap))
+        .annotate(span=Sum(overlap))
         .order_by()
     )
-    result: dict[int, list[Decimal]] = defaultdict(lambda: [Decimal(0), Decimal(0)])
+    result: dict[int, list] = defaultdict(lambda: [0, Decimal(0)])
     for row in rows:
-        seconds = max(_seconds(row["seconds"]), Decimal(0))
-        result[row["policy_id"]][0] += seconds * row["time_weight"] / HOUR
-        result[row["policy_id"]][1] += seconds * row["gpus"] / HOUR
-    return {pk: (budget, gpu) for pk, (budget, gpu) in result.items()}
+        micros = max(_micros(row["span"]), 0)
+        result[row["policy_id"]][0] += micros * int(row["time_weight"] * 1000)
+        result[row["policy_id"]][1] += micros * row["gpus"]
+    return {pk: (units, gpu_us) for pk, (units, gpu_us) in result.items()}
 
 
-def _charged_by_policy(start: datetime, end: datetime, now: datetime) -> dict[int, tuple[Decimal, Decimal]]:
-    """Budget hours charged in [start, end) with disabled-engine windows taken out (GPU-hours are
-    the ledger's and keep them)."""
+def _charged_by_policy(start: datetime, end: datetime, now: datetime) -> dict[int, tuple[int, Decimal]]:
+    """Budget units charged in [start, end) with disabled-engine windows taken out (GPU time is
+    the ledger's and keeps them)."""
     charged = _overlap_by_policy(start, end, now)
-    windows = DisabledWindow.objects.filter(start__lt=min(end, now)).filter(
-        Q(end__isnull=True) | Q(end__gt=start)
-    )
+    windows = DisabledWindow.objects.filter(start__lt=min(end, now)).filter(Q(end__isnull=True) | Q(end__gt=start))
     for window in windows:
         w_start, w_end = max(window.start, start), min(window.end or now, end)
-        for pk, (budget, _) in _overlap_by_policy(w_start, w_end, now).items():
-            total_budget, gpu = charged[pk]
-            charged[pk] = (total_budget - budget, gpu)
+        for pk, (units, _) in _overlap_by_policy(w_start, w_end, now).items():
+            total, gpu_us = charged[pk]
+            charged[pk] = (total - units, gpu_us)
     return charged
 
 
-def _subtree_sums(own: dict[int, Decimal], parents: dict[int, int | None]) -> dict[int, Decimal]:
-    total: dict[int, Decimal] = defaultdict(Decimal)
+def budget_units_used(policies, now: datetime, parents: dict[int, int | None]) -> dict[int, int]:
+    """Budget units each budgeted policy (its subtree included) used in its current period."""
+    used: dict[int, int] = {}
+    for kind in {p.budget_period for p in policies if p.has_budget}:
+        start, end = period_bounds(now, kind)
+        own = {pk: units for pk, (units, _) in _charged_by_policy(start, end, now).items()}
+        subtree = _subtree_sums(own, parents)
+        for policy in policies:
+            if policy.has_budget and policy.budget_period == kind:
+                used[policy.pk] = subtree.get(policy.pk, 0)
+    return used
+
+
+def _subtree_sums(own: dict, parents: dict[int, int | None]) -> dict:
+    total: dict = defaultdict(int)
     for pk, amount in own.items():
         node, seen = pk, set()
         while node is not None and node not in seen:
@@ -148,8 +146,8 @@ def budget_status(policies=None, now: datetime | None = None) -> dict[int, Budge
         start, end = period_bounds(now, kind)
         charged = _charged_by_policy(start, end, now)
         used[kind] = (
-            _subtree_sums({pk: v[0] for pk, v in charged.items()}, parents),
-            _subtree_sums({pk: v[1] for pk, v in charged.items()}, parents),
+            _subtree_sums({pk: Decimal(v[0]) / UNITS_PER_HOUR for pk, v in charged.items()}, parents),
+            _subtree_sums({pk: v[1] / MICROS_PER_HOUR for pk, v in charged.items()}, parents),
         )
     running = (
         UsageInterval.objects.filter(end__isnull=True, start__lte=now)
@@ -164,10 +162,10 @@ def budget_status(policies=None, now: datetime | None = None) -> dict[int, Budge
     for policy in policies:
         kind = policy.budget_period if policy.has_budget else "month"
         start, end = period_bounds(now, kind)
-        used_hours = used[kind][0].get(policy.pk, Decimal(0)).quantize(Decimal("0.001"))
+        used_hours = Decimal(used[kind][0].get(policy.pk, 0)).quantize(Decimal("0.001"))
         left = None
         run_out = None
-        burn = rate.get(policy.pk, Decimal(0))
+        burn = Decimal(rate.get(policy.pk, 0))
         if policy.has_budget:
             left = policy.budget_hours - used_hours
             if left > 0 and burn > 0:
@@ -185,7 +183,7 @@ def budget_status(policies=None, now: datetime | None = None) -> dict[int, Budge
             projected_run_out=run_out,
             alert_threshold=policy.alert_threshold,
             used_up=policy.has_budget and left is not None and left <= 0,
-            gpu_hours=used[kind][1].get(policy.pk, Decimal(0)).quantize(Decimal("0.001")),
-            gpus_in_use=in_use.get(policy.pk, Decimal(0)),
+            gpu_hours=Decimal(used[kind][1].get(policy.pk, 0)).quantize(Decimal("0.001")),
+            gpus_in_use=Decimal(in_use.get(policy.pk, 0)),
         )
     return result

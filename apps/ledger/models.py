@@ -70,3 +70,77 @@ class BudgetAlert(models.Model):
 
     def __str__(self) -> str:
         return f"{self.get_kind_display()}: {self.policy} ({self.period_start:%Y-%m-%d})"
+
+
+def _derived(to: str, **kwargs) -> models.ForeignKey:
+    return models.ForeignKey(
+        to, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False, related_name="+", **kwargs
+    )
+
+
+class UsageRollup(models.Model):
+    """The usage of one policy, user, project, pool and GPU type over one period, summed from the
+    usage intervals by ``apps.ledger.rollups``. Derived data: rebuilt from the intervals at will.
+
+    Amounts are exact integers: ``gpu_us`` in GPU-microseconds (milli-GPUs x milliseconds) and
+    ``budget_us`` in budget-microseconds (milli time weight x milliseconds), so GPU-hours are
+    ``gpu_us / 3.6e9`` and budget hours ``budget_us / 3.6e9``, with nothing lost to rounding.
+    Foreign keys carry no database constraint or index of their own: the intervals already hold
+    the references, and bulk rebuilds stay fast; the reports' indexes are declared below.
+    """
+
+    policy = _derived("policies.ResourcePolicy")
+    group = _derived("accounts.Group")
+    user = _derived(settings.AUTH_USER_MODEL)
+    project = _derived("accounts.Project", null=True)
+    pool = _derived("pools.Pool")
+    gpu_type = _derived("pools.GpuType")
+    gpu_us = models.BigIntegerField("GPU-microseconds")
+    budget_us = models.BigIntegerField("budget-microseconds")
+
+    class Meta:
+        abstract = True
+
+
+class HourlyRollup(UsageRollup):
+    hour = models.DateTimeField(help_text="Start of the UTC hour.")
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["hour"], name="hourly_hour"),
+            models.Index(fields=["group", "hour"], name="hourly_group_hour"),
+            models.Index(fields=["user", "hour"], name="hourly_user_hour"),
+        ]
+
+    def __str__(self) -> str:
+        return f"usage of {self.user_id} on {self.pool_id} in the hour from {self.hour:%Y-%m-%d %H:%M}"
+
+
+class DailyRollup(UsageRollup):
+    """The sum of a UTC day's hourly rows: reports read it for whole days."""
+
+    day = models.DateField()
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["day"], name="daily_day"),
+            models.Index(fields=["group", "day"], name="daily_group_day"),
+            models.Index(fields=["user", "day"], name="daily_user_day"),
+        ]
+
+    def __str__(self) -> str:
+        return f"usage of {self.user_id} on {self.pool_id} on {self.day:%Y-%m-%d}"
+
+
+class RollupState(models.Model):
+    """How far the rollups are built (one row). Hours before ``built_until`` are in the rollup
+    tables; reports read the intervals from there on. ``open_interval_ids`` are the intervals
+    that were still running at the last refresh: one closed since (possibly back-dated, as when a
+    worker is lost) makes the next refresh recompute from its end."""
+
+    built_until = models.DateTimeField(null=True, blank=True)
+    open_interval_ids = models.JSONField(default=list, blank=True)
+    refreshed_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"rollups built until {self.built_until}"

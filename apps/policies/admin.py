@@ -1,5 +1,8 @@
+from contextvars import ContextVar
+from decimal import Decimal
+
 from django.contrib import admin
-from django.db.models import Max
+from django.db.models import Count, Max, Q
 
 from apps.policies.models import ComputeResource, Profile, ProfilePool, ResourcePolicy
 
@@ -68,14 +71,72 @@ class PolicyComputeResourceInline(admin.TabularInline):
     show_change_link = True
 
 
+_budget_statuses: ContextVar[dict] = ContextVar("budget_statuses", default={})
+
+
 @admin.register(ResourcePolicy)
 class ResourcePolicyAdmin(admin.ModelAdmin):
-    list_display = ["group", "reservation", "limit", "budget_hours", "budget_period", "alert_threshold"]
+    """Policies with live columns: GPUs in use (subtree), borrowed, waiting, budget used and left."""
+
+    list_display = [
+        "group", "reservation", "limit", "in_use", "borrowed", "waiting", "budget_hours", "budget_period",
+        "budget_used", "budget_left", "projected_run_out", "alert_threshold",
+    ]
     list_filter = ["budget_period", "group__kind"]
     search_fields = ["group__name"]
     autocomplete_fields = ["group"]
     list_select_related = ["group"]
     inlines = [PolicyComputeResourceInline]
+    def changelist_view(self, request, extra_context=None):
+        from apps.ledger.budgets import budget_status
+
+        token = _budget_statuses.set(budget_status())
+        try:
+            response = super().changelist_view(request, extra_context)
+            return response.render() if hasattr(response, "render") else response
+        finally:
+            _budget_statuses.reset(token)
+
+    def get_queryset(self, request):
+        waiting = Count("compute_resources__tasks", filter=Q(compute_resources__tasks__state="queued"))
+        return super().get_queryset(request).annotate(waiting_count=waiting)
+
+    def _status(self, policy):
+        return _budget_statuses.get().get(policy.pk)
+
+    @admin.display(description="in use")
+    def in_use(self, policy):
+        status = self._status(policy)
+        return status.gpus_in_use if status else "-"
+
+    @admin.display(description="borrowed")
+    def borrowed(self, policy):
+        status = self._status(policy)
+        return max(status.gpus_in_use - policy.reservation, Decimal(0)) if status else "-"
+
+    @admin.display(description="waiting", ordering="waiting_count")
+    def waiting(self, policy):
+        return policy.waiting_count
+
+    @admin.display(description="budget used (h)")
+    def budget_used(self, policy):
+        status = self._status(policy)
+        return status.used_hours if status and status.has_budget else "-"
+
+    @admin.display(description="budget left (h)")
+    def budget_left(self, policy):
+        status = self._status(policy)
+        return status.left_hours if status and status.has_budget else "-"
+
+    @admin.display(description="projected run-out")
+    def projected_run_out(self, policy):
+        status = self._status(policy)
+        if not status or not status.has_budget:
+            return "-"
+        if status.used_up:
+            return f"used up; resets {status.resets_at:%Y-%m-%d %H:%M} UTC"
+        return f"{status.projected_run_out:%Y-%m-%d %H:%M} UTC" if status.projected_run_out else "not burning"
+
     fieldsets = [
         (None, {"fields": ["group"]}),
         ("How much at once", {"fields": ["reservation", "limit"]}),

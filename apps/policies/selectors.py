@@ -1,8 +1,9 @@
 """Reads of the policy tree. A policy's parent is the policy of its group's nearest ancestor
 that has one; group trees are small, so the group table is read whole."""
 
-from apps.accounts.models import Group
-from apps.policies.models import ResourcePolicy
+from apps.accounts.models import Group, User
+from apps.accounts.selectors import managed_group_ids, member_group_ids
+from apps.policies.models import ComputeResource, ResourcePolicy
 
 
 def _nearest_holder(group_id: int, parents: dict[int, int | None], holders: set[int]) -> int | None:
@@ -41,3 +42,34 @@ def child_policies(policy: ResourcePolicy) -> list[ResourcePolicy]:
     others = [p for p in ResourcePolicy.objects.select_related("group") if p.group_id != policy.group_id]
     holders = {p.group_id for p in others} | {policy.group_id}
     return [p for p in others if _nearest_holder(p.group_id, parents, holders) == policy.group_id]
+
+
+# Channels: which compute resources and policies a person may use or see.
+
+
+def submittable_resources(user: User):
+    """Compute resources of the groups the user belongs to: the only ones they may submit to."""
+    return ComputeResource.objects.select_related("policy__group", "profile").filter(
+        policy__group_id__in=member_group_ids(user)
+    )
+
+
+def visible_group_ids(user: User) -> set[int] | None:
+    """The groups whose resources, policies and work the user may see; ``None`` means all."""
+    managed = managed_group_ids(user)
+    return None if managed is None else managed | member_group_ids(user)
+
+
+def visible_policies(user: User):
+    groups = visible_group_ids(user)
+    policies = ResourcePolicy.objects.select_related("group")
+    return policies if groups is None else policies.filter(group_id__in=groups)
+
+
+def resource_is_visible(user: User, resource: ComputeResource) -> bool:
+    groups = visible_group_ids(user)
+    return groups is None or resource.policy.group_id in groups
+
+
+def may_submit(user: User, resource: ComputeResource) -> bool:
+    return resource.policy.group_id in member_group_ids(user)

@@ -1,8 +1,11 @@
 from django.contrib import admin, messages
-from django.db.models import Max
+from django.db.models import Max, Q, Sum
+from django.template.response import TemplateResponse
+from django.utils import timezone
 
 from apps.policies.models import ProfilePool
-from apps.pools.models import GpuType, Pool, Worker
+from apps.pools import services
+from apps.pools.models import EnrolmentToken, GpuType, Pool, TaskLog, Worker
 from apps.pools.selectors import reservations_behind
 
 
@@ -29,7 +32,7 @@ class ExecutionOrderInline(admin.TabularInline):
 class WorkerInline(admin.TabularInline):
     model = Worker
     fields = ["hostname", "state", "gpus", "last_heartbeat"]
-    readonly_fields = ["hostname", "gpus", "last_heartbeat"]
+    readonly_fields = fields
     extra = 0
     can_delete = False
     show_change_link = True
@@ -40,12 +43,20 @@ class WorkerInline(admin.TabularInline):
 
 @admin.register(Pool)
 class PoolAdmin(admin.ModelAdmin):
-    list_display = ["name", "kind", "gpu_type", "capacity", "region", "enabled"]
+    list_display = ["name", "kind", "gpu_type", "capacity", "in_use", "region", "enabled"]
     list_filter = ["kind", "gpu_type", "enabled", "region"]
     search_fields = ["name", "region"]
     list_select_related = ["gpu_type"]
     readonly_fields = ["reservations_behind"]
     inlines = [ExecutionOrderInline, WorkerInline]
+
+    def get_queryset(self, request):
+        held = Sum("intervals__gpus", filter=Q(intervals__end__isnull=True))
+        return super().get_queryset(request).annotate(gpus_in_use=held)
+
+    @admin.display(description="in use / declared", ordering="gpus_in_use")
+    def in_use(self, pool: Pool) -> str:
+        return f"{pool.gpus_in_use or 0} / {pool.capacity}"
 
     @admin.display(description="reservations behind this pool")
     def reservations_behind(self, pool: Pool) -> str:
@@ -83,8 +94,101 @@ class PoolAdmin(admin.ModelAdmin):
 
 @admin.register(Worker)
 class WorkerAdmin(admin.ModelAdmin):
-    list_display = ["hostname", "pool", "state", "gpus", "last_heartbeat", "enrolled_at"]
-    list_filter = ["state", "pool"]
+    """Workers come from enrolment; IT can only retire them (their tasks go back to the queues)."""
+
+    list_display = ["hostname", "pool", "mode", "state", "gpus", "free_gpus", "last_heartbeat", "enrolled_at"]
+    list_filter = ["state", "mode", "pool"]
     search_fields = ["hostname"]
-    readonly_fields = ["token_hash", "enrolled_at", "last_heartbeat"]
+    fields = [
+        "pool",
+        "hostname",
+        "mode",
+        "version",
+        "state",
+        "gpus",
+        "free_gpus",
+        "gpu_stats",
+        "enrolment_token",
+        "enrolled_at",
+        "last_heartbeat",
+        "lost_at",
+    ]
+    readonly_fields = fields
     list_select_related = ["pool"]
+    actions = ["retire"]
+
+    def has_add_permission(self, request):
+        return False
+
+    @admin.action(description="Retire the selected workers (their tasks are requeued)")
+    def retire(self, request, queryset):
+        now = timezone.now()
+        workers = list(queryset.exclude(state=Worker.State.RETIRED))
+        requeued = sum(services.retire(worker, now) for worker in workers)
+        self.message_user(
+            request, f"Retired {len(workers)} workers; {requeued} of their tasks were requeued."
+        )
+
+
+@admin.register(EnrolmentToken)
+class EnrolmentTokenAdmin(admin.ModelAdmin):
+    """Tokens the worker daemons of a pool enrol with. A new token is shown once, right after it is
+    saved; only its SHA-256 is kept."""
+
+    list_display = ["name", "pool", "prefix", "created_at", "expires_at", "last_used_at", "revoked_at"]
+    list_filter = ["pool"]
+    search_fields = ["name", "prefix"]
+    list_select_related = ["pool"]
+    fields = [
+        "pool",
+        "name",
+        "expires_at",
+        "prefix",
+        "created_by",
+        "created_at",
+        "last_used_at",
+        "revoked_at",
+    ]
+    actions = ["revoke"]
+
+    def get_readonly_fields(self, request, obj=None):
+        fixed = ["prefix", "created_by", "created_at", "last_used_at", "revoked_at"]
+        return fixed + ["pool"] if obj else fixed
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            super().save_model(request, obj, form, change)
+        else:
+            obj.raw_token = services.issue_enrolment_token(obj, created_by=request.user, now=timezone.now())
+
+    def response_add(self, request, obj, post_url_continue=None):
+        context = {
+            **self.admin_site.each_context(request),
+            "token": obj,
+            "raw": obj.raw_token,
+            "opts": self.opts,
+        }
+        context["title"] = f"Enrolment token for {obj.pool}"
+        return TemplateResponse(request, "admin/pools/enrolmenttoken/created.html", context)
+
+    @admin.action(description="Revoke the selected tokens (enrolled workers keep working)")
+    def revoke(self, request, queryset):
+        now = timezone.now()
+        for token in queryset:
+            services.revoke_enrolment_token(token, now)
+        self.message_user(request, f"Revoked {queryset.count()} enrolment tokens.")
+
+
+@admin.register(TaskLog)
+class TaskLogAdmin(admin.ModelAdmin):
+    list_display = ["task", "worker", "updated_at"]
+    search_fields = ["task__name", "task__pk"]
+    list_select_related = ["task", "worker"]
+    fields = ["task", "worker", "updated_at", "tail"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

@@ -2,6 +2,7 @@
 
 from decimal import Decimal
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
@@ -55,6 +56,32 @@ class Pool(models.Model):
             raise ValidationError({"capacity": f"Declared capacity: {error}"})
 
 
+class EnrolmentToken(models.Model):
+    """A secret IT hands to the worker daemons of one pool; a daemon exchanges it for its own
+    worker token at enrolment. Only a SHA-256 is stored: the token is shown once, at creation."""
+
+    pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="enrolment_tokens")
+    name = models.CharField(max_length=100, help_text="What it is for, e.g. rack 12 or the login nodes.")
+    prefix = models.CharField(max_length=16, editable=False)
+    token_hash = models.CharField(max_length=64, unique=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    expires_at = models.DateTimeField(null=True, blank=True, help_text="Empty: never expires.")
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["pool__name", "-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…) for {self.pool}"
+
+    def is_usable(self, now) -> bool:
+        return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
+
+
 class Worker(models.Model):
     """A Klique worker daemon in a pool; it pulls work over outbound HTTPS."""
 
@@ -63,18 +90,70 @@ class Worker(models.Model):
         LOST = "lost", "Lost"
         RETIRED = "retired", "Retired"
 
+    class Mode(models.TextChoices):
+        PROCESS = "process", "Process (subprocesses on the host)"
+        SLURM = "slurm", "Slurm (sbatch on an HPC cluster)"
+
     pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="workers")
     hostname = models.CharField(max_length=255)
+    mode = models.CharField(max_length=10, choices=Mode.choices, default=Mode.PROCESS)
+    version = models.CharField(max_length=40, blank=True)
     gpus = models.DecimalField(
         max_digits=GPU_MAX_DIGITS, decimal_places=GPU_DECIMAL_PLACES, default=Decimal("0")
     )
+    free_gpus = models.DecimalField(
+        "free GPUs", max_digits=GPU_MAX_DIGITS, decimal_places=GPU_DECIMAL_PLACES, null=True, blank=True
+    )
+    gpu_stats = models.JSONField(
+        "GPU stats", default=list, blank=True, help_text="Per GPU, as the daemon last reported it (NVML)."
+    )
     state = models.CharField(max_length=10, choices=State.choices, default=State.ACTIVE)
     token_hash = models.CharField(max_length=64, unique=True, editable=False)
+    enrolment_token = models.ForeignKey(
+        EnrolmentToken, null=True, blank=True, on_delete=models.SET_NULL, related_name="workers"
+    )
     enrolled_at = models.DateTimeField(auto_now_add=True)
     last_heartbeat = models.DateTimeField(null=True, blank=True)
+    lost_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["pool__name", "hostname"]
+        indexes = [models.Index(fields=["state", "last_heartbeat"], name="worker_state_heartbeat")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["pool", "hostname"],
+                condition=~models.Q(state="retired"),
+                name="one_live_worker_per_host",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.hostname} ({self.pool})"
+
+
+class TaskLog(models.Model):
+    """The last lines a task wrote, as its worker last reported them."""
+
+    MAX_CHARS = 16_000
+
+    task = models.OneToOneField("tasks.Task", on_delete=models.CASCADE, related_name="log")
+    worker = models.ForeignKey(Worker, null=True, on_delete=models.SET_NULL, related_name="+")
+    tail = models.TextField(blank=True)
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        verbose_name = "task log tail"
+
+    def __str__(self) -> str:
+        return f"log of {self.task}"
+
+
+class WorkerSweep(models.Model):
+    """When the sweep for lost workers last ran, and when it resumed after a gap: after an outage
+    of the control plane every worker gets a full heartbeat timeout to check back in."""
+
+    last_run_at = models.DateTimeField()
+    resumed_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"worker sweep, last run {self.last_run_at:%Y-%m-%d %H:%M:%S}"

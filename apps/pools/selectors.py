@@ -1,9 +1,10 @@
-"""Reads about pools for the admin and the dashboards."""
+"""Reads about pools and workers for the admin, the dashboards and the worker API."""
 
 from dataclasses import dataclass
 from decimal import Decimal
 
-from apps.pools.models import Pool
+from apps.accounts.services import hash_token
+from apps.pools.models import EnrolmentToken, Pool, Worker
 
 
 @dataclass(frozen=True)
@@ -64,3 +65,21 @@ def estate_overview() -> dict:
         "policy_count": ResourcePolicy.objects.count(),
         "resource_count": ComputeResource.objects.count(),
     }
+
+
+def worker_by_token(raw: str) -> Worker | None:
+    """The worker a worker token belongs to, unless it was retired."""
+    live = Worker.objects.exclude(state=Worker.State.RETIRED).select_related("pool")
+    try:
+        return live.get(token_hash=hash_token(raw))
+    except Worker.DoesNotExist:
+        return None
+
+
+def enrolment_token_by_raw(raw: str, now) -> EnrolmentToken | None:
+    """The enrolment token, if it exists and is neither revoked nor expired."""
+    try:
+        token = EnrolmentToken.objects.select_related("pool").get(token_hash=hash_token(raw))
+    except EnrolmentToken.DoesNotExist:
+        return None
+    return token if token.is_usable(now) else None

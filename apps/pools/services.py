@@ -1,9 +1,31 @@
-"""Writes for GPU types and pools."""
+"""Writes for GPU types, pools and the worker daemons that serve them.
 
+A daemon enrols with its pool's enrolment token and gets a worker token of its own. With it, it
+heartbeats (answered with stop commands), claims placed work of its pool and reports what became
+of it. Every report is idempotent: a retry after a timeout changes nothing and is answered with
+the task's state. ``sweep`` marks silent workers lost and releases placements no worker claimed.
+"""
+
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from apps.accounts.services import hash_token
 from apps.core.writes import validated_save
-from apps.pools.models import GpuType, Pool
+from apps.pools.models import EnrolmentToken, GpuType, Pool, TaskLog, Worker, WorkerSweep
+from apps.tasks import services as lifecycle
+from apps.tasks.models import Task, TaskEvent
+from klique.worker import slots as gpu_slots
+
+ENROLMENT_PREFIX = "kqe_"
+WORKER_PREFIX = "kqw_"
+RELEASED = "released"
+CLAIM_SCAN_MARGIN = 8
 
 
 def create_gpu_type(*, name: str, memory_gb: int = 0) -> GpuType:
@@ -21,3 +43,307 @@ def create_pool(
 def update_pool(pool: Pool, **fields) -> Pool:
     with transaction.atomic():
         return validated_save(pool, **fields)
+
+
+class InvalidToken(Exception):
+    """An enrolment token that is unknown, revoked or expired."""
+
+
+class NotThisPool(Exception):
+    """A worker asked about a task of another pool."""
+
+
+def _seconds(name: str) -> timedelta:
+    return timedelta(seconds=getattr(settings, name))
+
+
+def _new_secret(prefix: str) -> tuple[str, str]:
+    raw = prefix + secrets.token_urlsafe(32)
+    return raw, hash_token(raw)
+
+
+def issue_enrolment_token(token: EnrolmentToken, *, created_by=None, now: datetime) -> str:
+    """Save a new enrolment token (pool, name, expiry set); the token itself is returned here and
+    never again."""
+    token.name = (token.name or "").strip()
+    if not token.name:
+        raise ValidationError({"name": "Give the token a name, e.g. rack 12 or the login nodes."})
+    if token.expires_at is not None and token.expires_at <= now:
+        raise ValidationError({"expires_at": "The expiry must be in the future."})
+    raw, token.token_hash = _new_secret(ENROLMENT_PREFIX)
+    token.prefix, token.created_by = raw[: len(ENROLMENT_PREFIX) + 6], created_by
+    token.save()
+    return raw
+
+
+def revoke_enrolment_token(token: EnrolmentToken, now: datetime) -> None:
+    """No new worker enrols with it; workers that already did keep their own tokens."""
+    EnrolmentToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=now)
+
+
+def _release_all(worker: Worker, now: datetime) -> int:
+    """Requeue the active tasks of a worker that is gone; they are charged until it was last heard."""
+    tasks = list(Task.objects.select_for_update().filter(worker=worker, state__in=Task.ACTIVE_STATES))
+    lifecycle.requeue_lost(
+        tasks, Task.StopReason.WORKER_LOST, now, ended_at=worker.last_heartbeat or worker.enrolled_at
+    )
+    return len(tasks)
+
+
+@transaction.atomic
+def enrol(
+    token: EnrolmentToken, *, hostname: str, gpus: Decimal, mode: str, version: str = "", now: datetime
+) -> tuple[Worker, str]:
+    """Exchange an enrolment token for a worker token. A daemon that enrols again from the same
+    host (it was restarted) replaces the previous one, whose tasks go back to their queues."""
+    if not token.is_usable(now):
+        raise InvalidToken
+    previous = Worker.objects.filter(pool=token.pool, hostname=hostname).exclude(state=Worker.State.RETIRED)
+    for worker in previous:
+        retire(worker, now)
+    raw, digest = _new_secret(WORKER_PREFIX)
+    worker = Worker.objects.create(
+        pool=token.pool,
+        hostname=hostname,
+        gpus=gpus,
+        free_gpus=gpus,
+        mode=mode,
+        version=version,
+        token_hash=digest,
+        enrolment_token=token,
+        last_heartbeat=now,
+    )
+    EnrolmentToken.objects.filter(pk=token.pk).update(last_used_at=now)
+    return worker, raw
+
+
+def retire(worker: Worker, now: datetime) -> int:
+    """Take a worker out of service: its token stops working and its tasks are requeued."""
+    with transaction.atomic():
+        worker = Worker.objects.select_for_update().get(pk=worker.pk)
+        requeued = _release_all(worker, now)
+        worker.state = Worker.State.RETIRED
+        worker.save(update_fields=["state"])
+        return requeued
+
+
+def _stop_command(task: Task) -> dict:
+    reason = "canceled" if task.stop_reason == Task.StopReason.CANCELED else "preempted"
+    return {
+        "stop": task.pk,
+        "reason": reason,
+        "why": task.stop_reason,
+        "grace_s": settings.WORKER_STOP_GRACE_S,
+    }
+
+
+@transaction.atomic
+def heartbeat(
+    worker: Worker, *, tasks: list[int], gpus=None, free_gpus=None, gpu_stats=None, now: datetime
+) -> dict:
+    """Record that the worker is alive and answer with its commands.
+
+    A stop command for each of its tasks being stopped; an ``orphaned`` stop for work it runs that
+    is no longer its own (requeued while it was lost, canceled, claimed elsewhere); and tasks it
+    claimed but does not run (a claim answer that never reached it) go back to their queues.
+    """
+    fields = {"last_heartbeat": now, "state": Worker.State.ACTIVE, "lost_at": None}
+    if gpus is not None:
+        fields["gpus"] = gpus
+    if free_gpus is not None:
+        fields["free_gpus"] = free_gpus
+    if gpu_stats is not None:
+        fields["gpu_stats"] = gpu_stats
+    Worker.objects.filter(pk=worker.pk).update(**fields)
+    held = {t.pk: t for t in Task.objects.filter(worker=worker, state__in=Task.ACTIVE_STATES)}
+    reported = set(tasks)
+    commands = [_stop_command(t) for t in held.values() if t.state == Task.State.STOPPING]
+    grace = settings.WORKER_STOP_GRACE_S
+    commands += [
+        {"stop": pk, "reason": "orphaned", "grace_s": grace} for pk in sorted(reported - held.keys())
+    ]
+    cutoff = now - _seconds("WORKER_HEARTBEAT_TIMEOUT_S") / 2
+    missing = [pk for pk, t in held.items() if pk not in reported and t.claimed_at and t.claimed_at <= cutoff]
+    if missing:
+        gone = list(
+            Task.objects.select_for_update().filter(
+                pk__in=missing, worker=worker, state__in=Task.ACTIVE_STATES
+            )
+        )
+        lifecycle.requeue_lost(gone, Task.StopReason.WORKER_LOST, now, ended_at=now)
+    return {
+        "worker": worker.pk,
+        "state": Worker.State.ACTIVE,
+        "commands": commands,
+        "heartbeat_s": settings.WORKER_HEARTBEAT_S,
+        "heartbeat_timeout_s": settings.WORKER_HEARTBEAT_TIMEOUT_S,
+    }
+
+
+@dataclass(frozen=True)
+class Claimed:
+    task: Task
+    slots: list[int]
+
+
+@transaction.atomic
+def claim(
+    worker: Worker, *, free: list[int] | None, free_gpus: Decimal | None, max_tasks: int, now
+) -> list[Claimed]:
+    """Claim the next placed tasks of the worker's pool that fit its free GPUs, oldest placement
+    first, then queue order. ``free`` lists each GPU's free milli-GPUs (the tasks get slots on
+    them); ``free_gpus`` is a plain total for a worker whose scheduler picks the GPUs. Locked rows
+    are skipped, so concurrent claimers never get the same task."""
+    if free is not None:
+        largest = gpu_slots.largest(free)
+    else:
+        largest = gpu_slots.milli(free_gpus)
+    candidates = (
+        Task.objects.select_for_update(skip_locked=True)
+        .filter(state=Task.State.PLACED, pool_id=worker.pool_id, worker__isnull=True)
+        .filter(gpus__lte=Decimal(largest) / gpu_slots.WHOLE)
+        .order_by("placed_at", "queue_seq", "pk")
+    )
+    picked: list[Claimed] = []
+    left = largest
+    for task in candidates[: 2 * max_tasks + CLAIM_SCAN_MARGIN]:
+        size = gpu_slots.milli(task.gpus)
+        if free is not None:
+            chosen = gpu_slots.fit(free, size)
+            if chosen is None:
+                continue
+            gpu_slots.take(free, chosen, size)
+        elif size > left:
+            continue
+        else:
+            chosen, left = [], left - size
+        picked.append(Claimed(task, chosen))
+        if len(picked) == max_tasks:
+            break
+    lifecycle.claim_many(worker, [c.task for c in picked], now)
+    return picked
+
+
+def _clamp(at: datetime | None, task: Task, now: datetime) -> datetime:
+    """A time the worker reports, kept between the claim and now (the worker's clock may drift)."""
+    if at is None or at > now:
+        return now
+    floor = task.claimed_at or task.placed_at
+    return max(at, floor) if floor else at
+
+
+def _locked_task(worker: Worker, task_id: int) -> Task:
+    """The task, if it is on the worker's pool or this worker once claimed it (a retried report
+    can arrive after the task went back to its queue)."""
+    task = Task.objects.select_for_update().get(pk=task_id)
+    if task.pool_id != worker.pool_id:
+        claims = task.events.filter(kind=TaskEvent.Kind.CLAIMED, detail__worker_id=worker.pk)
+        if not claims.exists():
+            raise NotThisPool
+    return task
+
+
+def _is_held(worker: Worker, task: Task) -> bool:
+    return task.worker_id == worker.pk and task.state in Task.ACTIVE_STATES
+
+
+def _save_log(worker: Worker, task: Task, tail: str | None, now: datetime) -> None:
+    if tail is None:
+        return
+    TaskLog.objects.update_or_create(
+        task=task, defaults={"worker": worker, "tail": tail[-TaskLog.MAX_CHARS :], "updated_at": now}
+    )
+
+
+@transaction.atomic
+def report_started(worker: Worker, task_id: int, *, at=None, detail=None, now: datetime) -> Task:
+    """The task's work runs (the subprocess started, or Slurm allocated the job)."""
+    task = _locked_task(worker, task_id)
+    if _is_held(worker, task) and task.state == Task.State.PLACED:
+        lifecycle.mark_started(task, _clamp(at, task, now), detail=detail)
+    return task
+
+
+@transaction.atomic
+def report_exited(worker: Worker, task_id: int, *, exit_code: int, at=None, log_tail=None, now) -> Task:
+    """The work ended on its own. If a stop had been asked for meanwhile, it counts as stopped."""
+    task = _locked_task(worker, task_id)
+    _save_log(worker, task, log_tail, now)
+    if not _is_held(worker, task):
+        return task
+    at = _clamp(at, task, now)
+    if task.state == Task.State.STOPPING:
+        lifecycle.stopped_many([task], at)
+    else:
+        lifecycle.finish(task, exit_code=exit_code, at=at)
+    return task
+
+
+@transaction.atomic
+def report_stopped(worker: Worker, task_id: int, *, at=None, log_tail=None, now: datetime) -> Task:
+    """The work no longer runs. After a stop command the task is requeued (or canceled); without
+    one, the pool let go of it (Slurm requeued the job, say) and it goes back to its queue."""
+    task = _locked_task(worker, task_id)
+    _save_log(worker, task, log_tail, now)
+    if not _is_held(worker, task):
+        return task
+    at = _clamp(at, task, now)
+    if task.state == Task.State.STOPPING:
+        lifecycle.stopped_many([task], at)
+    else:
+        lifecycle.requeue_lost([task], RELEASED, now, ended_at=at)
+    return task
+
+
+@transaction.atomic
+def report_log(worker: Worker, task_id: int, *, tail: str, now: datetime) -> Task:
+    task = _locked_task(worker, task_id)
+    _save_log(worker, task, tail, now)
+    return task
+
+
+def _sweep_clock(now: datetime) -> datetime:
+    """Record this sweep; return since when sweeps have run without a gap longer than the timeout."""
+    timeout = _seconds("WORKER_HEARTBEAT_TIMEOUT_S")
+    clock = WorkerSweep.objects.select_for_update().first()
+    if clock is None:
+        clock = WorkerSweep.objects.create(last_run_at=now, resumed_at=now)
+    elif now - clock.last_run_at > timeout:
+        clock.resumed_at = now
+    clock.last_run_at = max(clock.last_run_at, now)
+    clock.save()
+    return clock.resumed_at
+
+
+@transaction.atomic
+def sweep(now: datetime) -> dict[str, int]:
+    """Mark workers silent past the heartbeat timeout as lost and requeue their tasks (charged
+    until the last heartbeat); release placements no worker claimed within the claim timeout.
+
+    After a gap in sweeping (the control plane was down), no worker is marked lost until it has
+    had a full timeout to check back in.
+    """
+    timeout = _seconds("WORKER_HEARTBEAT_TIMEOUT_S")
+    cutoff = now - timeout
+    resumed_at = _sweep_clock(now)
+    lost = []
+    if resumed_at <= cutoff:
+        lost = list(
+            Worker.objects.select_for_update(skip_locked=True).filter(
+                state=Worker.State.ACTIVE, last_heartbeat__lt=cutoff
+            )
+        )
+    requeued = 0
+    for worker in lost:
+        requeued += _release_all(worker, now)
+        worker.state, worker.lost_at = Worker.State.LOST, now
+        worker.save(update_fields=["state", "lost_at"])
+    unclaimed = list(
+        Task.objects.select_for_update(skip_locked=True).filter(
+            state=Task.State.PLACED,
+            worker__isnull=True,
+            placed_at__lt=now - _seconds("WORKER_CLAIM_TIMEOUT_S"),
+        )
+    )
+    lifecycle.requeue_lost(unclaimed, Task.StopReason.UNCLAIMED, now, ended_at=now)
+    return {"lost_workers": len(lost), "requeued": requeued, "unclaimed": len(unclaimed)}

@@ -1,6 +1,12 @@
+"""Prices in the admin. Saves and deletions go through ``apps.pricing.services`` so that each one
+is audited; only finance and IT may change prices. The audit trail is read-only."""
+
 from django.contrib import admin
 
-from apps.pricing.models import Price
+from apps.pricing import selectors, services
+from apps.pricing.models import Price, PriceChange
+
+VIA = PriceChange.Via.ADMIN
 
 
 @admin.register(Price)
@@ -10,3 +16,42 @@ class PriceAdmin(admin.ModelAdmin):
     search_fields = ["gpu_type__name"]
     date_hierarchy = "effective_from"
     list_select_related = ["gpu_type"]
+
+    def _may_edit(self, request) -> bool:
+        return selectors.may_edit_prices(request.user)
+
+    def has_add_permission(self, request):
+        return self._may_edit(request) and super().has_add_permission(request)
+
+    def has_change_permission(self, request, obj=None):
+        return self._may_edit(request) and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request, obj=None):
+        return self._may_edit(request) and super().has_delete_permission(request, obj)
+
+    def save_model(self, request, obj, form, change):
+        services.save_price(obj, actor=request.user, via=VIA)
+
+    def delete_model(self, request, obj):
+        services.delete_price(obj, actor=request.user, via=VIA)
+
+    def delete_queryset(self, request, queryset):
+        for price in queryset.select_related("gpu_type"):
+            services.delete_price(price, actor=request.user, via=VIA)
+
+
+@admin.register(PriceChange)
+class PriceChangeAdmin(admin.ModelAdmin):
+    list_display = ["at", "action", "gpu_type", "currency", "before", "after", "actor", "via"]
+    list_filter = ["action", "via", "gpu_type", "currency"]
+    date_hierarchy = "at"
+    list_select_related = ["gpu_type", "actor"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False

@@ -1,8 +1,10 @@
-"""Prices per GPU-hour per GPU type, effective from a date. Prices are for reports only:
-they never stop work."""
+"""Prices per GPU-hour per GPU type and currency, effective from a date, and the audit trail of
+every change to them. Prices are for reports only: they never stop work."""
 
 from decimal import Decimal
 
+from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
 
@@ -28,8 +30,46 @@ class Price(models.Model):
 
     def clean(self) -> None:
         if self.currency and (len(self.currency) != 3 or not self.currency.isalpha()):
-            from django.core.exceptions import ValidationError
-
             raise ValidationError({"currency": "Currency must be a three-letter ISO 4217 code, such as EUR."})
         if self.currency:
             self.currency = self.currency.upper()
+
+
+class PriceChange(models.Model):
+    """One change to the price list: who made it, when, through which channel, before and after.
+
+    ``before`` and ``after`` hold the price's fields as text (empty for a creation or a deletion),
+    so the record stays readable after the price itself is deleted.
+    """
+
+    class Action(models.TextChoices):
+        CREATED = "created", "Created"
+        CHANGED = "changed", "Changed"
+        DELETED = "deleted", "Deleted"
+
+    class Via(models.TextChoices):
+        PORTAL = "portal", "Portal"
+        ADMIN = "admin", "Admin"
+        API = "api", "API"
+        SYSTEM = "system", "System"
+
+    price = models.ForeignKey(Price, null=True, blank=True, on_delete=models.SET_NULL, related_name="changes")
+    gpu_type = models.ForeignKey("pools.GpuType", on_delete=models.PROTECT, related_name="+")
+    currency = models.CharField(max_length=3)
+    action = models.CharField(max_length=10, choices=Action.choices)
+    before = models.JSONField(default=dict, blank=True)
+    after = models.JSONField(default=dict, blank=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    via = models.CharField(max_length=10, choices=Via.choices)
+    at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        ordering = ["-at", "-pk"]
+        verbose_name = "price change"
+
+    def __str__(self) -> str:
+        return (
+            f"{self.get_action_display()} {self.gpu_type} {self.currency} price at {self.at:%Y-%m-%d %H:%M}"
+        )

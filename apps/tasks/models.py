@@ -133,3 +133,64 @@ class TaskEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task} {self.kind} at {self.at:%Y-%m-%d %H:%M:%S}"
+
+
+class Schedule(models.Model):
+    """Pipelines and unattended runs: at each due time of a cron expression (UTC), one task from
+    the template below is submitted as the owner, through the same path as every other channel."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="schedules")
+    name = models.CharField(max_length=200)
+    cron = models.CharField(
+        max_length=100, help_text="Five-field cron expression in UTC, e.g. '0 2 * * *' for 02:00 every day."
+    )
+    compute_resource = models.ForeignKey(
+        "policies.ComputeResource", on_delete=models.PROTECT, related_name="schedules"
+    )
+    command = models.TextField()
+    gpus = models.DecimalField(
+        "GPUs", max_digits=GPU_MAX_DIGITS, decimal_places=GPU_DECIMAL_PLACES, null=True, blank=True
+    )
+    project = models.ForeignKey(
+        "accounts.Project", null=True, blank=True, on_delete=models.PROTECT, related_name="schedules"
+    )
+    checkpoint = models.BooleanField(default=False)
+    spec = models.JSONField(default=dict, blank=True)
+    active = models.BooleanField(default=True)
+    stopped_reason = models.CharField(max_length=500, blank=True, help_text="Why the schedule stopped.")
+    stopped_at = models.DateTimeField(null=True, blank=True)
+    next_run_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    last_run_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-pk"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ScheduleRun(models.Model):
+    """One due time of a schedule and the task it submitted. The unique constraint is what makes a
+    due time submit exactly once, however many beats run."""
+
+    schedule = models.ForeignKey(Schedule, on_delete=models.CASCADE, related_name="runs")
+    due_at = models.DateTimeField()
+    task = models.ForeignKey(
+        Task,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="Empty when the submission was refused (the schedule then stopped).",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-due_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["schedule", "due_at"], name="one_run_per_due_time"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.schedule} at {self.due_at:%Y-%m-%d %H:%M}"

@@ -1,9 +1,11 @@
 """Reads of tasks and queues."""
 
-from django.db.models import F, Window
+from django.db.models import Count, F, OuterRef, Q, Subquery, Window
 from django.db.models.functions import RowNumber
 
-from apps.tasks.models import Task
+from apps.accounts.models import User
+from apps.accounts.selectors import cancellable_group_ids, managed_group_ids
+from apps.tasks.models import Schedule, Task, TaskEvent
 
 
 def waiting_with_positions(queryset=None):
@@ -25,3 +27,63 @@ def queue_position(task: Task) -> int | None:
         state=Task.State.QUEUED, compute_resource_id=task.compute_resource_id, queue_seq__lt=task.queue_seq
     ).count()
     return ahead + 1
+
+
+# Channels: what each person may see and do through the API, the CLI, the SDK and MCP.
+
+
+def _in_groups(queryset, user: User, group_ids: set[int] | None, group_path: str, owner_field: str):
+    if group_ids is None:
+        return queryset
+    return queryset.filter(Q(**{owner_field: user}) | Q(**{f"{group_path}__in": group_ids}))
+
+
+def visible_tasks(user: User):
+    """A member sees their own tasks; a team lead or department head also their groups' tasks;
+    IT, leadership and finance see every task."""
+    tasks = Task.objects.select_related(
+        "user", "project", "pool", "compute_resource__policy__group", "compute_resource__profile"
+    )
+    return _in_groups(tasks, user, managed_group_ids(user), "compute_resource__policy__group_id", "user")
+
+
+def may_cancel(user: User, task: Task) -> bool:
+    """The owner, IT admins, and the heads and leads of the task's group may cancel it."""
+    if task.user_id == user.pk:
+        return True
+    groups = cancellable_group_ids(user)
+    return groups is None or task.compute_resource.policy.group_id in groups
+
+
+def queue_positions(tasks) -> dict[int, int]:
+    """1-based place of each waiting task in its compute resource's queue, in one query."""
+    waiting_ids = [t.pk for t in tasks if t.state == Task.State.QUEUED]
+    if not waiting_ids:
+        return {}
+    ahead = (
+        Task.objects.filter(
+            state=Task.State.QUEUED,
+            compute_resource_id=OuterRef("compute_resource_id"),
+            queue_seq__lte=OuterRef("queue_seq"),
+        )
+        .order_by()
+        .values("compute_resource_id")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    rows = Task.objects.filter(pk__in=waiting_ids).annotate(position=Subquery(ahead))
+    return dict(rows.values_list("pk", "position"))
+
+
+def preemption_history(task: Task):
+    """The task's preemptions and requeues, oldest first, with their reasons."""
+    kinds = [TaskEvent.Kind.PREEMPTED, TaskEvent.Kind.REQUEUED]
+    return task.events.filter(kind__in=kinds).select_related("pool").order_by("at", "pk")
+
+
+def visible_schedules(user: User):
+    """Like tasks: the owner's, the managed groups' for heads and leads, all for estate roles."""
+    schedules = Schedule.objects.select_related(
+        "owner", "project", "compute_resource__policy__group", "compute_resource__profile"
+    )
+    return _in_groups(schedules, user, managed_group_ids(user), "compute_resource__policy__group_id", "owner")

@@ -1,17 +1,20 @@
 """Writes for tasks: submission from every channel goes through ``submit``."""
 
+from datetime import datetime
 from decimal import Decimal
 
+from croniter import CroniterError, croniter
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from apps.accounts.models import Project, User
+from apps.accounts.models import Notification, Project, User
+from apps.accounts.selectors import member_group_ids
 from apps.core.gpus import gpu_size_error
 from apps.ledger import services as ledger
 from apps.policies.models import ComputeResource
 from apps.policies.rules import fmt
-from apps.tasks.models import Channel, Task, TaskEvent
+from apps.tasks.models import Channel, Schedule, ScheduleRun, Task, TaskEvent
 
 
 def task_size(resource: ComputeResource, gpus) -> Decimal:
@@ -127,6 +130,7 @@ def _events(tasks, kind: str, at, *, reason: str | None = "", actor=None, detail
     )
 
 
+@transaction.atomic
 def place_many(placements, at) -> None:
     """Place waiting tasks on pools: ``placements`` is a list of (task, pool). The meter starts now."""
     tasks = []
@@ -143,6 +147,7 @@ def place_many(placements, at) -> None:
     ledger.open_intervals(tasks, at)
 
 
+@transaction.atomic
 def request_stop_many(tasks, reason: str, at, *, actor=None) -> None:
     """Ask for the work of placed or running tasks to stop (a preemption or a cancel).
 
@@ -165,6 +170,7 @@ def request_stop_many(tasks, reason: str, at, *, actor=None) -> None:
     stopped_many([t for t in tasks if t.worker_id is None], at)
 
 
+@transaction.atomic
 def stopped_many(tasks, at, *, ended_at=None) -> None:
     """The work of stopping tasks has really stopped: close their intervals (at ``ended_at`` if
     given, else ``at``) and requeue them in their old place, or mark them canceled."""
@@ -183,6 +189,7 @@ def stopped_many(tasks, at, *, ended_at=None) -> None:
     Task.objects.bulk_update(tasks, LIFECYCLE_FIELDS, batch_size=1000)
 
 
+@transaction.atomic
 def requeue_lost(tasks, reason: str, at, *, ended_at) -> None:
     """Work that can no longer be reached (its worker was lost, or it was never claimed) goes back
     to the front of its queue; it is charged only until ``ended_at``."""
@@ -199,6 +206,7 @@ def requeue_lost(tasks, reason: str, at, *, ended_at) -> None:
     stopped_many(tasks, at, ended_at=ended_at)
 
 
+@transaction.atomic
 def finish(task: Task, *, exit_code: int, at) -> Task:
     """The work ended on its own: succeeded with exit code 0, failed otherwise."""
     if task.state in Task.FINAL_STATES:
@@ -232,3 +240,190 @@ def cancel(task: Task, *, actor=None, at=None) -> Task:
     else:
         request_stop_many([task], Task.StopReason.CANCELED, at, actor=actor)
     return task
+
+
+def claim_many(worker, tasks, at) -> None:
+    """A worker daemon of the tasks' pool took them; they stay placed (and charged) until started."""
+    for task in tasks:
+        if task.state != Task.State.PLACED or task.worker_id is not None or task.pool_id != worker.pool_id:
+            raise ValueError(f"task {task.pk} is not placed on {worker.pool} and unclaimed")
+        task.worker, task.claimed_at = worker, at
+    if not tasks:
+        return
+    Task.objects.filter(pk__in=[t.pk for t in tasks]).update(worker=worker, claimed_at=at)
+    _events(tasks, TaskEvent.Kind.CLAIMED, at, detail={"worker": worker.hostname, "worker_id": worker.pk})
+
+
+def mark_started(task: Task, at, *, detail=None) -> Task:
+    """The claimed task's work runs on its worker (a process started, or a Slurm job allocated)."""
+    if task.state != Task.State.PLACED or task.worker_id is None:
+        raise ValueError(f"task {task.pk} is {task.state}, not placed and claimed")
+    task.state, task.started_at = Task.State.RUNNING, at
+    task.save(update_fields=LIFECYCLE_FIELDS)
+    _events([task], TaskEvent.Kind.STARTED, at, detail=detail)
+    return task
+
+
+# Schedules: pipelines and unattended runs. Each due time of a schedule's cron expression (UTC)
+# submits one task as the owner through ``submit``. The run row and the task are written in one
+# transaction and a unique constraint on (schedule, due time) refuses a second one, so a due time
+# submits exactly once however many beats run. A schedule that missed due times while no beat
+# ran submits once, for the latest of them.
+
+SCHEDULE_FIELDS = ["name", "cron", "compute_resource", "command", "gpus", "project", "checkpoint", "spec"]
+
+
+def next_due(cron: str, after: datetime) -> datetime:
+    """The first due time strictly after ``after``."""
+    return croniter(cron, after).get_next(datetime)
+
+
+def latest_due(cron: str, now: datetime) -> datetime:
+    """The last due time at or before ``now``."""
+    previous = croniter(cron, now).get_prev(datetime)
+    following = next_due(cron, previous)
+    return following if following <= now else previous
+
+
+def cron_error(cron: str) -> str | None:
+    if not cron or len(cron.split()) != 5 or not croniter.is_valid(cron):
+        return "Enter a cron expression of five fields (minute hour day month weekday), e.g. '0 2 * * *'."
+    try:
+        next_due(cron, timezone.now())
+    except CroniterError:
+        return "This cron expression is never due."
+    return None
+
+
+def schedule_refusal(schedule: Schedule) -> str | None:
+    """Why the owner may not submit to the schedule's compute resource any more, or None."""
+    owner, resource = schedule.owner, schedule.compute_resource
+    if not owner.is_active:
+        return f"The owner {owner} is deactivated."
+    if resource.policy.group_id not in member_group_ids(owner):
+        return (
+            f"The owner {owner} is no longer a member of {resource.policy.group}, so may not submit "
+            f"to compute resource {resource}."
+        )
+    return None
+
+
+def _check_schedule(schedule: Schedule) -> None:
+    errors = {}
+    if not schedule.name.strip():
+        errors["name"] = "Give the schedule a name."
+    if not schedule.command.strip():
+        errors["command"] = "Command is required."
+    error = cron_error(schedule.cron)
+    if error:
+        errors["cron"] = error
+    refusal = schedule_refusal(schedule)
+    if refusal:
+        errors["compute_resource"] = refusal
+    else:
+        try:
+            task_size(schedule.compute_resource, schedule.gpus)
+        except ValidationError as size_error:
+            errors.update(size_error.message_dict)
+    group = schedule.compute_resource.policy.group
+    if schedule.project is not None and schedule.project.group_id != group.pk:
+        errors["project"] = f"Project {schedule.project} does not belong to group {group}."
+    if errors:
+        raise ValidationError(errors)
+
+
+@transaction.atomic
+def create_schedule(*, owner: User, now: datetime | None = None, **fields) -> Schedule:
+    schedule = Schedule(owner=owner, **{k: v for k, v in fields.items() if k in SCHEDULE_FIELDS})
+    schedule.spec = schedule.spec or {}
+    _check_schedule(schedule)
+    schedule.next_run_at = next_due(schedule.cron, now or timezone.now())
+    schedule.save()
+    return schedule
+
+
+@transaction.atomic
+def update_schedule(schedule: Schedule, *, now: datetime | None = None, **fields) -> Schedule:
+    """Change the template or the cron expression; ``active=True`` restarts a stopped schedule and
+    ``active=False`` pauses it. The next due time is counted from now."""
+    now = now or timezone.now()
+    schedule = Schedule.objects.select_for_update().get(pk=schedule.pk)
+    for name in SCHEDULE_FIELDS:
+        if name in fields:
+            setattr(schedule, name, fields[name])
+    schedule.active = fields.get("active", schedule.active)
+    if schedule.active:
+        _check_schedule(schedule)
+        schedule.stopped_reason, schedule.stopped_at = "", None
+        schedule.next_run_at = next_due(schedule.cron, now)
+    else:
+        if cron_error(schedule.cron):
+            raise ValidationError({"cron": cron_error(schedule.cron)})
+        schedule.next_run_at = None
+        schedule.stopped_at = schedule.stopped_at or now
+    schedule.save()
+    return schedule
+
+
+def delete_schedule(schedule: Schedule) -> None:
+    schedule.delete()
+
+
+def _stop_schedule(schedule: Schedule, reason: str, at: datetime) -> None:
+    schedule.active, schedule.next_run_at = False, None
+    schedule.stopped_reason, schedule.stopped_at = reason[:500], at
+    schedule.save()
+    Notification.objects.create(
+        user=schedule.owner,
+        kind=Notification.Kind.SCHEDULE_STOPPED,
+        message=f"Schedule {schedule.name} stopped: {reason}",
+    )
+
+
+def _run_schedule(pk: int, now: datetime) -> bool:
+    """Submit the latest due time of one schedule; False when another beat has it or it stopped."""
+    try:
+        with transaction.atomic():
+            schedule = (
+                Schedule.objects.select_for_update(skip_locked=True, of=("self",))
+                .select_related("owner", "project", "compute_resource__policy__group")
+                .filter(pk=pk, active=True, next_run_at__lte=now)
+                .first()
+            )
+            if schedule is None:
+                return False
+            due = latest_due(schedule.cron, now)
+            schedule.last_run_at, schedule.next_run_at = due, next_due(schedule.cron, now)
+            run = ScheduleRun.objects.create(schedule=schedule, due_at=due)
+            refusal = schedule_refusal(schedule)
+            if refusal is None:
+                try:
+                    with transaction.atomic():
+                        run.task = submit(
+                            user=schedule.owner,
+                            compute_resource=schedule.compute_resource,
+                            command=schedule.command,
+                            gpus=schedule.gpus,
+                            name=f"{schedule.name} @ {due:%Y-%m-%d %H:%M}",
+                            project=schedule.project,
+                            checkpoint=schedule.checkpoint,
+                            spec=schedule.spec,
+                            channel=Channel.SCHEDULE,
+                        )
+                except ValidationError as error:
+                    refusal = "The task was refused: " + " ".join(error.messages)
+            if refusal:
+                _stop_schedule(schedule, refusal, now)
+                return False
+            run.save(update_fields=["task"])
+            schedule.save(update_fields=["last_run_at", "next_run_at"])
+            return True
+    except IntegrityError:
+        return False
+
+
+def submit_due_schedules(now: datetime | None = None) -> int:
+    """Submit every schedule that is due at ``now``; returns how many tasks were submitted."""
+    now = now or timezone.now()
+    due = Schedule.objects.filter(active=True, next_run_at__lte=now).order_by("next_run_at", "pk")
+    return sum(_run_schedule(pk, now) for pk in due.values_list("pk", flat=True))

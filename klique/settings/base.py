@@ -43,6 +43,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "django_filters",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "django_tables2",
     "apps.accounts",
     "apps.pools",
@@ -116,6 +117,7 @@ STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", BASE_DIR / "staticfiles"))
 LOGIN_URL = "/admin/login/"
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
+METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
 
 EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
@@ -128,6 +130,7 @@ DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "klique@localhost")
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        "apps.accounts.api.authentication.PersonalTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -140,6 +143,9 @@ SPECTACULAR_SETTINGS = {
     "TITLE": "Klique control plane API",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 LOGGING = {
@@ -162,4 +168,42 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ACKS_LATE = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Periodic work; each entry's ``expires`` equals its interval so a slow run never piles up.
-CELERY_BEAT_SCHEDULE: dict[str, dict] = {}
+ENGINE_PASS_INTERVAL_S = float(os.environ.get("ENGINE_PASS_INTERVAL_S", "1"))
+LOW_WATERMARK_S = int(os.environ.get("LOW_WATERMARK_S", "900"))
+PASS_LOG_DAYS = int(os.environ.get("PASS_LOG_DAYS", "7"))
+SCHEDULE_INTERVAL_S = float(os.environ.get("SCHEDULE_INTERVAL_S", "15"))
+# Worker daemons (docs/workers.md): how often they heartbeat, when a silent one is lost, how long a
+# placement may wait for a claim, and the grace between SIGTERM and SIGKILL on a stop.
+WORKER_HEARTBEAT_S = float(os.environ.get("WORKER_HEARTBEAT_S", "5"))
+WORKER_HEARTBEAT_TIMEOUT_S = float(os.environ.get("WORKER_HEARTBEAT_TIMEOUT_S", "30"))
+WORKER_CLAIM_TIMEOUT_S = float(os.environ.get("WORKER_CLAIM_TIMEOUT_S", "120"))
+WORKER_STOP_GRACE_S = int(os.environ.get("WORKER_STOP_GRACE_S", "30"))
+# How often the usage ledger's hourly and daily rollups are brought up to date (docs/ledger.md).
+LEDGER_ROLLUP_INTERVAL_S = float(os.environ.get("LEDGER_ROLLUP_INTERVAL_S", "60"))
+CELERY_BEAT_SCHEDULE: dict[str, dict] = {
+    "engine-pass": {
+        "task": "klique.engine.run_pass",
+        "schedule": ENGINE_PASS_INTERVAL_S,
+        "options": {"queue": "engine", "expires": ENGINE_PASS_INTERVAL_S},
+    },
+    "budget-meter": {
+        "task": "klique.engine.run_meter",
+        "schedule": ENGINE_PASS_INTERVAL_S,
+        "options": {"queue": "meter", "expires": ENGINE_PASS_INTERVAL_S},
+    },
+    "schedules": {
+        "task": "klique.tasks.submit_due_schedules",
+        "schedule": SCHEDULE_INTERVAL_S,
+        "options": {"expires": SCHEDULE_INTERVAL_S},
+    },
+    "worker-sweep": {
+        "task": "klique.pools.sweep",
+        "schedule": ENGINE_PASS_INTERVAL_S,
+        "options": {"queue": "engine", "expires": ENGINE_PASS_INTERVAL_S},
+    },
+    "ledger-rollup": {
+        "task": "klique.ledger.rollup",
+        "schedule": LEDGER_ROLLUP_INTERVAL_S,
+        "options": {"expires": LEDGER_ROLLUP_INTERVAL_S},
+    },
+}

@@ -1,0 +1,132 @@
+"""Write a pass's decisions back in one transaction: preemptions, placements, verdicts.
+
+Rows are locked and their state checked again, since users, workers and sweeps change tasks
+between the load and the apply: a task canceled meanwhile is not placed, work that ended
+meanwhile is not preempted. Skipping is always safe; the next pass sees the new state.
+"""
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from django.db import transaction
+
+from apps.accounts.models import Notification
+from apps.engine import core
+from apps.engine.loader import Loaded
+from apps.pools.models import Pool
+from apps.tasks import services as tasks
+from apps.tasks.models import Task, TaskEvent
+
+REASON_WORDS = {
+    "reclaim": "its GPUs were reclaimed for another group's reservation",
+    "budget": "its group's time budget is used up",
+}
+
+
+@dataclass(frozen=True)
+class Applied:
+    placed: int
+    preempted: int
+    verdicts_changed: int
+
+
+def verdict_json(verdict: core.Verdict, loaded: Loaded) -> dict:
+    """The verdict as stored on the task (without its place in line, which is read live)."""
+    pools = [loaded.pool_names.get(p, p) for p in verdict.pools]
+    group = loaded.group_names.get(verdict.policy, verdict.policy) if verdict.policy else None
+    data: dict = {"rule": verdict.rule}
+    if pools:
+        data["pools"] = pools
+    if group:
+        data["group"] = group
+    if verdict.rule == "no_capacity":
+        message = f"No room for its size in its pools ({', '.join(pools)}): their declared capacity is in use."
+    elif verdict.rule == "policy_limit":
+        message = f"{group} is at its limit: this task would take it above the most GPUs it may hold at once."
+    elif verdict.rule == "ancestor_limit":
+        message = f"{group}, above this group, is at its limit."
+    elif verdict.rule == "budget_start_check":
+        data["hours_left"] = round(verdict.hours_left, 3)
+        data["hours_needed"] = round(verdict.hours_needed, 3)
+        message = (
+            f"The time budget of {group} has {data['hours_left']} h left; starting needs {data['hours_needed']} h "
+            "(the low watermark at the group's rate with this task)."
+        )
+    elif verdict.rule == "budget_used_up":
+        data["reset_at"] = verdict.reset_at.isoformat()
+        message = f"The time budget of {group} is used up; it resets at {verdict.reset_at:%Y-%m-%d %H:%M} UTC."
+    else:
+        message = f"Room in {', '.join(pools)} goes to higher-priority work first."
+    data["message"] = message
+    return data
+
+
+def apply(loaded: Loaded, decisions: core.Decisions, now) -> Applied:
+    with transaction.atomic():
+        preempted = _preempt(decisions.preemptions, now)
+        placed = _place(decisions.placements, now)
+        changed = _verdicts(loaded, decisions, now)
+    return Applied(placed=placed, preempted=preempted, verdicts_changed=changed)
+
+
+def _preempt(preemptions, now) -> int:
+    if not preemptions:
+        return 0
+    ids = [int(p.task) for p in preemptions]
+    rows = Task.objects.select_for_update().filter(pk__in=ids, state__in=(Task.State.PLACED, Task.State.RUNNING))
+    found = {task.pk: task for task in rows}
+    by_reason = defaultdict(list)
+    for preemption in preemptions:
+        task = found.get(int(preemption.task))
+        if task is not None:
+            by_reason[preemption.reason].append(task)
+    for reason, group in by_reason.items():
+        tasks.request_stop_many(group, reason, now)
+        Notification.objects.bulk_create(
+            Notification(
+                user_id=task.user_id, kind=Notification.Kind.PREEMPTED, link=f"/tasks/{task.pk}/",
+                message=f"Task {task} was preempted and requeued at the front of its queue: {REASON_WORDS[reason]}.",
+            )
+            for task in group
+        )
+    return sum(len(group) for group in by_reason.values())
+
+
+def _place(placements, now) -> int:
+    if not placements:
+        return 0
+    ids = [int(p.task) for p in placements]
+    rows = (
+        Task.objects.select_for_update(of=("self",))
+        .select_related("compute_resource__policy", "compute_resource__profile")
+        .filter(pk__in=ids, state=Task.State.QUEUED)
+    )
+    found = {task.pk: task for task in rows}
+    pools = {str(pool.pk): pool for pool in Pool.objects.all()}
+    pairs = [(found[int(p.task)], pools[p.pool]) for p in placements if int(p.task) in found]
+    tasks.place_many(pairs, now)
+    return len(pairs)
+
+
+def _verdicts(loaded: Loaded, decisions: core.Decisions, now) -> int:
+    changed = []
+    for verdict in decisions.verdicts():
+        new = verdict_json(verdict, loaded)
+        if loaded.verdicts.get(verdict.task) != new:
+            changed.append(Task(pk=int(verdict.task), verdict=new))
+    if not changed:
+        return 0
+    still_waiting = set(
+        Task.objects.filter(pk__in=[t.pk for t in changed], state=Task.State.QUEUED).values_list("pk", flat=True)
+    )
+    changed = [t for t in changed if t.pk in still_waiting]
+    Task.objects.bulk_update(changed, ["verdict"], batch_size=1000)
+    TaskEvent.objects.bulk_create(
+        (
+            TaskEvent(task_id=t.pk, at=now, kind=TaskEvent.Kind.VERDICT, reason=t.verdict["rule"],
+                      detail={"message": t.verdict["message"]})
+            for t in changed
+        ),
+        batch_size=1000,
+    )
+    return len(changed)

@@ -1,0 +1,537 @@
+"""The compute policy engine pass: `allocate(snapshot) -> Decisions`, pure and deterministic.
+
+A pass runs, in order: budget stops (used-up budgets preempt their running weighted work,
+newest placed first), fill reservations, reclaim, lend. When reclaim freed more room than its
+reclaimers took, a second fill runs before lending, so that the room goes to reservation-eligible
+work first and not to a borrower that the next pass would preempt. Every phase visits work in the same
+order: rounds over the r-th choice of each profile's pool list; in a round, pools in snapshot
+order; on a pool, profiles in its execution order; in a profile, policies in its queuing order;
+in a compute resource, seq order. A task that does not fit does not block smaller ones behind it.
+
+Cost follows the queues touched and the placements made: a queue is read lazily, one per-size
+head at a time, and a full pool, a policy without room or a budget that forbids starts stops the
+visit before any task is read. docs/engine.md gives the rules in plain words.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from heapq import heapify, heappop, heappush
+
+from .budget import US_PER_S
+from .decisions import Decisions, Placement, Preemption
+from .snapshot import Snapshot, WaitingTask
+from .verdicts import VerdictBook
+
+FILL, RECLAIM, LEND = "fill", "reclaim", "lend"
+
+
+def allocate(snapshot: Snapshot) -> Decisions:
+    run = _Pass(snapshot)
+    run.run()
+    return Decisions(tuple(run.placements), tuple(run.preemptions), VerdictBook(run))
+
+
+class _Queue:
+    """One compute resource's queue during a pass.
+
+    With a fixed-size profile the queue is a FIFO with a head index. With sizes from tasks, the
+    input is scanned lazily into one FIFO per size; the next task for a bound is the lowest-seq
+    head among the sizes that fit. `stopping` holds (seq, size) of this resource's work that is
+    being stopped: it goes back to the front, so it blocks work behind it of the same or larger
+    size.
+    """
+
+    __slots__ = ("tasks", "fixed", "cursor", "heads", "stopping", "placed")
+
+    def __init__(self, tasks, fixed: int | None, stopping: list[tuple[int, int]]):
+        self.tasks = tasks
+        self.fixed = fixed
+        self.cursor = 0
+        self.heads: dict[int, deque[int]] = {}
+        self.stopping = stopping
+        self.placed: list[int] = []
+
+    def _open(self, seq: int, size: int) -> bool:
+        return not any(s_seq < seq and s_size <= size for s_seq, s_size in self.stopping)
+
+    def peek(self, bound: int) -> int:
+        """Index of the first task in seq order with size <= bound, or -1."""
+        tasks = self.tasks
+        if self.fixed is not None:
+            i = self.cursor
+            if self.fixed > bound or i >= len(tasks):
+                return -1
+            if self.stopping and not self._open(tasks[i].seq, self.fixed):
+                return -1
+            return i
+        best = -1
+        for size, fifo in self.heads.items():
+            if size <= bound and fifo:
+                i = fifo[0]
+                if (best < 0 or i < best) and (not self.stopping or self._open(tasks[i].seq, size)):
+                    best = i
+        if best >= 0:
+            return best
+        heads = self.heads
+        i, n = self.cursor, len(tasks)
+        while i < n:
+            t = tasks[i]
+            fifo = heads.get(t.size)
+            if fifo is None:
+                fifo = heads[t.size] = deque()
+            fifo.append(i)
+            i += 1
+            if t.size <= bound and len(fifo) == 1 and (not self.stopping or self._open(t.seq, t.size)):
+                self.cursor = i
+                return i - 1
+        self.cursor = i
+        return -1
+
+    def pop(self, i: int, task: WaitingTask) -> None:
+        if self.fixed is not None:
+            self.cursor += 1
+        else:
+            self.heads[task.size].popleft()
+        self.placed.append(i)
+
+
+class _Pass:
+    """The state of one pass, in lists indexed by position in the snapshot."""
+
+    def __init__(self, s: Snapshot):
+        self.s = s
+        self.lw = s.low_watermark_s * US_PER_S
+        pools, profiles, policies, resources = s.pools, s.profiles, s.policies, s.resources
+
+        self.pool_ix = pool_ix = {p.id: i for i, p in enumerate(pools)}
+        self.cap = [p.capacity for p in pools]
+        self.enabled = [p.enabled for p in pools]
+        self.occ = occ = [0] * len(pools)
+
+        self.prof_ix = prof_ix = {f.id: i for i, f in enumerate(profiles)}
+        self.weight = [f.time_weight for f in profiles]
+        self.min_size = [1 if f.size_from_task else f.size for f in profiles]
+
+        self.pol_ix = pol_ix = {p.id: i for i, p in enumerate(policies)}
+        self.res = [p.reservation for p in policies]
+        self.lim = [p.limit for p in policies]
+        parent = [-1 if p.parent is None else pol_ix[p.parent] for p in policies]
+        self.children: list[list[int]] = [[] for _ in policies]
+        for i, up in enumerate(parent):
+            if up >= 0:
+                self.children[up].append(i)
+        self.chain = [self._chain(i, parent) for i in range(len(policies))]
+        self.anc = [c[1:] for c in self.chain]
+        self.rem = [None if p.budget is None else p.budget.limit - p.budget.used for p in policies]
+        budgeted = any(r is not None for r in self.rem)
+        self.bchain = [tuple(j for j in c if self.rem[j] is not None) if budgeted else () for c in self.chain]
+        self.U = U = [0] * len(policies)
+        self.rw = rw = [0] * len(policies)
+
+        self.cr_id = [r.id for r in resources]
+        cr_ix = {r.id: i for i, r in enumerate(resources)}
+        self.cr_pol = [pol_ix[r.policy] for r in resources]
+        self.cr_prof = [prof_ix[r.profile] for r in resources]
+
+        # The snapshot's placed work, by its index k in `placed`.
+        placed = s.placed
+        self.run_cr = run_cr = [cr_ix[t.resource] for t in placed]
+        self.run_pool = run_pool = [pool_ix[t.pool] for t in placed]
+        self.run_size = run_size = [t.size for t in placed]
+        self.gone = gone = bytearray(t.preempting for t in placed)
+        self.stopping: dict[int, list[tuple[int, int]]] = {}
+        use = [0] * len(resources)
+        count = [0] * len(resources)
+        for k, (c, pi, size, stopping) in enumerate(zip(run_cr, run_pool, run_size, gone)):
+            if stopping:
+                self.stopping.setdefault(c, []).append((placed[k].seq, size))
+                continue
+            use[c] += size
+            count[c] += 1
+            occ[pi] += size
+        chain, bchain, weight, cr_pol, cr_prof = self.chain, self.bchain, self.weight, self.cr_pol, self.cr_prof
+        for c, n in enumerate(count):
+            if n:
+                p = cr_pol[c]
+                for j in chain[p]:
+                    U[j] += use[c]
+                if bchain[p] and weight[cr_prof[c]]:
+                    for j in bchain[p]:
+                        rw[j] += weight[cr_prof[c]] * n
+
+        self.waiting_by_profile: list[list[int]] = [[] for _ in profiles]
+        for rid, queue in s.waiting.items():
+            if queue:
+                c = cr_ix[rid]
+                self.waiting_by_profile[self.cr_prof[c]].append(c)
+        self.active: dict[int, list[int]] = {}
+        self.steps = self._steps()
+
+        self.queues: dict[int, _Queue] = {}
+        self.placements: list[Placement] = []
+        self.preemptions: list[Preemption] = []
+        self.occ_start: list[int] = []
+        self.on_pool: list[list[int]] | None = None
+        self.by_pool: dict[int, dict[int, list[int]]] = {}
+        self.by_policy: dict[int, list[int]] | None = None
+        self.subtrees: dict[int, list[int]] = {}
+        self.reclaim_failed: dict[tuple[int, int], int] = {}
+        self.pool_use: dict[int, dict[int, int]] = {}
+        self.version = 0
+        self.freeable_at: dict[int, tuple[int, int]] = {}
+
+    def _chain(self, i: int, parent: list[int]) -> tuple[int, ...]:
+        chain = [i]
+        while parent[chain[-1]] >= 0:
+            chain.append(parent[chain[-1]])
+        return tuple(chain)
+
+    def _steps(self) -> list[tuple[int, int]]:
+        """(pool, profile) visits: round r, pools in order, profiles in the pool's order."""
+        s = self.s
+        order = [{fid: j for j, fid in enumerate(p.profiles)} for p in s.pools]
+        visits = []
+        for fi, f in enumerate(s.profiles):
+            if self.waiting_by_profile[fi]:
+                for r, pid in enumerate(f.pools):
+                    pi = self.pool_ix[pid]
+                    j = order[pi].get(f.id)
+                    if j is not None and self.enabled[pi]:
+                        visits.append((r, pi, j, fi))
+        visits.sort()
+        return [(pi, fi) for _, pi, _, fi in visits]
+
+    def run(self) -> None:
+        self._budget_stops()
+        self.occ_start = list(self.occ)
+        self._fill_or_lend(FILL)
+        stops = len(self.preemptions)
+        self._reclaim_phase()
+        if len(self.preemptions) > stops:
+            self._fill_or_lend(FILL)
+        self._fill_or_lend(LEND)
+
+    # -- shared moves -------------------------------------------------------------------------
+
+    def _queue(self, c: int) -> _Queue:
+        q = self.queues.get(c)
+        if q is None:
+            f = self.s.profiles[self.cr_prof[c]]
+            q = _Queue(
+                self.s.waiting[self.cr_id[c]],
+                None if f.size_from_task else f.size,
+                self.stopping.setdefault(c, []),
+            )
+            self.queues[c] = q
+        return q
+
+    def _budget_ok(self, p: int, w: int) -> bool:
+        """The start check for one more task of weight w, on p and every budgeted ancestor."""
+        if not w:
+            return True
+        rem, rw, lw = self.rem, self.rw, self.lw
+        for j in self.bchain[p]:
+            r = rem[j]
+            if r <= 0:
+                return False
+            x = rw[j]
+            if x and r < lw * (x + w):
+                return False
+        return True
+
+    def _place(self, c: int, q: _Queue, i: int, t: WaitingTask, pi: int, phase: str) -> None:
+        q.pop(i, t)
+        self.version += 1
+        p = self.cr_pol[c]
+        self.occ[pi] += t.size
+        U = self.U
+        for j in self.chain[p]:
+            U[j] += t.size
+        w = self.weight[self.cr_prof[c]]
+        if w:
+            for j in self.bchain[p]:
+                self.rw[j] += w
+        self.placements.append(Placement(t.id, self.cr_id[c], self.s.pools[pi].id, phase))
+
+    def _take(self, k: int, sign: int) -> None:
+        """Remove (sign -1) or restore (sign +1) running task k's GPUs from its pool and policies."""
+        size = self.run_size[k] * sign
+        pi, q = self.run_pool[k], self.cr_pol[self.run_cr[k]]
+        self.occ[pi] += size
+        U = self.U
+        for j in self.chain[q]:
+            U[j] += size
+        use = self.pool_use.get(pi)
+        if use is not None:
+            use[q] = use.get(q, 0) + size
+        self.gone[k] = sign < 0
+        self.version += 1
+
+    def _preempt(self, k: int, reason: str, for_task: str | None) -> None:
+        t = self.s.placed[k]
+        c = self.run_cr[k]
+        self._take(k, -1)
+        w = self.weight[self.cr_prof[c]]
+        if w:
+            for j in self.bchain[self.cr_pol[c]]:
+                self.rw[j] -= w
+        self.stopping.setdefault(c, []).append((t.seq, t.size))
+        self.preemptions.append(Preemption(t.id, t.resource, t.pool, reason, for_task))
+
+    # -- phases -------------------------------------------------------------------------------
+
+    def _budget_stops(self) -> None:
+        """Used-up budgets stop their subtree's running weighted work, newest placed first."""
+        used_up = {j for j, r in enumerate(self.rem) if r is not None and r <= 0}
+        if not used_up:
+            return
+        stopped = [any(j in used_up for j in b) for b in self.bchain]
+        placed = self.s.placed
+        for k in range(len(placed) - 1, -1, -1):
+            c = self.run_cr[k]
+            if not self.gone[k] and stopped[self.cr_pol[c]] and self.weight[self.cr_prof[c]]:
+                self._preempt(k, "budget", None)
+
+    def _active(self, fi: int) -> list[int]:
+        """The profile's compute resources with waiting work, in its queuing order."""
+        got = self.active.get(fi)
+        if got is None:
+            order = {pid: j for j, pid in enumerate(self.s.profiles[fi].policies)}
+            ids = self.s.policies
+            keyed = [(order.get(ids[self.cr_pol[c]].id), c) for c in self.waiting_by_profile[fi]]
+            got = self.active[fi] = [c for j, c in sorted(k for k in keyed if k[0] is not None)]
+        return got
+
+    def _candidates(self, phase: str, fi: int, memo: dict[int, list[int]]) -> list[int]:
+        """The profile's active resources whose policy may take a task in this phase."""
+        got = memo.get(fi)
+        if got is None:
+            U, ms, w = self.U, self.min_size[fi], self.weight[fi]
+            top = self.lim if phase == LEND else self.res
+            got = memo[fi] = [
+                c
+                for c in self._active(fi)
+                if top[self.cr_pol[c]] - U[self.cr_pol[c]] >= ms and self._budget_ok(self.cr_pol[c], w)
+            ]
+        return got
+
+    def _fill_or_lend(self, phase: str) -> None:
+        cap, occ, U, res, anc = self.cap, self.occ, self.U, self.res, self.anc
+        top = self.lim if phase == LEND else res
+        memo: dict[int, list[int]] = {}
+        for pi, fi in self.steps:
+            ms, w = self.min_size[fi], self.weight[fi]
+            if cap[pi] - occ[pi] < ms:
+                continue
+            for c in self._candidates(phase, fi, memo):
+                room = cap[pi] - occ[pi]
+                if room < ms:
+                    break
+                p = self.cr_pol[c]
+                q = None
+                ceiling = room
+                while True:
+                    b = min(top[p] - U[p], room, ceiling)
+                    for a in anc[p]:
+                        h = self.lim[a] - U[a]
+                        if h < b:
+                            b = h
+                    if b < ms or not self._budget_ok(p, w):
+                        break
+                    if q is None:
+                        q = self._queue(c)
+                    i = q.peek(b)
+                    if i < 0:
+                        break
+                    task = q.tasks[i]
+                    self._place(c, q, i, task, pi, phase)
+                    room = cap[pi] - occ[pi]
+
+    def _reclaim_phase(self) -> None:
+        cap, occ, U, res, lim, anc = self.cap, self.occ, self.U, self.res, self.lim, self.anc
+        memo: dict[int, list[int]] = {}
+        for pi, fi in self.steps:
+            ms, w = self.min_size[fi], self.weight[fi]
+            reach = None  # room on pi plus what reclaim could free there, once a task asks
+            for c in self._candidates(RECLAIM, fi, memo):
+                if reach is not None and reach < ms:
+                    break
+                p = self.cr_pol[c]
+                q = None
+                ceiling = res[p]
+                while True:
+                    b = min(res[p] - U[p], ceiling, ceiling if reach is None else reach)
+                    if b < ms or not self._budget_ok(p, w):
+                        break
+                    if q is None:
+                        q = self._queue(c)
+                    i = q.peek(b)
+                    if i < 0:
+                        break
+                    task = q.tasks[i]
+                    room = cap[pi] - occ[pi]
+                    if room < task.size:
+                        reach = room + self._freeable(pi)
+                        if reach < task.size:
+                            continue
+                    fits = room >= task.size and all(U[a] + task.size <= lim[a] for a in anc[p])
+                    if fits or self._reclaim(p, task.size, pi, task.id):
+                        self._place(c, q, i, task, pi, RECLAIM)
+                        reach = None
+                    else:
+                        ceiling = task.size - 1
+
+    # -- reclaim ------------------------------------------------------------------------------
+
+    def _running_on(self, pi: int) -> list[int]:
+        """Running work with GPUs on pool pi, in placement order (grouped on first use)."""
+        if self.on_pool is None:
+            self.on_pool = [[] for _ in self.s.pools]
+            for k, (pool, size, gone) in enumerate(zip(self.run_pool, self.run_size, self.gone)):
+                if size and not gone:
+                    self.on_pool[pool].append(k)
+        return self.on_pool[pi]
+
+    def _victims_on(self, pi: int) -> dict[int, list[int]]:
+        """Running work with GPUs on pool pi, by policy, in placement order (built on first use)."""
+        got = self.by_pool.get(pi)
+        if got is None:
+            got = self.by_pool[pi] = {}
+            cr_pol, run_cr = self.cr_pol, self.run_cr
+            for k in self._running_on(pi):
+                got.setdefault(cr_pol[run_cr[k]], []).append(k)
+        return got
+
+    def _victims_of(self) -> dict[int, list[int]]:
+        """Running work with GPUs by policy, in placement order (built on first use)."""
+        if self.by_policy is None:
+            self.by_policy = {}
+            cr_pol, run_cr = self.cr_pol, self.run_cr
+            for k, (c, size) in enumerate(zip(run_cr, self.run_size)):
+                if size:
+                    self.by_policy.setdefault(cr_pol[c], []).append(k)
+        return self.by_policy
+
+    def _pool_use(self, pi: int) -> dict[int, int]:
+        """GPUs of running work on pool pi, by policy (built on first use)."""
+        got = self.pool_use.get(pi)
+        if got is None:
+            got = self.pool_use[pi] = {}
+            cr_pol, run_cr, run_size, gone = self.cr_pol, self.run_cr, self.run_size, self.gone
+            for k in self._running_on(pi):
+                if not gone[k]:
+                    q = cr_pol[run_cr[k]]
+                    got[q] = got.get(q, 0) + run_size[k]
+        return got
+
+    def _freeable(self, pi: int) -> int:
+        """An upper bound on the room reclaim could free on pool pi: each borrowing policy's
+        running GPUs there, at most its excess over its reservation. Cached until state changes."""
+        got = self.freeable_at.get(pi)
+        if got is not None and got[0] == self.version:
+            return got[1]
+        U, res = self.U, self.res
+        bound = 0
+        for q, use in self._pool_use(pi).items():
+            if U[q] > res[q]:
+                bound += min(use, U[q] - res[q])
+        self.freeable_at[pi] = (self.version, bound)
+        return bound
+
+    def _subtree(self, a: int) -> list[int]:
+        got = self.subtrees.get(a)
+        if got is None:
+            got, todo = [], [a]
+            while todo:
+                i = todo.pop()
+                got.append(i)
+                todo.extend(reversed(self.children[i]))
+            self.subtrees[a] = got
+        return got
+
+    def _room(self, pi: int, size: int, ancestors: tuple[int, ...]) -> bool:
+        U, lim = self.U, self.lim
+        return self.occ[pi] + size <= self.cap[pi] and all(U[a] + size <= lim[a] for a in ancestors)
+
+    def _reclaim(self, p: int, s: int, pi: int, for_task: str) -> bool:
+        """Preempt borrowed work so that a task of policy p and size s fits on pool pi; all or
+        nothing.
+
+        What blocks the task: too little room on pi, and ancestors at their limit (only work in
+        that ancestor's subtree, on any pool, can give headroom there). Victims come from the
+        policy furthest above its reservation (recomputed as victims are taken), newest placed
+        first, skipping work that would not help or would take its policy, or an ancestor not
+        shared with the task's policy, below its reservation. Victims that turn out not to be
+        needed are handed back, last taken first.
+        """
+        key = (pi, p)
+        if self.reclaim_failed.get(key, s + 1) <= s:
+            return False
+        U, res = self.U, self.res
+        ancestors = self.anc[p]
+        needy = [a for a in ancestors if U[a] + s > self.lim[a]]
+        lists: dict[int, list[int]] = {}
+        if self.occ[pi] + s > self.cap[pi]:
+            for q, ks in self._victims_on(pi).items():
+                if U[q] > res[q]:
+                    lists[q] = ks
+        for a in needy:
+            by_policy = self._victims_of()
+            for q in self._subtree(a):
+                if U[q] > res[q] and q in by_policy:
+                    lists[q] = by_policy[q]
+        heap = [(res[q] - U[q], q) for q in lists]
+        heapify(heap)
+        cursor = {q: len(ks) - 1 for q, ks in lists.items()}
+        taken: list[int] = []
+        while not self._room(pi, s, ancestors):
+            if not heap:
+                for k in taken:
+                    self._take(k, +1)
+                self.reclaim_failed[key] = s
+                return False
+            excess, q = heappop(heap)
+            if excess != res[q] - U[q]:
+                if U[q] > res[q]:
+                    heappush(heap, (res[q] - U[q], q))
+                continue
+            k = self._victim(q, lists[q], cursor, pi, s, self.chain[p], needy)
+            if k < 0:
+                continue
+            self._take(k, -1)
+            taken.append(k)
+            if U[q] > res[q]:
+                heappush(heap, (res[q] - U[q], q))
+        needed = []
+        for k in reversed(taken):
+            self._take(k, +1)
+            if not self._room(pi, s, ancestors):
+                self._take(k, -1)
+                needed.append(k)
+        for k in needed:
+            self._take(k, +1)
+        for k in reversed(needed):
+            self._preempt(k, "reclaim", for_task)
+        return True
+
+    def _victim(self, q, ks, cursor, pi, s, inside, needy) -> int:
+        """q's newest running task that helps and keeps reservations whole, or -1."""
+        U, res, lim, gone, sizes = self.U, self.res, self.lim, self.gone, self.run_size
+        chain = self.chain[q]
+        pool_short = self.occ[pi] + s > self.cap[pi]
+        i = cursor[q]
+        while i >= 0:
+            k = ks[i]
+            i -= 1
+            if gone[k]:
+                continue
+            size = sizes[k]
+            helps = (pool_short and self.run_pool[k] == pi) or any(
+                a in chain and U[a] + s > lim[a] for a in needy
+            )
+            if helps and all(U[b] - size + (s if b in inside else 0) >= res[b] for b in chain):
+                cursor[q] = i
+                return k
+        cursor[q] = i
+        return -1

@@ -1,0 +1,95 @@
+"""What a pass decides: placements, preemptions, and a verdict for every task left waiting."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+from .budget import units_to_hours
+
+PHASES = ("fill", "reclaim", "lend")
+REASONS = ("reclaim", "budget")
+RULES = (
+    "budget_used_up",
+    "policy_limit",
+    "ancestor_limit",
+    "budget_start_check",
+    "behind_higher_priority",
+    "no_capacity",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    task: str
+    resource: str
+    pool: str
+    phase: str
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    """Stop placed work and requeue it; `for_task` is the task a reclaim made room for."""
+
+    task: str
+    resource: str
+    pool: str
+    reason: str
+    for_task: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """Why a task is still waiting after the pass.
+
+    `position` is its place (1-based) among the waiting tasks of its compute resource. `pools`
+    names the pools concerned (no_capacity: the profile's pools; behind_higher_priority: the
+    pools that have or had room). `policy` is the policy whose limit or budget holds the task.
+    Budget figures are in budget units; `reset_at` is the end of the used-up budget's period.
+    """
+
+    task: str
+    resource: str
+    position: int
+    rule: str
+    pools: tuple[str, ...] = ()
+    policy: str | None = None
+    budget_left: int | None = None
+    budget_needed: int | None = None
+    reset_at: datetime | None = None
+
+    @property
+    def hours_left(self) -> float | None:
+        return None if self.budget_left is None else units_to_hours(self.budget_left)
+
+    @property
+    def hours_needed(self) -> float | None:
+        return None if self.budget_needed is None else units_to_hours(self.budget_needed)
+
+
+class VerdictSource(Protocol):
+    def verdict(self, task_id: str) -> Verdict | None: ...
+
+    def verdicts(self) -> Iterator[Verdict]: ...
+
+
+@dataclass(frozen=True)
+class Decisions:
+    """Placements in the order they were made, preemptions likewise (budget ones first).
+
+    Verdicts are derived lazily, so that a pass does not cost in proportion to queue depth.
+    """
+
+    placements: tuple[Placement, ...]
+    preemptions: tuple[Preemption, ...]
+    source: VerdictSource = field(compare=False, repr=False)
+
+    def verdict(self, task_id: str) -> Verdict | None:
+        """The verdict of a task that was waiting and is still waiting; None otherwise."""
+        return self.source.verdict(task_id)
+
+    def verdicts(self) -> Iterator[Verdict]:
+        """Every task still waiting, by compute resource (snapshot order), then queue order."""
+        return self.source.verdicts()

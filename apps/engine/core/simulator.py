@@ -1,0 +1,500 @@
+"""The simulator (DESIGN section 5): the engine core on a virtual clock, with no database.
+
+`python -m apps.engine.core.simulator SCENARIO.json [--until S] [--summary-only] [--report F]`
+
+The clock advances in steps of `pass_interval_s`, kept in integer microseconds. At each step:
+budget periods that ended roll over, completions due are applied, then the events due, then a
+pass runs (unless the engine is disabled). Steps at which nothing can change (no event,
+completion, period end or budget running out, and the last pass decided nothing) are skipped:
+a pass there would decide nothing, so the output is the same as running every step.
+
+Budgets are metered from usage intervals: per budgeted policy, the closed intervals' charge in
+the current period plus, for the running ones, weight x enabled time since max(start, period
+start), using an "enabled clock" that stops while the engine is disabled. Tasks complete at the
+exact moment `duration_s` after placement (charged until then); the engine sees it at the next
+step, and the output reports that step's time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import json
+import sys
+from bisect import insort
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from .allocator import allocate
+from .budget import UNITS_PER_HOUR, US_PER_S, period_bounds, us_between
+from .decisions import Decisions
+from .scenario import Change, Scenario, ScenarioError, Submit, loads
+from .snapshot import Budget, ComputeResource, PlacedTask, Policy, Pool, Profile, Snapshot, WaitingTask
+
+GPU_US_PER_HOUR = 1000 * 3600 * US_PER_S
+
+
+@dataclass(slots=True)
+class _Task:
+    id: str
+    cr: int
+    size: int
+    duration_us: int
+    checkpoint: bool
+    seq: int
+    waiting: WaitingTask
+    state: str = "waiting"
+    left_us: int = 0
+    since_us: int = 0
+    wait_us: int = 0
+    preemptions: int = 0
+    pool: int = -1
+    placed_us: int = 0
+    e_start: int = 0
+    token: int = 0
+
+
+@dataclass(slots=True)
+class _Account:
+    """A budgeted policy's meter for the current period, in budget units."""
+
+    limit: int
+    period: str
+    start_us: int = 0
+    end_us: int = 0
+    e0: int = 0
+    closed: int = 0
+    open_w: int = 0
+    open_s: int = 0
+
+    def used(self, e_now: int) -> int:
+        return self.closed + self.open_w * e_now - self.open_s
+
+
+@dataclass
+class _Series:
+    """What the report draws, recorded at each step where something changed."""
+
+    times: list[float] = field(default_factory=list)
+    policy_use: list[list[int]] = field(default_factory=list)
+    pool_use: list[list[int]] = field(default_factory=list)
+    queued: list[list[int]] = field(default_factory=list)
+    capacity: list[list[int]] = field(default_factory=list)
+
+
+class Simulation:
+    def __init__(self, sc: Scenario, end_us: int, record: bool = False):
+        self.sc = sc
+        self.end_us = end_us
+        self.step = sc.step_us
+        self.pool_ix = {p.name: i for i, p in enumerate(sc.pools)}
+        self.pol_ix = {p.name: i for i, p in enumerate(sc.policies)}
+        self.cr_ix = {r.name: i for i, r in enumerate(sc.resources)}
+        prof = {f.name: f for f in sc.profiles}
+        self.cr_pol = [self.pol_ix[r.policy] for r in sc.resources]
+        self.cr_weight = [prof[r.profile].time_weight for r in sc.resources]
+        parent = [None if p.parent is None else self.pol_ix[p.parent] for p in sc.policies]
+        self.chain = []
+        for i in range(len(sc.policies)):
+            chain = [i]
+            while parent[chain[-1]] is not None:
+                chain.append(parent[chain[-1]])
+            self.chain.append(tuple(chain))
+
+        self.capacity = [p.capacity for p in sc.pools]
+        self.reservation = [p.reservation for p in sc.policies]
+        self.limit = [p.limit for p in sc.policies]
+        self.accounts = {
+            i: _Account(p.budget, p.period) for i, p in enumerate(sc.policies) if p.budget is not None
+        }
+        self.bchain = [tuple(j for j in c if j in self.accounts) for c in self.chain]
+        self.profiles = tuple(
+            Profile(f.name, f.size, f.pools, sc.queuing_order[f.name], f.time_weight, f.size_from_task)
+            for f in sc.profiles
+        )
+        self.resources = tuple(ComputeResource(r.name, r.policy, r.profile) for r in sc.resources)
+        self._pools()
+        self._policies = [self._policy(i) for i in range(len(sc.policies))]
+
+        self.tasks: dict[str, _Task] = {}
+        self.queues: list[list[WaitingTask]] = [[] for _ in sc.resources]
+        self.queue_cache: dict[str, tuple[WaitingTask, ...]] = {}
+        self.dirty_queues: set[int] = set(range(len(sc.resources)))
+        self.placed: dict[str, PlacedTask] = {}
+        self.completions: list[tuple[int, int, str]] = []
+        self.tokens = 0
+        self.seq = 0
+        self.next_event = 0
+
+        self.enabled = True
+        self.disabled_since = 0
+        self.disabled_total = 0
+        self.pool_used = [0] * len(sc.pools)
+        self.pool_area = [0] * len(sc.pools)
+        self.capacity_area = [0] * len(sc.pools)
+        self.pool_mark = 0
+        self.gpu_us = [0] * len(sc.policies)
+        self.charged = [0] * len(sc.policies)
+        self.own_use = [0] * len(sc.policies)
+        self.own_queued = [0] * len(sc.policies)
+        self.series = _Series() if record else None
+        self.lines: list[dict] = []
+
+    # -- clock ----------------------------------------------------------------------------------
+
+    def enabled_clock(self, t: int) -> int:
+        """Microseconds up to t during which the engine was enabled."""
+        if self.enabled:
+            return t - self.disabled_total
+        return self.disabled_since - self.disabled_total
+
+    def at(self, t: int) -> datetime:
+        return self.sc.start + timedelta(microseconds=t)
+
+    def seconds(self, us: int) -> int | float:
+        whole, frac = divmod(us, US_PER_S)
+        return whole if not frac else us / US_PER_S
+
+    def run(self):
+        """Yield output lines in time order; the summary line last."""
+        t = 0
+        while t <= self.end_us:
+            self._roll_periods(t)
+            changed = self._complete(t)
+            changed |= self._apply_events(t)
+            decided = False
+            if self.enabled:
+                decided = self._pass(t)
+            if self.series is not None and (changed or decided or t == 0):
+                self._record(t)
+            yield from self.lines
+            self.lines.clear()
+            t = t + self.step if decided else self._wake(t)
+        if self.series is not None:
+            self._record(self.end_us)
+        yield {"summary": self._summary()}
+
+    def _wake(self, t: int) -> int:
+        """The next step at which a pass could decide anything (past the end if none)."""
+        due = []
+        if self.next_event < len(self.sc.events):
+            due.append(self.sc.events[self.next_event].at_us)
+        if self.completions:
+            due.append(self.completions[0][0])
+        if self.enabled:
+            e_now = self.enabled_clock(t)
+            for acc in self.accounts.values():
+                due.append(acc.end_us)
+                left = acc.limit - acc.used(e_now)
+                if acc.open_w and left > 0:
+                    due.append(t - (-left // acc.open_w))
+        if not due:
+            return self.end_us + self.step
+        nxt = max(min(due), t + self.step)
+        return -(-nxt // self.step) * self.step
+
+    def _roll_periods(self, t: int) -> None:
+        for acc in self.accounts.values():
+            if t >= acc.end_us:
+                start, end = period_bounds(self.at(t), acc.period)
+                acc.start_us = us_between(self.sc.start, start)
+                acc.end_us = us_between(self.sc.start, end)
+                acc.e0 = self._enabled_at(max(acc.start_us, 0), t)
+                acc.closed = 0
+                acc.open_s = acc.open_w * acc.e0
+
+    def _enabled_at(self, x: int, t: int) -> int:
+        """The enabled clock at x, for x in (last step, t]: the engine's state did not change there."""
+        return self.enabled_clock(t) - (t - x if self.enabled else 0)
+
+    # -- changes --------------------------------------------------------------------------------
+
+    def _complete(self, t: int) -> bool:
+        changed = False
+        while self.completions and self.completions[0][0] <= t:
+            end_us, token, task_id = heapq.heappop(self.completions)
+            task = self.tasks[task_id]
+            if task.state != "running" or task.token != token:
+                continue
+            self._stop(task, end_us, "completed")
+            self.lines.append({"at": self.seconds(t), "task": task.id, "event": "completed"})
+            changed = True
+        return changed
+
+    def _apply_events(self, t: int) -> bool:
+        events = self.sc.events
+        changed = False
+        while self.next_event < len(events) and events[self.next_event].at_us <= t:
+            what = events[self.next_event].what
+            self.next_event += 1
+            changed = True
+            if isinstance(what, Submit):
+                self._submit(what, t)
+            else:
+                self._change(what, t)
+        return changed
+
+    def _submit(self, s: Submit, t: int) -> None:
+        self.seq += 1
+        task = _Task(s.id, self.cr_ix[s.resource], s.size, s.duration_us, s.checkpoint, self.seq,
+                     WaitingTask(s.id, self.seq, s.size, self.at(t)))
+        task.left_us = s.duration_us
+        task.since_us = t
+        self.tasks[s.id] = task
+        self.queues[task.cr].append(task.waiting)
+        self.dirty_queues.add(task.cr)
+        self.own_queued[self.cr_pol[task.cr]] += 1
+
+    def _change(self, c: Change, t: int) -> None:
+        if c.kind == "cancel":
+            task = self.tasks[c.target]
+            if task.state == "running":
+                self._stop(task, t, "canceled")
+            elif task.state == "waiting":
+                self._unqueue(task, t)
+                task.state = "canceled"
+            else:
+                return
+            self.lines.append({"at": self.seconds(t), "task": task.id, "event": "canceled"})
+        elif c.kind == "engine":
+            if c.value and not self.enabled:
+                self.disabled_total += t - self.disabled_since
+                self.enabled = True
+            elif not c.value and self.enabled:
+                self.disabled_since = t
+                self.enabled = False
+        elif c.kind == "set_capacity":
+            self._integrate(t)
+            self.capacity[self.pool_ix[c.target]] = c.value
+            self._pools()
+        else:
+            i = self.pol_ix[c.target]
+            if c.kind == "set_budget":
+                self.accounts[i].limit = c.value
+            elif c.kind == "set_reservation":
+                self.reservation[i] = c.value
+            else:
+                self.limit[i] = c.value
+            self._policies[i] = self._policy(i)
+
+    def _unqueue(self, task: _Task, t: int) -> None:
+        self.queues[task.cr].remove(task.waiting)
+        self.dirty_queues.add(task.cr)
+        task.wait_us += t - task.since_us
+        self.own_queued[self.cr_pol[task.cr]] -= 1
+
+    def _start(self, task: _Task, pool: int, t: int) -> None:
+        task.state = "running"
+        task.pool = pool
+        task.placed_us = t
+        task.e_start = self.enabled_clock(t)
+        task.wait_us += t - task.since_us
+        self.tokens += 1
+        task.token = self.tokens
+        heapq.heappush(self.completions, (t + task.left_us, task.token, task.id))
+        self._integrate(t)
+        self.pool_used[pool] += task.size
+        p = self.cr_pol[task.cr]
+        self.own_use[p] += task.size
+        self.own_queued[p] -= 1
+        w = self.cr_weight[task.cr]
+        for j in self.bchain[p]:
+            acc = self.accounts[j]
+            acc.open_w += w
+            acc.open_s += w * max(task.e_start, acc.e0)
+
+    def _stop(self, task: _Task, end_us: int, state: str) -> None:
+        """Close the task's usage interval at end_us."""
+        del self.placed[task.id]
+        self._integrate(end_us)
+        self.pool_used[task.pool] -= task.size
+        p = self.cr_pol[task.cr]
+        self.own_use[p] -= task.size
+        w = self.cr_weight[task.cr]
+        e_end = self.enabled_clock(end_us)
+        for j in self.chain[p]:
+            self.gpu_us[j] += task.size * (end_us - task.placed_us)
+            self.charged[j] += w * (e_end - task.e_start)
+        for j in self.bchain[p]:
+            acc = self.accounts[j]
+            begin = max(task.e_start, acc.e0)
+            acc.open_w -= w
+            acc.open_s -= w * begin
+            acc.closed += w * max(0, e_end - begin)
+        task.state = state
+        if state == "waiting":
+            task.preemptions += 1
+            task.left_us = task.left_us - (end_us - task.placed_us) if task.checkpoint else task.duration_us
+            task.since_us = end_us
+            insort(self.queues[task.cr], task.waiting, key=lambda w: w.seq)
+            self.dirty_queues.add(task.cr)
+            self.own_queued[p] += 1
+
+    def _integrate(self, t: int) -> None:
+        dt = t - self.pool_mark
+        if dt > 0:
+            for i, used in enumerate(self.pool_used):
+                self.pool_area[i] += used * dt
+                self.capacity_area[i] += self.capacity[i] * dt
+            self.pool_mark = t
+
+    # -- the pass -------------------------------------------------------------------------------
+
+    def _pools(self) -> None:
+        sc = self.sc
+        self.pools = tuple(
+            Pool(p.name, self.capacity[i], sc.execution_order[p.name]) for i, p in enumerate(sc.pools)
+        )
+
+    def _policy(self, i: int, used: int = 0) -> Policy:
+        p = self.sc.policies[i]
+        acc = self.accounts.get(i)
+        budget = None if acc is None else Budget(acc.limit, acc.period, used)
+        return Policy(p.name, self.reservation[i], self.limit[i], p.parent, budget)
+
+    def snapshot(self, t: int) -> Snapshot:
+        for c in self.dirty_queues:
+            self.queue_cache[self.resources[c].id] = tuple(self.queues[c])
+        self.dirty_queues.clear()
+        e_now = self.enabled_clock(t)
+        policies = list(self._policies)
+        for i, acc in self.accounts.items():
+            policies[i] = self._policy(i, acc.used(e_now))
+        return Snapshot(
+            self.at(t), self.pools, self.profiles, tuple(policies), self.resources,
+            self.queue_cache, tuple(self.placed.values()), self.sc.low_watermark_s,
+        )
+
+    def _pass(self, t: int) -> bool:
+        decisions = allocate(self.snapshot(t))
+        self.apply(decisions, t)
+        return bool(decisions.placements or decisions.preemptions)
+
+    def apply(self, d: Decisions, t: int) -> None:
+        at = self.seconds(t)
+        for pre in d.preemptions:
+            task = self.tasks[pre.task]
+            self._stop(task, t, "waiting")
+            self.lines.append({"at": at, "task": task.id, "event": "preempted", "reason": pre.reason})
+        started = []
+        for pl in d.placements:
+            task = self.tasks[pl.task]
+            started.append(task)
+            self._start(task, self.pool_ix[pl.pool], t)
+            self.lines.append({"at": at, "task": task.id, "event": "placed", "pool": pl.pool})
+        gone_by_cr: dict[int, set[str]] = {}
+        for task in started:
+            gone_by_cr.setdefault(task.cr, set()).add(task.id)
+        for c, gone in gone_by_cr.items():
+            self.queues[c] = [w for w in self.queues[c] if w.id not in gone]
+            self.dirty_queues.add(c)
+        now = self.at(t)
+        for task in sorted(started, key=lambda x: x.seq):
+            r = self.resources[task.cr]
+            self.placed[task.id] = PlacedTask(task.id, r.id, self.sc.pools[task.pool].name, task.size,
+                                              task.seq, now)
+
+    # -- output ---------------------------------------------------------------------------------
+
+    def _record(self, t: int) -> None:
+        s = self.series
+        s.times.append(t / US_PER_S)
+        s.policy_use.append(list(self.own_use))
+        s.pool_use.append(list(self.pool_used))
+        s.queued.append(list(self.own_queued))
+        s.capacity.append(list(self.capacity))
+
+    def _summary(self) -> dict:
+        end = self.end_us
+        gpu_us = list(self.gpu_us)
+        charged = list(self.charged)
+        e_end = self.enabled_clock(end)
+        for task in self.tasks.values():
+            if task.state == "running":
+                for j in self.chain[self.cr_pol[task.cr]]:
+                    gpu_us[j] += task.size * (end - task.placed_us)
+                    charged[j] += self.cr_weight[task.cr] * (e_end - task.e_start)
+        self._integrate(end)
+        return {
+            "policies": {
+                p.name: {
+                    "gpu_hours": round(gpu_us[i] / GPU_US_PER_HOUR, 6),
+                    "budget_hours": round(charged[i] / UNITS_PER_HOUR, 6),
+                }
+                for i, p in enumerate(self.sc.policies)
+            },
+            "tasks": {
+                task.id: {
+                    "state": task.state,
+                    "preemptions": task.preemptions,
+                    "wait_s": self.seconds(task.wait_us + (end - task.since_us if task.state == "waiting" else 0)),
+                }
+                for task in self.tasks.values()
+            },
+            "pools": {
+                p.name: {
+                    "utilization": round(self.pool_area[i] / self.capacity_area[i], 6) if self.capacity_area[i] else 0
+                }
+                for i, p in enumerate(self.sc.pools)
+            },
+        }
+
+
+def main(argv: list[str] | None = None, stdout=None, stderr=None) -> int:
+    """Run a scenario; JSON lines on stdout. Returns 0, or 2 for bad input or arguments."""
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
+    parser = argparse.ArgumentParser(prog="simulate", description="Run the engine core on a scenario.")
+    parser.add_argument("scenario", help="scenario JSON file, or - for stdin")
+    parser.add_argument("--until", type=str, metavar="SECONDS", help="stop the clock at SECONDS")
+    parser.add_argument("--summary-only", action="store_true", help="print only the summary line")
+    parser.add_argument("--report", metavar="FILE.html", help="write a self-contained plotly report")
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:
+        return 2 if e.code else 0
+    try:
+        text = sys.stdin.read() if args.scenario == "-" else _read(args.scenario)
+        sc = loads(text)
+        end_us = sc.duration_us
+        if args.until is not None:
+            end_us = min(end_us, _until(args.until))
+    except ScenarioError as e:
+        print(f"simulate: {e}", file=stderr)
+        return 2
+    sim = Simulation(sc, end_us, record=args.report is not None)
+    for line in sim.run():
+        if not args.summary_only or "summary" in line:
+            stdout.write(json.dumps(line) + "\n")
+    if args.report:
+        from .report import write_report
+
+        write_report(sim, args.report)
+    return 0
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as e:
+        raise ScenarioError(f"{path}: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise ScenarioError(f"{path}: not UTF-8 text") from None
+
+
+def _until(text: str) -> int:
+    from decimal import Decimal, InvalidOperation
+
+    try:
+        value = Decimal(text)
+    except InvalidOperation:
+        raise ScenarioError(f"--until: {text!r} is not a number of seconds") from None
+    us = value * US_PER_S
+    if not value.is_finite() or value < 0 or us != us.to_integral_value():
+        raise ScenarioError("--until: must be >= 0 and a multiple of 1 microsecond")
+    return int(us)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

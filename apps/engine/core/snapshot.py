@@ -1,0 +1,210 @@
+"""What the engine sees at `now`: the estate, the queues and the work placed on pools.
+
+Units: GPU amounts in integer milli-GPUs (1 GPU = 1000), time weights in milli-weights
+(weight 1 = 1000), budgets in budget units (milli-weight x microseconds, see `budget`).
+
+Ordering contracts the loader (database or simulator) keeps, so that a pass never sorts:
+- each queue in `Snapshot.waiting` is in seq order;
+- `Snapshot.placed` is in placement order, ascending (placed_at, seq);
+- ordered id tuples (a pool's profiles, a profile's pools and policies) are priorities.
+`validate(snapshot)` checks all of this; it is for loaders and tests, not for the hot path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+PERIODS = ("day", "week", "month")
+
+
+@dataclass(frozen=True, slots=True)
+class Pool:
+    """A set of nodes with a declared capacity; `profiles` is its execution priority."""
+
+    id: str
+    capacity: int
+    profiles: tuple[str, ...]
+    enabled: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """A GPU size with a time weight, its pool order and its queuing priority (`policies`).
+
+    With `size_from_task`, each task carries its own size and `size` is only the default the
+    loader applies.
+    """
+
+    id: str
+    size: int
+    pools: tuple[str, ...]
+    policies: tuple[str, ...]
+    time_weight: int = 1000
+    size_from_task: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """A time budget and its state at `now`.
+
+    `used` counts the budget units spent in the current period up to `now` by the policy's own
+    work and by the work of every policy below it (the loader sums the subtree).
+    """
+
+    limit: int
+    period: str
+    used: int
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """A resource policy: reservation and limit in milli-GPUs, an optional time budget."""
+
+    id: str
+    reservation: int
+    limit: int
+    parent: str | None = None
+    budget: Budget | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ComputeResource:
+    """One policy joined to one profile: what work is sent to."""
+
+    id: str
+    policy: str
+    profile: str
+
+
+@dataclass(frozen=True, slots=True)
+class WaitingTask:
+    id: str
+    seq: int
+    size: int
+    submitted_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class PlacedTask:
+    """Work on a pool. A `preempting` task (stop asked, not yet stopped) counts for nothing."""
+
+    id: str
+    resource: str
+    pool: str
+    size: int
+    seq: int
+    placed_at: datetime
+    preempting: bool = False
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The engine's whole input. `waiting` maps a compute resource id to its queue."""
+
+    now: datetime
+    pools: tuple[Pool, ...]
+    profiles: tuple[Profile, ...]
+    policies: tuple[Policy, ...]
+    resources: tuple[ComputeResource, ...]
+    waiting: Mapping[str, Sequence[WaitingTask]]
+    placed: tuple[PlacedTask, ...]
+    low_watermark_s: int = 900
+
+
+class SnapshotError(ValueError):
+    pass
+
+
+def validate(snapshot: Snapshot) -> None:
+    """Raise SnapshotError on the first broken rule or ordering contract."""
+    s = snapshot
+    _check(s.now.tzinfo is not None and s.now.utcoffset() == timedelta(0), "now must be aware UTC")
+    _check(s.low_watermark_s >= 0, "low_watermark_s must be >= 0")
+    pools = _unique("pool", s.pools)
+    profiles = _unique("profile", s.profiles)
+    policies = _unique("policy", s.policies)
+    resources = _unique("compute resource", s.resources)
+
+    for pool in s.pools:
+        _check(pool.capacity >= 0, f"pool {pool.id}: capacity must be >= 0")
+        _distinct(f"pool {pool.id}: profiles", pool.profiles)
+        for f in pool.profiles:
+            _check(f in profiles, f"pool {pool.id}: unknown profile {f}")
+            _check(pool.id in profiles[f].pools, f"pool {pool.id}: profile {f} does not list this pool")
+    for f in s.profiles:
+        _check(f.size >= 0, f"profile {f.id}: size must be >= 0")
+        _check(f.time_weight >= 0, f"profile {f.id}: time_weight must be >= 0")
+        _distinct(f"profile {f.id}: pools", f.pools)
+        _distinct(f"profile {f.id}: policies", f.policies)
+        for p in f.pools:
+            _check(p in pools, f"profile {f.id}: unknown pool {p}")
+            _check(f.id in pools[p].profiles, f"profile {f.id}: pool {p} does not list this profile")
+        for p in f.policies:
+            _check(p in policies, f"profile {f.id}: unknown policy {p}")
+    for p in s.policies:
+        _check(0 <= p.reservation <= p.limit, f"policy {p.id}: needs 0 <= reservation <= limit")
+        _check(p.parent is None or p.parent in policies, f"policy {p.id}: unknown parent {p.parent}")
+        if p.budget is not None:
+            b = p.budget
+            _check(b.period in PERIODS, f"policy {p.id}: budget period must be one of {PERIODS}")
+            _check(b.limit >= 0 and b.used >= 0, f"policy {p.id}: budget limit and used must be >= 0")
+    for p in s.policies:
+        seen = {p.id}
+        parent = p.parent
+        while parent is not None:
+            _check(parent not in seen, f"policy {p.id}: parent cycle")
+            seen.add(parent)
+            parent = policies[parent].parent
+    for r in s.resources:
+        _check(r.policy in policies, f"compute resource {r.id}: unknown policy {r.policy}")
+        _check(r.profile in profiles, f"compute resource {r.id}: unknown profile {r.profile}")
+        profile = profiles[r.profile]
+        _check(r.policy in profile.policies, f"compute resource {r.id}: policy not in the profile's order")
+        _check(
+            profile.size_from_task or profile.size <= policies[r.policy].limit,
+            f"compute resource {r.id}: profile larger than the policy's limit",
+        )
+
+    task_ids: set[str] = set()
+    for rid, queue in s.waiting.items():
+        _check(rid in resources, f"waiting: unknown compute resource {rid}")
+        profile = profiles[resources[rid].profile]
+        last = None
+        for t in queue:
+            _check(t.id not in task_ids, f"task {t.id}: appears twice")
+            task_ids.add(t.id)
+            _check(last is None or t.seq > last, f"waiting {rid}: queue not in seq order at {t.id}")
+            last = t.seq
+            if profile.size_from_task:
+                _check(t.size > 0, f"task {t.id}: size must be > 0")
+            else:
+                _check(t.size == profile.size, f"task {t.id}: size differs from its profile's")
+    last_key = None
+    for t in s.placed:
+        _check(t.id not in task_ids, f"task {t.id}: appears twice")
+        task_ids.add(t.id)
+        _check(t.resource in resources, f"placed {t.id}: unknown compute resource {t.resource}")
+        _check(t.pool in pools, f"placed {t.id}: unknown pool {t.pool}")
+        _check(t.size >= 0, f"placed {t.id}: size must be >= 0")
+        key = (t.placed_at, t.seq)
+        _check(last_key is None or key >= last_key, f"placed: not in placement order at {t.id}")
+        last_key = key
+
+
+def _check(ok: bool, message: str) -> None:
+    if not ok:
+        raise SnapshotError(message)
+
+
+def _unique(kind: str, items) -> dict:
+    by_id = {}
+    for item in items:
+        _check(item.id not in by_id, f"{kind} {item.id}: duplicate id")
+        by_id[item.id] = item
+    return by_id
+
+
+def _distinct(what: str, ids: tuple[str, ...]) -> None:
+    _check(len(set(ids)) == len(ids), f"{what}: listed twice")

@@ -1,0 +1,113 @@
+"""Why each task still waits after a pass, derived lazily from the pass's final state.
+
+All tasks of one size in one compute resource share a rule, so the rule is computed once per
+(compute resource, size) and each task adds only its position. Rules, first match wins:
+
+- budget_used_up: its profile has a weight and its policy's or an ancestor's budget is used up;
+  `reset_at` is the end of that budget's UTC period.
+- policy_limit: its size would take its policy above its limit.
+- ancestor_limit: ... an ancestor above its limit (`policy` names the nearest such ancestor).
+- budget_start_check: the budget left would not last the low watermark at the policy's (or the
+  budgeted ancestor's) combined rate with this task; hours left and needed are given.
+- behind_higher_priority: every limit and budget rule allows it, but either no pool of its list
+  has room now while one had room when the pass began (work ahead of it in the pass order took
+  it), or a pool has room and work ahead of it in its own queue, of the same or smaller size, is
+  still stopping and goes first.
+- no_capacity: no pool of its list has had room for its size in this pass.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from .budget import period_bounds
+from .decisions import Verdict
+
+if TYPE_CHECKING:
+    from .allocator import _Pass
+
+
+class VerdictBook:
+    def __init__(self, run: _Pass):
+        self.run = run
+        self.rules: dict[tuple[int, int], tuple] = {}
+        self.placed: dict[int, list[int]] = {}
+        self.where: dict[str, tuple[int, int]] | None = None
+
+    def verdict(self, task_id: str) -> Verdict | None:
+        if self.where is None:
+            self.where = {}
+            for c, rid in enumerate(self.run.cr_id):
+                for i, t in enumerate(self.run.s.waiting.get(rid, ())):
+                    self.where[t.id] = (c, i)
+        found = self.where.get(task_id)
+        if found is None:
+            return None
+        c, i = found
+        placed = self._placed(c)
+        before = bisect_left(placed, i)
+        if before < len(placed) and placed[before] == i:
+            return None
+        task = self.run.s.waiting[self.run.cr_id[c]][i]
+        return Verdict(task.id, self.run.cr_id[c], i + 1 - before, *self._rule(c, task.size))
+
+    def verdicts(self) -> Iterator[Verdict]:
+        run = self.run
+        for c, rid in enumerate(run.cr_id):
+            tasks = run.s.waiting.get(rid)
+            if not tasks:
+                continue
+            placed = set(self._placed(c))
+            position = 0
+            for i, t in enumerate(tasks):
+                if i in placed:
+                    continue
+                position += 1
+                yield Verdict(t.id, rid, position, *self._rule(c, t.size))
+
+    def _placed(self, c: int) -> list[int]:
+        got = self.placed.get(c)
+        if got is None:
+            q = self.run.queues.get(c)
+            got = self.placed[c] = sorted(q.placed) if q else []
+        return got
+
+    def _rule(self, c: int, size: int) -> tuple:
+        got = self.rules.get((c, size))
+        if got is None:
+            got = self.rules[(c, size)] = self._decide(c, size)
+        return got
+
+    def _decide(self, c: int, size: int) -> tuple:
+        run = self.run
+        s = run.s
+        p, fi = run.cr_pol[c], run.cr_prof[c]
+        w = run.weight[fi]
+        U, lim, rem, rw = run.U, run.lim, run.rem, run.rw
+        if w:
+            for j in run.bchain[p]:
+                if rem[j] <= 0:
+                    reset = period_bounds(s.now, s.policies[j].budget.period)[1]
+                    return ("budget_used_up", (), s.policies[j].id, rem[j], None, reset)
+        if U[p] + size > lim[p]:
+            return ("policy_limit", (), s.policies[p].id)
+        for a in run.anc[p]:
+            if U[a] + size > lim[a]:
+                return ("ancestor_limit", (), s.policies[a].id)
+        if w:
+            for j in run.bchain[p]:
+                needed = run.lw * (rw[j] + w)
+                if rw[j] and rem[j] < needed:
+                    return ("budget_start_check", (), s.policies[j].id, rem[j], needed)
+        listed = s.profiles[fi].pools
+        for occ in (run.occ, run.occ_start):
+            room = tuple(
+                pid
+                for pid in listed
+                if run.enabled[run.pool_ix[pid]] and run.cap[run.pool_ix[pid]] - occ[run.pool_ix[pid]] >= size
+            )
+            if room:
+                return ("behind_higher_priority", room)
+        return ("no_capacity", listed)

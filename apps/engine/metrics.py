@@ -1,0 +1,84 @@
+"""Prometheus metrics, read from the database at scrape time so that every web process answers
+the same: the pass log, queues, GPUs in use, preemptions and budgets."""
+
+from django.db.models import Count, Q, Sum
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+PASS_BUCKETS_MS = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000)
+
+
+class KliqueCollector:
+    def collect(self):
+        yield from self._passes()
+        yield from self._queues_and_use()
+        yield from self._preemptions()
+        yield from self._budgets()
+
+    def _passes(self):
+        from apps.engine.models import PassRecord
+
+        ran = PassRecord.objects.filter(skipped=False)
+        bucket_counts = ran.aggregate(
+            total=Count("pk"),
+            total_ms=Sum("duration_ms"),
+            **{f"le_{b}": Count("pk", filter=Q(duration_ms__lte=b)) for b in PASS_BUCKETS_MS},
+        )
+        histogram = HistogramMetricFamily(
+            "klique_engine_pass_duration_seconds", "Duration of engine passes (recent pass log)."
+        )
+        buckets = [(str(b / 1000), bucket_counts[f"le_{b}"]) for b in PASS_BUCKETS_MS]
+        buckets.append(("+Inf", bucket_counts["total"]))
+        histogram.add_metric([], buckets, sum_value=(bucket_counts["total_ms"] or 0) / 1000)
+        yield histogram
+        skipped = CounterMetricFamily("klique_engine_passes_skipped", "Passes skipped (lock held or disabled).")
+        skipped.add_metric([], PassRecord.objects.filter(skipped=True).count())
+        yield skipped
+
+    def _queues_and_use(self):
+        from apps.ledger.models import UsageInterval
+        from apps.tasks.models import Task
+
+        waiting = GaugeMetricFamily(
+            "klique_tasks_waiting", "Tasks waiting per compute resource.", labels=["compute_resource"]
+        )
+        for row in (
+            Task.objects.filter(state=Task.State.QUEUED)
+            .values("compute_resource__name")
+            .annotate(n=Count("pk"))
+            .order_by()
+        ):
+            waiting.add_metric([row["compute_resource__name"]], row["n"])
+        yield waiting
+        open_intervals = UsageInterval.objects.filter(end__isnull=True)
+        per_policy = GaugeMetricFamily("klique_policy_gpus_in_use", "GPUs held per policy.", labels=["policy"])
+        for row in open_intervals.values("group__slug").annotate(g=Sum("gpus")).order_by():
+            per_policy.add_metric([row["group__slug"]], float(row["g"]))
+        yield per_policy
+        per_pool = GaugeMetricFamily("klique_pool_gpus_in_use", "GPUs held per pool.", labels=["pool"])
+        for row in open_intervals.values("pool__name").annotate(g=Sum("gpus")).order_by():
+            per_pool.add_metric([row["pool__name"]], float(row["g"]))
+        yield per_pool
+
+    def _preemptions(self):
+        from apps.tasks.models import TaskEvent
+
+        counter = CounterMetricFamily("klique_preemptions", "Preemptions by reason.", labels=["reason"])
+        for row in (
+            TaskEvent.objects.filter(kind=TaskEvent.Kind.PREEMPTED).values("reason").annotate(n=Count("pk")).order_by()
+        ):
+            counter.add_metric([row["reason"]], row["n"])
+        yield counter
+
+    def _budgets(self):
+        from apps.ledger.budgets import budget_status
+        from apps.policies.models import ResourcePolicy
+
+        budgeted = ResourcePolicy.objects.filter(budget_hours__isnull=False).select_related("group")
+        slugs = {p.pk: p.group.slug for p in budgeted}
+        used = GaugeMetricFamily("klique_budget_hours_used", "Budget hours used this period.", labels=["policy"])
+        left = GaugeMetricFamily("klique_budget_hours_left", "Budget hours left this period.", labels=["policy"])
+        for pk, status in budget_status(budgeted).items():
+            used.add_metric([slugs[pk]], float(status.used_hours))
+            left.add_metric([slugs[pk]], float(status.left_hours))
+        yield used
+        yield left

@@ -1,0 +1,182 @@
+"""The live engine: the engine switch, the pass, the budget meter.
+
+The pass loads a snapshot of the database, asks the pure core (``apps.engine.core``) for
+decisions, and applies them in one transaction; see ``docs/engine.md``.
+"""
+
+import time
+from datetime import timedelta
+from contextlib import contextmanager
+
+from django.conf import settings
+from django.core.mail import send_mail
+from django.db import IntegrityError, connection, models, transaction
+from django.utils import timezone
+
+from apps.engine import core
+from apps.engine.apply import apply
+from apps.engine.loader import load
+from apps.engine.lock import exclusive_pass
+from apps.engine.models import DisabledWindow, EngineSwitch, PassRecord
+
+
+def switch() -> EngineSwitch:
+    return EngineSwitch.objects.get_or_create(pk=1)[0]
+
+
+def engine_enabled() -> bool:
+    return EngineSwitch.objects.filter(pk=1, enabled=False).first() is None
+
+
+@transaction.atomic
+def set_engine_enabled(enabled: bool, *, actor=None, at=None) -> EngineSwitch:
+    """Disable or enable the engine. A disabled window is recorded and not charged to budgets."""
+    at = at or timezone.now()
+    state = EngineSwitch.objects.select_for_update().get_or_create(pk=1)[0]
+    if state.enabled == enabled:
+        return state
+    state.enabled, state.changed_at, state.changed_by = enabled, at, actor
+    state.save()
+    if enabled:
+        DisabledWindow.objects.filter(end__isnull=True).update(end=at)
+    else:
+        DisabledWindow.objects.create(start=at, disabled_by=actor)
+    return state
+
+
+def _alert_recipients(policy):
+    from apps.accounts.models import Membership, User
+
+    return list(
+        User.objects.filter(is_active=True)
+        .filter(
+            models.Q(memberships__group=policy.group)
+            | models.Q(memberships__role=Membership.Role.IT_ADMIN)
+        )
+        .distinct()
+    )
+
+
+def _send_alert(policy, status, kind: str, at) -> bool:
+    """Record the alert once per policy, period and kind; warn the group and the IT admins."""
+    from apps.accounts.models import Notification
+    from apps.ledger.models import BudgetAlert
+
+    try:
+        with transaction.atomic():
+            BudgetAlert.objects.create(
+                policy=policy, period_start=status.period_start, kind=kind, used_hours=status.used_hours,
+                budget_hours=status.budget_hours, sent_at=at,
+            )
+    except IntegrityError:
+        return False
+    if kind == BudgetAlert.Kind.USED_UP:
+        subject = f"Time budget of {policy.group} used up"
+        message = (
+            f"{policy.group} has used {status.used_hours} of its {status.budget_hours} budget hours this "
+            f"{status.period}. New budgeted work waits and running budgeted work is requeued until "
+            f"{status.resets_at:%Y-%m-%d %H:%M} UTC or until the budget is raised."
+        )
+        notification_kind = Notification.Kind.BUDGET_USED_UP
+    else:
+        subject = f"Time budget of {policy.group} at {status.used_fraction * 100:.0f}%"
+        run_out = (
+            f"projected to run out at {status.projected_run_out:%Y-%m-%d %H:%M} UTC"
+            if status.projected_run_out else "not burning now"
+        )
+        message = (
+            f"{policy.group} has used {status.used_hours} of its {status.budget_hours} budget hours this "
+            f"{status.period} (alert threshold {policy.alert_threshold}%); {run_out}."
+        )
+        notification_kind = Notification.Kind.BUDGET_ALERT
+    recipients = _alert_recipients(policy)
+    Notification.objects.bulk_create(
+        Notification(user=user, kind=notification_kind, message=message) for user in recipients
+    )
+    emails = [user.email for user in recipients if user.email]
+    if emails:
+        send_mail(subject, message, None, emails, fail_silently=True)
+    return True
+
+
+def run_meter(now=None) -> dict[str, int]:
+    """The budget meter: between passes, detect budgets that crossed their alert threshold or
+    were used up, and warn once per period. The pass itself stops used-up work."""
+    from apps.ledger.budgets import budget_status
+    from apps.ledger.models import BudgetAlert
+    from apps.policies.models import ResourcePolicy
+
+    now = now or timezone.now()
+    budgeted = list(ResourcePolicy.objects.filter(budget_hours__isnull=False).select_related("group"))
+    sent = {"threshold": 0, "used_up": 0}
+    statuses = budget_status(budgeted, now=now)
+    for policy in budgeted:
+        status = statuses[policy.pk]
+        if status.used_up and _send_alert(policy, status, BudgetAlert.Kind.USED_UP, now):
+            sent["used_up"] += 1
+        if status.over_threshold and _send_alert(policy, status, BudgetAlert.Kind.THRESHOLD, now):
+            sent["threshold"] += 1
+    return sent
+
+
+@contextmanager
+def _counting_queries():
+    count = [0]
+
+    def counter(execute, sql, params, many, context):
+        count[0] += 1
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(counter):
+        yield count
+
+
+def _load_consistent(now):
+    """Read the whole snapshot from one consistent view of the database (a repeatable-read
+    transaction of its own; inside a caller's transaction, that transaction's view)."""
+    outermost = not connection.in_atomic_block
+    with transaction.atomic():
+        if connection.vendor == "postgresql" and outermost:
+            with connection.cursor() as cursor:
+                cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        return load(now)
+
+
+def run_pass(now=None) -> PassRecord:
+    """One pass of the compute policy engine: fill reservations, reclaim, lend.
+
+    Skipped (and recorded as such) when the engine is disabled or another process holds the
+    pass lock. The decisions are applied in one transaction, so a crash leaves all or nothing.
+    """
+    started = timezone.now()
+    now = now or started
+    if not engine_enabled():
+        return PassRecord.objects.create(started_at=started, skipped=True, skip_reason="disabled")
+    with exclusive_pass() as acquired:
+        if not acquired:
+            return PassRecord.objects.create(started_at=started, skipped=True, skip_reason="another pass running")
+        with _counting_queries() as queries:
+            t0 = time.perf_counter()
+            loaded = _load_consistent(now)
+            t1 = time.perf_counter()
+            decisions = core.allocate(loaded.snapshot)
+            t2 = time.perf_counter()
+            applied = apply(loaded, decisions, now)
+            t3 = time.perf_counter()
+        waiting = sum(len(queue) for queue in loaded.snapshot.waiting.values())
+        running = sum(1 for task in loaded.snapshot.placed if not task.preempting)
+        record = PassRecord.objects.create(
+            started_at=started, duration_ms=(t3 - t0) * 1000, load_ms=(t1 - t0) * 1000,
+            decide_ms=(t2 - t1) * 1000, apply_ms=(t3 - t2) * 1000, placed=applied.placed,
+            preempted=applied.preempted, waiting=waiting - applied.placed,
+            running=running - applied.preempted + applied.placed, queries=queries[0],
+        )
+    if record.pk % 600 == 0:
+        prune_pass_log(now)
+    return record
+
+
+def prune_pass_log(now) -> int:
+    """Keep ``PASS_LOG_DAYS`` of the pass log."""
+    cutoff = now - timedelta(days=settings.PASS_LOG_DAYS)
+    return PassRecord.objects.filter(started_at__lt=cutoff).delete()[0]

@@ -1,0 +1,29 @@
+"""The JSON shape of a usage report. Amounts are decimal strings (GPU-hours and budget hours with
+three places, money with two), exactly the numbers of the page and the exports."""
+
+from decimal import Decimal
+
+from apps.ledger.selectors import Report
+
+
+def _plain(record: dict) -> dict:
+    return {key: str(value) if isinstance(value, Decimal) else value for key, value in record.items()}
+
+
+def report_data(report: Report) -> dict:
+    spec = report.spec
+    summary = report.summary_records()
+    return {
+        "start": spec.start.isoformat(),
+        "end": spec.end.isoformat(),
+        "until": report.stop.isoformat(),
+        "by": list(spec.dims),
+        "currency": spec.currency,
+        "unused_capacity_mode": spec.idle or None,
+        "columns": [{"key": key, "title": title, "kind": kind} for key, title, kind in report.columns()],
+        "rows": [_plain(record) for record in report.records()],
+        "total": _plain(summary[0]),
+        "unused_capacity": _plain(summary[1]) if len(summary) > 1 else None,
+        "unpriced_gpu_hours": {name: str(value) for name, value in report.unpriced.items()},
+        "rollups_until": report.rollups_until.isoformat() if report.rollups_until else None,
+    }

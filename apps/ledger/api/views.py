@@ -1,0 +1,44 @@
+"""``/api/v1/usage/report/``: a usage report as JSON or CSV (``?format=csv`` or ``Accept:
+text/csv``), with the parameters of the report page."""
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
+from rest_framework.exceptions import PermissionDenied
+from rest_framework.renderers import JSONRenderer
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apps.ledger import exports, selectors
+from apps.ledger.api.renderers import CSVRenderer
+from apps.ledger.api.serializers import report_data
+from apps.ledger.forms import ReportForm
+
+PARAMETERS = [
+    OpenApiParameter(name, str, description=str(field.help_text or field.label or name))
+    for name, field in ReportForm.base_fields.items()
+]
+
+
+class UsageReportView(APIView):
+    """GPU-hours, budget hours and cost of the usage you may see, by group (with its subtree),
+    project, user, GPU type or pool, for a UTC day, week, month, quarter or custom range."""
+
+    renderer_classes = [JSONRenderer, CSVRenderer]
+
+    @extend_schema(summary="A usage and cost report", parameters=PARAMETERS, responses=OpenApiTypes.OBJECT)
+    def get(self, request):
+        form = ReportForm(request.query_params)
+        if not form.is_valid():
+            raise serializers.ValidationError({name: list(errors) for name, errors in form.errors.items()})
+        spec = form.spec()
+        reason = selectors.refusal(request.user, spec)
+        if reason:
+            raise PermissionDenied(reason)
+        report = selectors.usage_report(request.user, spec)
+        if request.accepted_renderer.format == "csv":
+            name = exports.filename(report, "csv")
+            return Response(
+                exports.table(report), headers={"Content-Disposition": f'attachment; filename="{name}"'}
+            )
+        return Response(report_data(report))

@@ -1,0 +1,71 @@
+"""CSV and XLSX exports of a usage report: the page's columns and numbers, then the total and the
+unused capacity lines. The API's CSV is the same table."""
+
+import csv
+import io
+
+from django.http import HttpResponse
+from openpyxl import Workbook
+from openpyxl.styles import Font
+
+from apps.ledger.selectors import Report
+
+XLSX_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+NUMBER_FORMATS = {"hours": "0.000", "money": "0.00"}
+
+
+def table(report: Report) -> list[list]:
+    """Header, rows, then the summary lines; empty cells are ``""``."""
+    columns = report.columns()
+    lines = [[title for _, title, _ in columns]]
+    for record in [*report.records(), *report.summary_records()]:
+        lines.append(["" if record[key] is None else record[key] for key, _, _ in columns])
+    return lines
+
+
+def filename(report: Report, extension: str) -> str:
+    spec = report.spec
+    return f"usage-by-{'-'.join(spec.dims)}-{spec.start:%Y%m%dT%H}-{spec.end:%Y%m%dT%H}.{extension}"
+
+
+def csv_text(lines: list[list]) -> str:
+    buffer = io.StringIO()
+    csv.writer(buffer).writerows(lines)
+    return buffer.getvalue()
+
+
+def csv_response(report: Report) -> HttpResponse:
+    response = HttpResponse(csv_text(table(report)), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{filename(report, "csv")}"'
+    return response
+
+
+def xlsx_response(report: Report) -> HttpResponse:
+    workbook = Workbook()
+    sheet = workbook.active
+    sheet.title = "Usage"
+    lines = table(report)
+    sheet.append(lines[0])
+    for cell in sheet[1]:
+        cell.font = Font(bold=True)
+    formats = [NUMBER_FORMATS.get(kind) for _, _, kind in report.columns()]
+    for line in lines[1:]:
+        sheet.append([None if value == "" else value for value in line])
+        for number_format, cell in zip(formats, sheet[sheet.max_row], strict=True):
+            if number_format:
+                cell.number_format = number_format
+    about = workbook.create_sheet("About")
+    spec = report.spec
+    for line in [
+        ("From (UTC)", f"{spec.start:%Y-%m-%d %H:%M}"),
+        ("Until (UTC, not included)", f"{report.stop:%Y-%m-%d %H:%M}"),
+        ("Rows by", ", ".join(spec.dims)),
+        ("Currency", spec.currency),
+        ("Unused capacity", spec.idle or "not shown"),
+    ]:
+        about.append(line)
+    buffer = io.BytesIO()
+    workbook.save(buffer)
+    response = HttpResponse(buffer.getvalue(), content_type=XLSX_TYPE)
+    response["Content-Disposition"] = f'attachment; filename="{filename(report, "xlsx")}"'
+    return response

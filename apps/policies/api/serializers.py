@@ -1,0 +1,70 @@
+from rest_framework import serializers
+
+from apps.core.gpus import GPU_DECIMAL_PLACES, GPU_MAX_DIGITS
+from apps.policies.models import ComputeResource
+
+
+def gpus_field(**kwargs) -> serializers.DecimalField:
+    return serializers.DecimalField(max_digits=GPU_MAX_DIGITS, decimal_places=GPU_DECIMAL_PLACES, **kwargs)
+
+
+def hours_field(**kwargs) -> serializers.DecimalField:
+    return serializers.DecimalField(max_digits=14, decimal_places=3, **kwargs)
+
+
+class GroupRefSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    slug = serializers.CharField()
+
+
+class ComputeResourceSerializer(serializers.ModelSerializer):
+    group = GroupRefSerializer(source="policy.group")
+    profile = serializers.CharField(source="profile.name")
+    gpus = gpus_field(source="profile.gpus", help_text="The profile's GPU size (the default when sized by task).")
+    size_from_task = serializers.BooleanField(source="profile.size_from_task")
+    time_weight = serializers.DecimalField(source="profile.time_weight", max_digits=6, decimal_places=3)
+    reservation = gpus_field(source="policy.reservation")
+    limit = gpus_field(source="policy.limit")
+    waiting = serializers.IntegerField(help_text="Tasks waiting in this compute resource now.")
+    running = serializers.IntegerField(help_text="Tasks placed, running or stopping now.")
+
+    class Meta:
+        model = ComputeResource
+        fields = [
+            "id",
+            "name",
+            "group",
+            "profile",
+            "gpus",
+            "size_from_task",
+            "time_weight",
+            "reservation",
+            "limit",
+            "enabled",
+            "waiting",
+            "running",
+        ]
+
+
+class UsageSerializer(serializers.Serializer):
+    """A policy's use now and in its period: a ``BudgetStatus`` with the policy's group and sizes."""
+
+    policy_id = serializers.IntegerField()
+    group = GroupRefSerializer()
+    reservation = gpus_field()
+    limit = gpus_field()
+    gpus_in_use = gpus_field()
+    gpu_hours = hours_field(help_text="GPU-hours in the current period (the month without a budget).")
+    has_budget = serializers.BooleanField()
+    period = serializers.CharField(allow_null=True, help_text="day, week or month (UTC); null without a budget.")
+    period_start = serializers.DateTimeField()
+    resets_at = serializers.DateTimeField()
+    budget_hours = hours_field(allow_null=True)
+    used_hours = hours_field()
+    left_hours = hours_field(allow_null=True)
+    burn_rate = hours_field(help_text="Budget hours spent per hour at the current rate.")
+    projected_run_out = serializers.DateTimeField(allow_null=True)
+    alert_threshold = serializers.IntegerField(help_text="Percent of the budget that raises an alert.")
+    over_threshold = serializers.BooleanField()
+    used_up = serializers.BooleanField()

@@ -1,0 +1,77 @@
+"""``Authorization: Bearer ...`` for the worker endpoints: an enrolment token (``kqe_``) on
+enrolment, a worker token (``kqw_``) everywhere else. Used only on the worker endpoints, so a
+personal token is refused here, and these tokens are refused everywhere else."""
+
+from django.contrib.auth.models import AnonymousUser
+from django.utils import timezone
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from rest_framework import authentication, exceptions, permissions
+
+from apps.pools import selectors, services
+from apps.pools.models import EnrolmentToken, Worker
+
+
+class _PrefixedBearer(authentication.BaseAuthentication):
+    """A bearer token with a known prefix; subclasses say what it is and how to find it."""
+
+    prefix = ""
+    what = ""
+
+    def authenticate(self, request):
+        parts = authentication.get_authorization_header(request).split()
+        if not parts or parts[0].lower() != b"bearer":
+            return None
+        if len(parts) != 2:
+            raise exceptions.AuthenticationFailed("Send one token: Authorization: Bearer <token>.")
+        raw = parts[1].decode(errors="replace")
+        if not raw.startswith(self.prefix):
+            raise exceptions.AuthenticationFailed(f"This endpoint takes {self.what} ({self.prefix}...).")
+        found = self.lookup(raw)
+        if found is None:
+            raise exceptions.AuthenticationFailed(f"Unknown, revoked or expired {self.what}.")
+        return AnonymousUser(), found
+
+    def authenticate_header(self, request) -> str:
+        return 'Bearer realm="klique-workers"'
+
+
+class EnrolmentTokenAuthentication(_PrefixedBearer):
+    prefix = services.ENROLMENT_PREFIX
+    what = "an enrolment token"
+
+    def lookup(self, raw: str):
+        return selectors.enrolment_token_by_raw(raw, timezone.now())
+
+
+class WorkerTokenAuthentication(_PrefixedBearer):
+    prefix = services.WORKER_PREFIX
+    what = "a worker token"
+
+    def lookup(self, raw: str):
+        return selectors.worker_by_token(raw)
+
+
+class HasEnrolmentToken(permissions.BasePermission):
+    def has_permission(self, request, view) -> bool:
+        return isinstance(request.auth, EnrolmentToken)
+
+
+class IsWorker(permissions.BasePermission):
+    def has_permission(self, request, view) -> bool:
+        return isinstance(request.auth, Worker)
+
+
+class WorkerTokenScheme(OpenApiAuthenticationExtension):
+    target_class = WorkerTokenAuthentication
+    name = "workerToken"
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "http", "scheme": "bearer", "description": "A worker token (kqw_...) from enrolment."}
+
+
+class EnrolmentTokenScheme(OpenApiAuthenticationExtension):
+    target_class = EnrolmentTokenAuthentication
+    name = "enrolmentToken"
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "http", "scheme": "bearer", "description": "A pool's enrolment token (kqe_...)."}

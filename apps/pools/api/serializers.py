@@ -1,0 +1,107 @@
+"""What worker daemons send and get back. GPU amounts travel as decimal strings."""
+
+import json
+
+from rest_framework import serializers
+
+from apps.core.gpus import GPU_DECIMAL_PLACES, GPU_MAX_DIGITS
+from apps.pools.models import TaskLog, Worker
+
+MAX_TASKS_PER_WORKER = 10_000
+MAX_GPUS_PER_WORKER = 1024
+MAX_GPU_STATS_BYTES = 16_384
+
+
+def gpu_amount(**kwargs) -> serializers.DecimalField:
+    return serializers.DecimalField(
+        max_digits=GPU_MAX_DIGITS, decimal_places=GPU_DECIMAL_PLACES, min_value=0, **kwargs
+    )
+
+
+class EnrolSerializer(serializers.Serializer):
+    hostname = serializers.CharField(max_length=255)
+    gpus = gpu_amount()
+    mode = serializers.ChoiceField(choices=Worker.Mode.choices, default=Worker.Mode.PROCESS)
+    version = serializers.CharField(max_length=40, required=False, default="", allow_blank=True)
+
+
+class HeartbeatSerializer(serializers.Serializer):
+    tasks = serializers.ListField(
+        child=serializers.IntegerField(min_value=1), max_length=MAX_TASKS_PER_WORKER, default=list
+    )
+    gpus = gpu_amount(required=False)
+    free_gpus = gpu_amount(required=False)
+    gpu_stats = serializers.ListField(
+        child=serializers.DictField(), max_length=MAX_GPUS_PER_WORKER, required=False
+    )
+
+    def validate_gpu_stats(self, value):
+        if len(json.dumps(value)) > MAX_GPU_STATS_BYTES:
+            raise serializers.ValidationError(f"At most {MAX_GPU_STATS_BYTES} bytes of GPU stats.")
+        return value
+
+
+class ClaimSerializer(serializers.Serializer):
+    slots = serializers.ListField(
+        child=serializers.DecimalField(max_digits=4, decimal_places=3, min_value=0, max_value=1),
+        max_length=MAX_GPUS_PER_WORKER,
+        required=False,
+        help_text="The free share of each GPU (1 = idle); the claimed tasks get slots on them.",
+    )
+    free_gpus = gpu_amount(
+        required=False, help_text="A plain total, for a worker whose scheduler picks GPUs."
+    )
+    max_tasks = serializers.IntegerField(min_value=1, max_value=100, default=1)
+
+    def validate(self, data):
+        if ("slots" in data) == ("free_gpus" in data):
+            raise serializers.ValidationError(
+                {"slots": "Send either slots or free_gpus, not both or neither."}
+            )
+        return data
+
+
+class ClaimedTaskSerializer(serializers.Serializer):
+    id = serializers.IntegerField(source="task.pk")
+    name = serializers.CharField(source="task.name")
+    command = serializers.CharField(source="task.command")
+    spec = serializers.JSONField(source="task.spec")
+    gpus = serializers.DecimalField(
+        source="task.gpus", max_digits=GPU_MAX_DIGITS, decimal_places=GPU_DECIMAL_PLACES
+    )
+    slots = serializers.ListField(child=serializers.IntegerField())
+    checkpoint = serializers.BooleanField(source="task.checkpoint")
+    preemption_count = serializers.IntegerField(source="task.preemption_count")
+    placed_at = serializers.DateTimeField(source="task.placed_at")
+
+
+class StartedSerializer(serializers.Serializer):
+    at = serializers.DateTimeField(required=False, help_text="When it started, by the worker's clock.")
+    detail = serializers.DictField(child=serializers.CharField(max_length=200), required=False, default=dict)
+
+    def validate_detail(self, value):
+        if len(value) > 20:
+            raise serializers.ValidationError("At most 20 entries.")
+        return value
+
+
+class LogTailField(serializers.CharField):
+    def __init__(self, **kwargs):
+        super().__init__(max_length=TaskLog.MAX_CHARS * 4, trim_whitespace=False, allow_blank=True, **kwargs)
+
+
+class ExitedSerializer(serializers.Serializer):
+    exit_code = serializers.IntegerField(
+        min_value=-(2**31), max_value=2**31 - 1, help_text="128 + N: signal N."
+    )
+    at = serializers.DateTimeField(required=False)
+    log_tail = LogTailField(required=False)
+
+
+class StoppedSerializer(serializers.Serializer):
+    at = serializers.DateTimeField(required=False)
+    log_tail = LogTailField(required=False)
+
+
+class LogSerializer(serializers.Serializer):
+    tail = LogTailField()

@@ -1,0 +1,13 @@
+from django.urls import path
+
+from apps.pools.api import views
+
+urlpatterns = [
+    path("enrol", views.EnrolView.as_view(), name="worker-enrol"),
+    path("heartbeat", views.HeartbeatView.as_view(), name="worker-heartbeat"),
+    path("claim", views.ClaimView.as_view(), name="worker-claim"),
+    path("tasks/<int:task_id>/started", views.started, name="worker-started"),
+    path("tasks/<int:task_id>/exited", views.exited, name="worker-exited"),
+    path("tasks/<int:task_id>/stopped", views.stopped, name="worker-stopped"),
+    path("tasks/<int:task_id>/log", views.log, name="worker-log"),
+]

@@ -1,0 +1,118 @@
+"""The worker API under ``/api/v1/workers/``: enrol, heartbeat, claim and the task reports.
+
+Thin: each view validates its body and calls one service. A worker token acts for its own pool
+only: another pool's task answers 403. Reports are idempotent and answer the task's state.
+"""
+
+from django.conf import settings
+from django.utils import timezone
+from drf_spectacular.utils import extend_schema
+from rest_framework import status
+from rest_framework.exceptions import NotFound, PermissionDenied
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apps.pools import services
+from apps.pools.api import serializers
+from apps.pools.api.authentication import (
+    EnrolmentTokenAuthentication,
+    HasEnrolmentToken,
+    IsWorker,
+    WorkerTokenAuthentication,
+)
+from apps.tasks.models import Task
+from klique.worker.slots import milli
+
+
+def _valid(serializer_class, request) -> dict:
+    serializer = serializer_class(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
+
+
+class EnrolView(APIView):
+    """Exchange the pool's enrolment token for a worker token (shown in this answer only)."""
+
+    authentication_classes = [EnrolmentTokenAuthentication]
+    permission_classes = [HasEnrolmentToken]
+
+    @extend_schema(request=serializers.EnrolSerializer)
+    def post(self, request):
+        data = _valid(serializers.EnrolSerializer, request)
+        now = timezone.now()
+        try:
+            worker, token = services.enrol(request.auth, now=now, **data)
+        except services.InvalidToken as error:
+            raise PermissionDenied("This enrolment token can no longer be used.") from error
+        return Response(
+            {
+                "worker": worker.pk,
+                "pool": worker.pool.name,
+                "token": token,
+                "heartbeat_s": settings.WORKER_HEARTBEAT_S,
+                "heartbeat_timeout_s": settings.WORKER_HEARTBEAT_TIMEOUT_S,
+            },
+            status=status.HTTP_201_CREATED,
+        )
+
+
+class WorkerView(APIView):
+    authentication_classes = [WorkerTokenAuthentication]
+    permission_classes = [IsWorker]
+
+
+class HeartbeatView(WorkerView):
+    """I am alive, running these tasks; the answer carries stop commands."""
+
+    @extend_schema(request=serializers.HeartbeatSerializer)
+    def post(self, request):
+        data = _valid(serializers.HeartbeatSerializer, request)
+        return Response(services.heartbeat(request.auth, now=timezone.now(), **data))
+
+
+class ClaimView(WorkerView):
+    """Claim the next placed tasks of this worker's pool that fit its free GPUs."""
+
+    @extend_schema(
+        request=serializers.ClaimSerializer, responses=serializers.ClaimedTaskSerializer(many=True)
+    )
+    def post(self, request):
+        data = _valid(serializers.ClaimSerializer, request)
+        free = [milli(share) for share in data["slots"]] if "slots" in data else None
+        claimed = services.claim(
+            request.auth,
+            free=free,
+            free_gpus=data.get("free_gpus"),
+            max_tasks=data["max_tasks"],
+            now=timezone.now(),
+        )
+        return Response({"tasks": serializers.ClaimedTaskSerializer(claimed, many=True).data})
+
+
+class TaskReportView(WorkerView):
+    """A report about one task: validate the body with ``serializer_class``, call ``service``."""
+
+    serializer_class = None
+    service = None
+
+    def post(self, request, task_id: int):
+        data = _valid(self.serializer_class, request)
+        worker = request.auth
+        try:
+            task = self.service(worker, task_id, now=timezone.now(), **data)
+        except Task.DoesNotExist as error:
+            raise NotFound(f"No task {task_id}.") from error
+        except services.NotThisPool as error:
+            raise PermissionDenied(f"Task {task_id} is not in pool {worker.pool}.") from error
+        held = task.worker_id == worker.pk and task.state in Task.ACTIVE_STATES
+        return Response({"task": task.pk, "state": task.state, "yours": held})
+
+
+def _report(serializer_class, service):
+    return TaskReportView.as_view(serializer_class=serializer_class, service=service)
+
+
+started = _report(serializers.StartedSerializer, services.report_started)
+exited = _report(serializers.ExitedSerializer, services.report_exited)
+stopped = _report(serializers.StoppedSerializer, services.report_stopped)
+log = _report(serializers.LogSerializer, services.report_log)

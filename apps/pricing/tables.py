@@ -1,0 +1,46 @@
+import django_tables2 as tables
+
+from apps.pricing.models import Price, PriceChange
+
+NUMBER_ATTRS = {"td": {"class": "num"}, "th": {"class": "num"}}
+
+
+class PriceTable(tables.Table):
+    gpu_type = tables.Column(verbose_name="GPU type", order_by="gpu_type__name")
+    per_gpu_hour = tables.Column(attrs=NUMBER_ATTRS)
+    effective_from = tables.DateColumn(format="Y-m-d", verbose_name="Effective from (00:00 UTC)")
+    actions = tables.TemplateColumn(
+        template_name="pricing/price_actions.html", verbose_name="", orderable=False
+    )
+
+    class Meta:
+        model = Price
+        fields = ["gpu_type", "currency", "per_gpu_hour", "effective_from"]
+        attrs = {"class": "grid"}
+        empty_text = "No prices yet: usage has no cost until a price is set."
+
+
+class PriceChangeTable(tables.Table):
+    at = tables.DateTimeColumn(format="Y-m-d H:i:s", verbose_name="At (UTC)")
+    gpu_type = tables.Column(verbose_name="GPU type", order_by="gpu_type__name")
+    actor = tables.Column(verbose_name="By", default="(system)")
+    before = tables.Column(orderable=False)
+    after = tables.Column(orderable=False)
+
+    class Meta:
+        model = PriceChange
+        fields = ["at", "action", "gpu_type", "currency", "before", "after", "actor", "via"]
+        attrs = {"class": "grid"}
+        empty_text = "No price changes yet."
+
+    def render_before(self, value):
+        return _describe(value)
+
+    def render_after(self, value):
+        return _describe(value)
+
+
+def _describe(values: dict) -> str:
+    if not values:
+        return "—"
+    return f"{values['per_gpu_hour']} {values['currency']} from {values['effective_from']}"

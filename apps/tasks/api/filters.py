@@ -1,0 +1,31 @@
+from django_filters import rest_framework as filters
+
+from apps.tasks.models import Channel, Schedule, Task
+
+
+class TaskFilter(filters.FilterSet):
+    state = filters.MultipleChoiceFilter(choices=Task.State.choices, help_text="Repeat for several states.")
+    channel = filters.ChoiceFilter(choices=Channel.choices)
+    compute_resource = filters.CharFilter(field_name="compute_resource__name")
+    group = filters.CharFilter(field_name="compute_resource__policy__group__slug", help_text="Group slug.")
+    user = filters.CharFilter(field_name="user__username")
+    project = filters.CharFilter(field_name="project__name")
+    submitted_after = filters.IsoDateTimeFilter(field_name="submitted_at", lookup_expr="gte")
+    submitted_before = filters.IsoDateTimeFilter(field_name="submitted_at", lookup_expr="lt")
+    mine = filters.BooleanFilter(method="filter_mine", help_text="Only the tasks you submitted.")
+
+    class Meta:
+        model = Task
+        fields = ["state", "channel", "compute_resource", "group", "user", "project"]
+
+    def filter_mine(self, queryset, name, value):
+        return queryset.filter(user=self.request.user) if value else queryset
+
+
+class ScheduleFilter(filters.FilterSet):
+    active = filters.BooleanFilter()
+    compute_resource = filters.CharFilter(field_name="compute_resource__name")
+
+    class Meta:
+        model = Schedule
+        fields = ["active", "compute_resource"]

@@ -1,0 +1,195 @@
+import json
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from apps.accounts.models import Project
+from apps.policies.api.serializers import gpus_field
+from apps.policies.models import ComputeResource
+from apps.policies.selectors import resource_is_visible
+from apps.tasks.models import Schedule, Task, TaskEvent
+
+VERDICT_HELP = (
+    "Why the task waits, from the engine's last pass: {rule, message, ...details}, rule one of "
+    "no_capacity, policy_limit, ancestor_limit, budget_start_check, budget_used_up, "
+    "behind_higher_priority. Empty when it does not wait or no pass has run yet."
+)
+
+
+class ComputeResourceField(serializers.CharField):
+    """A compute resource by name. One the user may not see reads as unknown, so that names do not
+    leak; one they see but may not submit to is refused by the view with 403."""
+
+    default_error_messages = {
+        "unknown": "Unknown compute resource {name!r}; `klique resources` lists the ones you may use."
+    }
+
+    def __init__(self, **kwargs):
+        super().__init__(max_length=120, **kwargs)
+
+    def run_validation(self, data=serializers.empty):
+        name = super().run_validation(data)
+        resource = ComputeResource.objects.select_related("policy__group", "profile").filter(name=name).first()
+        if resource is None or not resource_is_visible(self.context["request"].user, resource):
+            self.fail("unknown", name=name)
+        return resource
+
+    def to_representation(self, value):
+        return value.name
+
+
+def spec_without_nul(spec: dict) -> dict:
+    if "\\u0000" in json.dumps(spec):
+        raise serializers.ValidationError("The spec cannot contain NUL characters.")
+    return spec
+
+
+def project_in_group(name: str | None, resource: ComputeResource) -> Project | None:
+    if not name:
+        return None
+    project = Project.objects.filter(group_id=resource.policy.group_id, name=name).first()
+    if project is None:
+        raise serializers.ValidationError(
+            {"project": f"No project {name!r} in group {resource.policy.group} of {resource}."}
+        )
+    return project
+
+
+class PreemptionSerializer(serializers.ModelSerializer):
+    pool = serializers.CharField(source="pool.name", allow_null=True, default=None)
+
+    class Meta:
+        model = TaskEvent
+        fields = ["at", "kind", "reason", "pool"]
+
+
+class TaskSerializer(serializers.ModelSerializer):
+    user = serializers.CharField(source="user.username")
+    compute_resource = serializers.CharField(source="compute_resource.name")
+    group = serializers.CharField(source="compute_resource.policy.group.slug")
+    profile = serializers.CharField(source="compute_resource.profile.name")
+    project = serializers.CharField(source="project.name", allow_null=True, default=None)
+    pool = serializers.CharField(source="pool.name", allow_null=True, default=None)
+    queue_position = serializers.SerializerMethodField(help_text="1-based place in line while waiting.")
+    verdict = serializers.JSONField(help_text=VERDICT_HELP)
+
+    class Meta:
+        model = Task
+        fields = [
+            "id",
+            "name",
+            "user",
+            "compute_resource",
+            "group",
+            "profile",
+            "project",
+            "gpus",
+            "command",
+            "channel",
+            "state",
+            "pool",
+            "queue_position",
+            "verdict",
+            "checkpoint",
+            "preemption_count",
+            "last_preemption_reason",
+            "stop_reason",
+            "exit_code",
+            "submitted_at",
+            "placed_at",
+            "started_at",
+            "ended_at",
+        ]
+        read_only_fields = fields
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_queue_position(self, task: Task) -> int | None:
+        return self.context["positions"].get(task.pk)
+
+
+class TaskDetailSerializer(TaskSerializer):
+    preemptions = serializers.SerializerMethodField(help_text="Preemptions and requeues, with reasons.")
+
+    class Meta(TaskSerializer.Meta):
+        fields = [*TaskSerializer.Meta.fields, "spec", "preemptions"]
+        read_only_fields = fields
+
+    @extend_schema_field(PreemptionSerializer(many=True))
+    def get_preemptions(self, task: Task):
+        return PreemptionSerializer(self.context["preemptions"], many=True).data
+
+
+class SubmitSerializer(serializers.Serializer):
+    compute_resource = ComputeResourceField(help_text="The compute resource's name.")
+    command = serializers.CharField(max_length=20000, help_text="The command the worker runs.")
+    gpus = gpus_field(
+        required=False,
+        allow_null=True,
+        help_text="GPUs, only for a profile that takes the size from the task (else leave it out).",
+    )
+    project = serializers.CharField(
+        required=False, allow_null=True, allow_blank=True, max_length=120, help_text="A project of the group."
+    )
+    name = serializers.CharField(required=False, allow_blank=True, max_length=200, default="")
+    checkpoint = serializers.BooleanField(default=False, help_text="The task checkpoints and can resume.")
+    spec = serializers.DictField(required=False, default=dict, validators=[spec_without_nul])
+
+    def validate(self, data):
+        data["project"] = project_in_group(data.get("project"), data["compute_resource"])
+        return data
+
+
+class ScheduleRunSerializer(serializers.Serializer):
+    due_at = serializers.DateTimeField()
+    task = serializers.IntegerField(source="task_id", allow_null=True)
+
+
+class ScheduleSerializer(serializers.ModelSerializer):
+    owner = serializers.CharField(source="owner.username", read_only=True)
+    compute_resource = ComputeResourceField()
+    project = serializers.CharField(
+        source="project.name", required=False, allow_null=True, allow_blank=True, max_length=120
+    )
+    gpus = gpus_field(required=False, allow_null=True)
+    spec = serializers.DictField(required=False, validators=[spec_without_nul])
+    cron = serializers.CharField(max_length=100, help_text="Five-field cron expression, evaluated in UTC.")
+
+    class Meta:
+        model = Schedule
+        fields = [
+            "id",
+            "name",
+            "owner",
+            "cron",
+            "compute_resource",
+            "command",
+            "gpus",
+            "project",
+            "checkpoint",
+            "spec",
+            "active",
+            "stopped_reason",
+            "stopped_at",
+            "next_run_at",
+            "last_run_at",
+            "created_at",
+        ]
+        read_only_fields = ["stopped_reason", "stopped_at", "next_run_at", "last_run_at", "created_at"]
+        extra_kwargs = {"command": {"max_length": 20000}}
+
+    def validate(self, data):
+        if "project" in data:
+            resource = data.get("compute_resource") or self.instance.compute_resource
+            data["project"] = project_in_group((data["project"] or {}).get("name"), resource)
+        return data
+
+
+class ScheduleDetailSerializer(ScheduleSerializer):
+    runs = serializers.SerializerMethodField(help_text="The latest due times and the tasks they submitted.")
+
+    class Meta(ScheduleSerializer.Meta):
+        fields = [*ScheduleSerializer.Meta.fields, "runs"]
+
+    @extend_schema_field(ScheduleRunSerializer(many=True))
+    def get_runs(self, schedule: Schedule):
+        return ScheduleRunSerializer(schedule.runs.all()[:20], many=True).data

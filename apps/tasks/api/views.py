@@ -1,0 +1,155 @@
+"""Tasks and schedules over the API. Every write goes through ``apps.tasks.services`` as the
+requesting user; the channel comes from the ``X-Klique-Channel`` header (default ``api``)."""
+
+from contextlib import contextmanager
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import PermissionDenied
+from rest_framework.response import Response
+
+from apps.policies.selectors import may_submit
+from apps.tasks import selectors, services
+from apps.tasks.api.filters import ScheduleFilter, TaskFilter
+from apps.tasks.api.serializers import (
+    ScheduleDetailSerializer,
+    ScheduleSerializer,
+    SubmitSerializer,
+    TaskDetailSerializer,
+    TaskSerializer,
+)
+from apps.tasks.models import Channel, Schedule, Task
+
+CHANNEL_HEADER = "X-Klique-Channel"
+CLIENT_CHANNELS = [Channel.API, Channel.CLI, Channel.SDK, Channel.MCP]
+CHANNEL_PARAMETER = OpenApiParameter(
+    CHANNEL_HEADER,
+    location=OpenApiParameter.HEADER,
+    enum=[str(c) for c in CLIENT_CHANNELS],
+    description="The channel the request comes from; recorded on the task.",
+)
+
+
+def channel_of(request) -> str:
+    value = request.headers.get(CHANNEL_HEADER, Channel.API).strip().lower()
+    if value not in CLIENT_CHANNELS:
+        allowed = ", ".join(CLIENT_CHANNELS)
+        raise serializers.ValidationError({CHANNEL_HEADER: [f"Unknown channel {value!r}; use one of {allowed}."]})
+    return value
+
+
+@contextmanager
+def refusals_as_400():
+    """A service refusing input (a Django ValidationError) answers 400 with its fields."""
+    try:
+        yield
+    except DjangoValidationError as error:
+        detail = error.message_dict if hasattr(error, "error_dict") else {"non_field_errors": error.messages}
+        raise serializers.ValidationError(detail) from error
+
+
+def check_may_submit(user, resource) -> None:
+    if not may_submit(user, resource):
+        raise PermissionDenied(
+            f"You may submit only to compute resources of groups you belong to; {resource} "
+            f"belongs to {resource.policy.group}."
+        )
+
+
+@extend_schema_view(
+    list=extend_schema(summary="Tasks you may see, newest first"),
+    retrieve=extend_schema(summary="A task with its place in line, verdict and preemptions"),
+)
+class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Your tasks; a team lead or department head also sees their groups' tasks, IT all."""
+
+    queryset = Task.objects.none()
+    filterset_class = TaskFilter
+
+    def get_queryset(self):
+        return selectors.visible_tasks(self.request.user)
+
+    def get_serializer_class(self):
+        return TaskSerializer if self.action == "list" else TaskDetailSerializer
+
+    def _detail(self, task, status_code=status.HTTP_200_OK) -> Response:
+        context = {
+            **self.get_serializer_context(),
+            "positions": selectors.queue_positions([task]),
+            "preemptions": selectors.preemption_history(task),
+        }
+        return Response(TaskDetailSerializer(task, context=context).data, status=status_code)
+
+    def list(self, request):
+        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
+        context = {**self.get_serializer_context(), "positions": selectors.queue_positions(page)}
+        return self.get_paginated_response(TaskSerializer(page, many=True, context=context).data)
+
+    def retrieve(self, request, pk=None):
+        return self._detail(self.get_object())
+
+    @extend_schema(
+        summary="Submit a task",
+        request=SubmitSerializer,
+        responses={201: TaskDetailSerializer},
+        parameters=[CHANNEL_PARAMETER],
+    )
+    def create(self, request):
+        channel = channel_of(request)
+        submission = SubmitSerializer(data=request.data, context=self.get_serializer_context())
+        submission.is_valid(raise_exception=True)
+        check_may_submit(request.user, submission.validated_data["compute_resource"])
+        with refusals_as_400():
+            task = services.submit(user=request.user, channel=channel, **submission.validated_data)
+        return self._detail(self.get_queryset().get(pk=task.pk), status.HTTP_201_CREATED)
+
+    @extend_schema(summary="Cancel a task", request=None, responses=TaskDetailSerializer)
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk=None):
+        task = self.get_object()
+        if not selectors.may_cancel(request.user, task):
+            raise PermissionDenied("Only the task's owner, IT and the group's leads may cancel it.")
+        services.cancel(task, actor=request.user)
+        return self._detail(self.get_queryset().get(pk=task.pk))
+
+
+class ScheduleViewSet(viewsets.ModelViewSet):
+    """Cron schedules that submit a task as their owner at each due time (UTC)."""
+
+    queryset = Schedule.objects.none()
+    filterset_class = ScheduleFilter
+    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+
+    def get_queryset(self):
+        return selectors.visible_schedules(self.request.user)
+
+    def get_serializer_class(self):
+        return ScheduleSerializer if self.action == "list" else ScheduleDetailSerializer
+
+    def _owned(self):
+        schedule = self.get_object()
+        if schedule.owner_id != self.request.user.pk:
+            raise PermissionDenied("Only the schedule's owner may change it.")
+        return schedule
+
+    def perform_create(self, serializer):
+        data = serializer.validated_data
+        check_may_submit(self.request.user, data["compute_resource"])
+        with refusals_as_400():
+            serializer.instance = services.create_schedule(owner=self.request.user, **data)
+
+    def partial_update(self, request, pk=None):
+        schedule = self._owned()
+        serializer = self.get_serializer(schedule, data=request.data, partial=True)
+        serializer.is_valid(raise_exception=True)
+        if "compute_resource" in serializer.validated_data:
+            check_may_submit(request.user, serializer.validated_data["compute_resource"])
+        with refusals_as_400():
+            schedule = services.update_schedule(schedule, **serializer.validated_data)
+        return Response(self.get_serializer(self.get_queryset().get(pk=schedule.pk)).data)
+
+    def destroy(self, request, pk=None):
+        services.delete_schedule(self._owned())
+        return Response(status=status.HTTP_204_NO_CONTENT)

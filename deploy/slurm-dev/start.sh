@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# A one-node Slurm cluster for tests of an HPC pool: slurmctld, slurmd and slurmdbd (for sacct)
+# as root, four fake GPUs declared through GRES, everything under one folder.
+#
+#   deploy/slurm-dev/start.sh [DIR]    (default /tmp/klique-slurm; prints `export SLURM_CONF=...`)
+#   deploy/slurm-dev/stop.sh  [DIR]
+#
+# Needs Debian's slurm-wlm, slurmdbd and munge, and MariaDB on 127.0.0.1:3306 (root, no password).
+set -euo pipefail
+
+dir=$(realpath -m "${1:-/tmp/klique-slurm}")
+host=$(hostname -s)
+gpus=${SLURM_DEV_GPUS:-4}
+export SLURM_CONF="$dir/slurm.conf"
+
+if [ -f "$dir/slurmctld.pid" ] && kill -0 "$(cat "$dir/slurmctld.pid")" 2>/dev/null; then
+  echo "export SLURM_CONF=$SLURM_CONF"
+  exit 0
+fi
+mkdir -p "$dir/state" "$dir/spool" "$dir/log" "$dir/dev"
+for ((i = 0; i < gpus; i++)); do
+  [ -e "$dir/dev/nvidia$i" ] || mknod "$dir/dev/nvidia$i" c 1 3
+done
+
+cat >"$SLURM_CONF" <<CONF
+ClusterName=klique-dev
+SlurmctldHost=$host
+SlurmUser=root
+AuthType=auth/munge
+AuthInfo=cred_expire=10
+MailProg=/bin/true
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+GresTypes=gpu
+ReturnToService=2
+SlurmdParameters=config_overrides
+SchedulerParameters=batch_sched_delay=0,bf_interval=1,sched_interval=2
+MinJobAge=300
+StateSaveLocation=$dir/state
+SlurmdSpoolDir=$dir/spool
+SlurmctldPidFile=$dir/slurmctld.pid
+SlurmdPidFile=$dir/slurmd.pid
+SlurmctldLogFile=$dir/log/slurmctld.log
+SlurmdLogFile=$dir/log/slurmd.log
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=$host
+JobAcctGatherType=jobacct_gather/none
+NodeName=$host CPUs=8 RealMemory=4000 Gres=gpu:$gpus State=UNKNOWN
+PartitionName=gpu Nodes=$host Default=YES MaxTime=INFINITE State=UP
+CONF
+
+cat >"$dir/gres.conf" <<CONF
+AutoDetect=off
+NodeName=$host Name=gpu File=$dir/dev/nvidia[0-$((gpus - 1))]
+CONF
+
+cat >"$dir/slurmdbd.conf" <<CONF
+AuthType=auth/munge
+DbdHost=$host
+SlurmUser=root
+StorageType=accounting_storage/mysql
+StorageHost=127.0.0.1
+StoragePort=3306
+StorageUser=root
+StorageLoc=klique_slurm_acct
+PidFile=$dir/slurmdbd.pid
+LogFile=$dir/log/slurmdbd.log
+CONF
+chmod 600 "$dir/slurmdbd.conf"
+
+wait_for() {
+  local what=$1 tries=$2
+  shift 2
+  for ((i = 0; i < tries; i++)); do
+    if "$@" >/dev/null 2>&1; then return 0; fi
+    sleep 0.5
+  done
+  echo "slurm-dev: $what did not come up; logs in $dir/log" >&2
+  exit 1
+}
+
+if ! pgrep -x munged >/dev/null; then
+  install -d -o munge -g munge -m 755 /run/munge
+  runuser -u munge -- /usr/sbin/munged
+fi
+wait_for munged 20 munge -n
+
+slurmdbd
+wait_for slurmdbd 60 sacctmgr -n list cluster
+sacctmgr -i add cluster klique-dev >/dev/null 2>&1 || true
+slurmctld
+slurmd
+wait_for "an idle node" 60 bash -c '[ "$(sinfo -h -o %T)" = idle ]'
+echo "export SLURM_CONF=$SLURM_CONF"

@@ -1,0 +1,456 @@
+"""``klique``: the command line for people and scripts. Tables by default, ``--json`` for scripts.
+
+Exit codes (scripts can rely on them):
+
+    0  done; with --wait, the task succeeded
+    1  with --wait, the task failed; or another error
+    2  bad command line
+    3  not logged in, or the token was refused (401)
+    4  forbidden (403) or not found (404)
+    5  the server refused the input (400); the reasons are printed per field
+    6  the server could not be reached
+    7  server error (5xx)
+    8  with --wait, the task was canceled
+    9  with --wait, the timeout passed before the task ended
+"""
+
+import argparse
+import getpass
+import json
+import sys
+from decimal import Decimal
+
+from klique.client import config
+from klique.client.sdk import (
+    ApiError,
+    AuthenticationFailed,
+    Client,
+    ConnectionFailed,
+    InvalidRequest,
+    KliqueError,
+    NotFound,
+    NotLoggedIn,
+    PermissionDenied,
+    ServerError,
+    Task,
+    WaitTimeout,
+    as_json,
+)
+
+OK, FAILED, USAGE, AUTH, DENIED, INVALID, UNREACHABLE, SERVER, TASK_CANCELED, TIMED_OUT = range(10)
+EXIT_BY_ERROR = [
+    (NotLoggedIn, AUTH),
+    (AuthenticationFailed, AUTH),
+    (PermissionDenied, DENIED),
+    (NotFound, DENIED),
+    (InvalidRequest, INVALID),
+    (ServerError, SERVER),
+    (ConnectionFailed, UNREACHABLE),
+    (WaitTimeout, TIMED_OUT),
+]
+REASONS = {
+    "reclaim": "reclaimed for another group's reservation",
+    "budget": "the group's time budget is used up",
+    "worker_lost": "its worker was lost",
+    "unclaimed": "no worker claimed it in time",
+    "canceled": "canceled",
+}
+
+
+def amount(value: Decimal | None) -> str:
+    return "-" if value is None else f"{value.normalize():f}"
+
+
+def when(value) -> str:
+    return "-" if value is None else value.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def table(headers: list[str], rows: list[list]) -> str:
+    cells = [headers, *[["-" if c is None else str(c) for c in row] for row in rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells
+    )
+
+
+def describe(task: Task) -> str:
+    """One line a person reads: where the task is and, while it waits, why."""
+    if task.state == "queued":
+        line = f"queued at position {task.queue_position}"
+        if task.verdict and task.verdict.message:
+            line += f": {task.verdict.message}"
+        elif task.verdict is None:
+            line += ", waiting for the engine's next pass"
+        return line
+    if task.state == "placed":
+        return f"placed on pool {task.pool}, waiting for a worker to start it"
+    if task.state == "running":
+        return f"running on pool {task.pool}"
+    if task.state == "stopping":
+        return f"stopping on pool {task.pool}: {REASONS.get(task.stop_reason, task.stop_reason)}"
+    if task.state == "canceled":
+        return "canceled"
+    return f"{task.state} (exit code {task.exit_code})"
+
+
+def show(args, record, text: str) -> None:
+    print(json.dumps(as_json(record), indent=2) if args.json else text)
+
+
+def cmd_login(args) -> int:
+    stored = config.load()
+    url = args.url or input(f"Klique URL [{stored['url'] or 'http://127.0.0.1:8000'}]: ").strip()
+    url = url or stored["url"] or "http://127.0.0.1:8000"
+    token = args.token
+    if token == "-" or (token is None and not sys.stdin.isatty()):
+        token = sys.stdin.readline()
+    elif token is None:
+        token = getpass.getpass("Personal API token (create one at /account/tokens/): ")
+    token = token.strip()
+    with Client(url, token, channel="cli") as client:
+        me = client.me()
+    path = config.save(url, token)
+    groups = ", ".join(f"{m['group']} ({m['role']})" for m in me.memberships) or "no groups yet"
+    show(args, me, f"Logged in to {url} as {me.username}: {groups}.\nSaved to {path}.")
+    return OK
+
+
+def cmd_resources(args, client: Client) -> int:
+    resources = client.compute_resources()
+    rows = [
+        [
+            r.name,
+            r.group,
+            r.profile,
+            amount(r.gpus) + (" (set per task)" if r.size_from_task else ""),
+            amount(r.time_weight),
+            amount(r.reservation),
+            amount(r.limit),
+            r.waiting,
+            r.running,
+            "" if r.enabled else "disabled",
+        ]
+        for r in resources
+    ]
+    headers = ["NAME", "GROUP", "PROFILE", "GPUS", "WEIGHT", "RESERVED", "LIMIT", "WAITING", "RUNNING", ""]
+    show(args, resources, table(headers, rows) if rows else "You belong to no group with compute resources.")
+    return OK
+
+
+def wait_for(args, client: Client, task: Task) -> int:
+    """Follow a task to its end with a live status line; the exit code tells how it ended."""
+    out = sys.stderr if args.json else sys.stdout
+    live = out.isatty()
+    last = {"state": None, "preemptions": task.preemption_count}
+
+    def on_change(current: Task) -> None:
+        if current.preemption_count > last["preemptions"]:
+            reason = REASONS.get(current.last_preemption_reason, current.last_preemption_reason)
+            print(("\n" if live else "") + f"task {current.id}: requeued: {reason}", file=out, flush=True)
+            last["preemptions"] = current.preemption_count
+        line = f"task {current.id}: {describe(current)}"
+        if live:
+            end = "\n" if current.done else ""
+            prefix = "\n" if last["state"] not in (None, current.state) else "\r\x1b[K"
+            print(prefix + line, end=end, file=out, flush=True)
+        else:
+            print(line, file=out, flush=True)
+        last["state"] = current.state
+
+    final = client.wait(task.id, poll=args.poll, timeout=args.timeout, on_change=on_change)
+    if args.json:
+        show(args, final, "")
+    return {"succeeded": OK, "failed": FAILED, "canceled": TASK_CANCELED}[final.state]
+
+
+def cmd_submit(args, client: Client) -> int:
+    if not args.command:
+        print(
+            "klique submit: give the command after --: klique submit vision/a100 -- python train.py",
+            file=sys.stderr,
+        )
+        return USAGE
+    task = client.submit(
+        args.resource,
+        args.command,
+        gpus=args.gpus,
+        project=args.project,
+        name=args.name,
+        checkpoint=args.checkpoint,
+    )
+    if args.wait:
+        if not args.json:
+            print(f"Submitted task {task.id} to {task.compute_resource}.")
+        return wait_for(args, client, task)
+    show(args, task, f"Submitted task {task.id} to {task.compute_resource}: {describe(task)}.")
+    return OK
+
+
+def cmd_ls(args, client: Client) -> int:
+    tasks = client.tasks(state=args.state, mine=args.mine, limit=args.limit)
+    rows = [
+        [
+            t.id,
+            t.state,
+            t.compute_resource,
+            amount(t.gpus),
+            t.pool,
+            t.queue_position,
+            t.user,
+            t.name,
+            when(t.submitted_at),
+        ]
+        for t in tasks
+    ]
+    headers = ["ID", "STATE", "RESOURCE", "GPUS", "POOL", "POSITION", "USER", "NAME", "SUBMITTED"]
+    show(args, tasks, table(headers, rows) if rows else "No tasks.")
+    return OK
+
+
+def task_text(task: Task) -> str:
+    lines = [
+        f"task {task.id}{f' ({task.name})' if task.name else ''}: {describe(task)}",
+        f"  compute resource  {task.compute_resource} (group {task.group}, profile {task.profile})",
+        f"  GPUs              {amount(task.gpus)}",
+        f"  submitted         {when(task.submitted_at)} by {task.user} via {task.channel}",
+        f"  command           {task.command}",
+    ]
+    if task.project:
+        lines.append(f"  project           {task.project}")
+    if task.verdict:
+        lines.append(f"  why waiting       {task.verdict.rule}: {task.verdict.message}")
+    if task.preemptions:
+        lines.append(f"  preemptions       {task.preemption_count}")
+        for event in task.preemptions:
+            pool = f" on {event.pool}" if event.pool else ""
+            lines.append(
+                f"    {when(event.at)}  {event.kind}{pool}: {REASONS.get(event.reason, event.reason)}"
+            )
+    return "\n".join(lines)
+
+
+def cmd_status(args, client: Client) -> int:
+    task = client.task(args.id)
+    if args.wait and not task.done:
+        return wait_for(args, client, task)
+    show(args, task, task_text(task))
+    return OK
+
+
+def cmd_cancel(args, client: Client) -> int:
+    task = client.cancel(args.id)
+    show(
+        args,
+        task,
+        f"task {task.id}: {describe(task) if task.done else 'cancel requested, ' + describe(task)}",
+    )
+    return OK
+
+
+def cmd_usage(args, client: Client) -> int:
+    usage = client.usage()
+    rows = [
+        [
+            u.group,
+            amount(u.gpus_in_use),
+            amount(u.reservation),
+            amount(u.limit),
+            amount(u.gpu_hours),
+            u.period or "month",
+        ]
+        for u in usage
+    ]
+    headers = ["GROUP", "GPUS IN USE", "RESERVED", "LIMIT", "GPU-HOURS", "PERIOD"]
+    show(args, usage, table(headers, rows) if rows else "No policies in your groups.")
+    return OK
+
+
+def cmd_budget(args, client: Client) -> int:
+    usage = client.usage()
+    rows = [
+        [
+            u.group,
+            u.period,
+            amount(u.used_hours),
+            amount(u.budget_hours),
+            amount(u.left_hours),
+            amount(u.burn_rate),
+            when(u.projected_run_out),
+            when(u.resets_at),
+            "USED UP" if u.used_up else ("over alert threshold" if u.over_threshold else ""),
+        ]
+        for u in usage
+        if u.has_budget
+    ]
+    headers = ["GROUP", "PERIOD", "USED H", "BUDGET H", "LEFT H", "BURN H/H", "RUNS OUT", "RESETS", ""]
+    budgeted = [u for u in usage if u.has_budget]
+    show(args, budgeted, table(headers, rows) if rows else "No time budgets on your groups.")
+    return OK
+
+
+def schedule_rows(schedules) -> str:
+    rows = [
+        [
+            s.id,
+            s.name,
+            s.cron,
+            s.compute_resource,
+            "active" if s.active else f"stopped: {s.stopped_reason or 'paused'}",
+            when(s.next_run_at),
+        ]
+        for s in schedules
+    ]
+    return table(["ID", "NAME", "CRON (UTC)", "RESOURCE", "STATE", "NEXT"], rows) if rows else "No schedules."
+
+
+def cmd_schedule_ls(args, client: Client) -> int:
+    schedules = client.schedules()
+    show(args, schedules, schedule_rows(schedules))
+    return OK
+
+
+def cmd_schedule_add(args, client: Client) -> int:
+    if not args.command:
+        print("klique schedule add: give the command after --", file=sys.stderr)
+        return USAGE
+    schedule = client.create_schedule(
+        args.resource,
+        args.command,
+        cron=args.cron,
+        name=args.name,
+        gpus=args.gpus,
+        project=args.project,
+        checkpoint=args.checkpoint,
+    )
+    show(
+        args,
+        schedule,
+        f"Schedule {schedule.id} ({schedule.name}) next submits at {when(schedule.next_run_at)}.",
+    )
+    return OK
+
+
+def cmd_schedule_pause(args, client: Client) -> int:
+    schedule = client.update_schedule(args.id, active=False)
+    show(args, schedule, f"Schedule {schedule.id} is paused.")
+    return OK
+
+
+def cmd_schedule_resume(args, client: Client) -> int:
+    schedule = client.update_schedule(args.id, active=True)
+    show(args, schedule, f"Schedule {schedule.id} next submits at {when(schedule.next_run_at)}.")
+    return OK
+
+
+def cmd_schedule_rm(args, client: Client) -> int:
+    client.delete_schedule(args.id)
+    show(args, {"deleted": args.id}, f"Schedule {args.id} is deleted.")
+    return OK
+
+
+def cmd_mcp(args) -> int:
+    from klique.client.mcp_server import serve
+
+    serve()
+    return OK
+
+
+def parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true", help="print JSON for scripts instead of tables")
+    root = argparse.ArgumentParser(
+        prog="klique",
+        description="Ask Klique for GPUs as yourself. Start with `klique login`.",
+        epilog="The task's command goes after --. Exit codes: 0 ok, 1 task failed or other error, "
+        "2 usage, 3 not logged in, 4 forbidden or not found, 5 input refused, 6 unreachable, "
+        "7 server error, 8 task canceled, 9 wait timed out.",
+    )
+    commands = root.add_subparsers(dest="command_name", required=True, metavar="COMMAND")
+
+    def command(name, handler, help_text, parent=commands):
+        sub = parent.add_parser(name, parents=[common], help=help_text, description=help_text)
+        sub.set_defaults(handler=handler)
+        return sub
+
+    def task_template(sub):
+        sub.add_argument(
+            "resource", metavar="RESOURCE", help="compute resource name (see `klique resources`)"
+        )
+        sub.add_argument("--gpus", help="GPUs, for a profile that takes the size from the task")
+        sub.add_argument("--project", help="a project of the compute resource's group")
+        sub.add_argument("--checkpoint", action="store_true", help="the task checkpoints and can resume")
+
+    def waiting(sub):
+        sub.add_argument("--wait", action="store_true", help="follow the task with a live status line")
+        sub.add_argument("--timeout", type=float, help="with --wait: give up after this many seconds")
+        sub.add_argument("--poll", type=float, default=2.0, help="with --wait: seconds between checks")
+
+    login = command("login", cmd_login, "store the server URL and your personal token")
+    login.add_argument("--url", help="the Klique server, e.g. https://klique.example.org")
+    login.add_argument("--token", help="the token ('-' reads it from standard input); asked for if left out")
+    command("resources", cmd_resources, "the compute resources you may submit to")
+    submit = command("submit", cmd_submit, "submit a task: klique submit RESOURCE -- COMMAND...")
+    task_template(submit)
+    submit.add_argument("--name", default="", help="a name for the task")
+    waiting(submit)
+    ls = command("ls", cmd_ls, "your tasks (and your groups' if you lead them), newest first")
+    ls.add_argument("--state", action="append", help="only this state (repeat for several)")
+    ls.add_argument("--mine", action="store_true", help="only the tasks you submitted")
+    ls.add_argument("--limit", type=int, default=50)
+    status = command("status", cmd_status, "where a task is, why it waits, its preemptions")
+    status.add_argument("id", type=int)
+    waiting(status)
+    cancel = command("cancel", cmd_cancel, "cancel a task")
+    cancel.add_argument("id", type=int)
+    command("usage", cmd_usage, "GPUs in use and GPU-hours of your groups")
+    command("budget", cmd_budget, "time budgets of your groups: used, left, burn rate, run-out, reset")
+    schedule = commands.add_parser("schedule", help="cron schedules that submit tasks as you")
+    schedules = schedule.add_subparsers(dest="schedule_command", required=True, metavar="ACTION")
+    command("ls", cmd_schedule_ls, "your schedules", schedules)
+    add = command(
+        "add",
+        cmd_schedule_add,
+        "add a schedule: klique schedule add RESOURCE --cron CRON -- COMMAND",
+        schedules,
+    )
+    add.add_argument("--cron", required=True, help="five fields, UTC, e.g. '0 2 * * *'")
+    add.add_argument("--name", required=True)
+    task_template(add)
+    for name, handler in [
+        ("pause", cmd_schedule_pause),
+        ("resume", cmd_schedule_resume),
+        ("rm", cmd_schedule_rm),
+    ]:
+        command(name, handler, f"{name} a schedule", schedules).add_argument("id", type=int)
+    command("mcp", cmd_mcp, "run the MCP server over stdio for an agent, acting with your token")
+    return root
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Everything after the first ``--`` is the task's command, passed on untouched."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = []
+    if "--" in argv:
+        split = argv.index("--")
+        argv, command = argv[:split], argv[split + 1 :]
+    args = parser().parse_args(argv)
+    args.command = command
+    try:
+        if args.handler in (cmd_login, cmd_mcp):
+            return args.handler(args)
+        with Client.from_config(channel="cli") as client:
+            return args.handler(args, client)
+    except KliqueError as error:
+        if isinstance(error, ApiError) and error.errors:
+            print("klique: the server refused the input:", file=sys.stderr)
+            for field, reasons in error.errors.items():
+                print(f"  {field}: {' '.join(map(str, reasons))}", file=sys.stderr)
+        else:
+            print(f"klique: {error}", file=sys.stderr)
+        return next((code for kind, code in EXIT_BY_ERROR if isinstance(error, kind)), FAILED)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

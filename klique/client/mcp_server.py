@@ -1,0 +1,106 @@
+"""``klique mcp``: a Model Context Protocol server over stdio, so that an agent asks for GPUs as
+the user. It holds nothing but the user's own token (from ``klique login`` or KLIQUE_TOKEN) and
+calls the same API as the CLI, with channel ``mcp``: the agent can do exactly what the user may.
+
+Tool inputs are validated against their schema before a call; a refusal by the server comes back
+as a tool error carrying the server's reason, per field where it names one.
+"""
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any, Literal
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import Field
+
+from klique.client.sdk import ApiError, Client, KliqueError, as_json
+
+INSTRUCTIONS = (
+    "Klique allocates GPUs. List the compute resources the user may submit to, submit a task to one, "
+    "then read the task back: while it waits, queue_position is its place in line and verdict.message "
+    "says why it waits. preemptions tells when it was requeued and why. Usage shows the user's groups' "
+    "GPUs in use and time budgets (used, left, burn rate, projected run-out, reset)."
+)
+TaskId = Annotated[int, Field(gt=0, description="The task's id.")]
+States = Literal["queued", "placed", "running", "stopping", "succeeded", "failed", "canceled"]
+
+
+@contextmanager
+def tool_errors() -> Iterator[None]:
+    try:
+        yield
+    except ApiError as error:
+        if error.errors:
+            reasons = "; ".join(f"{field}: {' '.join(map(str, why))}" for field, why in error.errors.items())
+            raise ToolError(f"Refused ({error.status}): {reasons}") from error
+        raise ToolError(f"Refused ({error.status}): {error.message}") from error
+    except KliqueError as error:
+        raise ToolError(str(error)) from error
+
+
+def build_server(client: Client) -> MCPServer:
+    server = MCPServer("klique", instructions=INSTRUCTIONS, log_level="WARNING")
+
+    @server.tool()
+    def list_compute_resources() -> dict[str, Any]:
+        """The compute resources of the user's groups: the only ones the user may submit to."""
+        with tool_errors():
+            return {"compute_resources": as_json(client.compute_resources())}
+
+    @server.tool()
+    def submit_task(
+        compute_resource: Annotated[str, Field(min_length=1, max_length=120, description="Its name.")],
+        command: Annotated[str, Field(min_length=1, max_length=20000, description="The shell command.")],
+        gpus: Annotated[
+            str | None,
+            Field(
+                pattern=r"^\d{1,7}(\.\d{1,3})?$",
+                description="GPUs, e.g. '2' or '0.5'; only for a compute resource whose size is set per task.",
+            ),
+        ] = None,
+        project: Annotated[str | None, Field(max_length=120, description="A project of the group.")] = None,
+        name: Annotated[str, Field(max_length=200)] = "",
+        checkpoint: Annotated[bool, Field(description="The task checkpoints and can resume.")] = False,
+    ) -> dict[str, Any]:
+        """Submit a task as the user. Returns the task, with its place in line."""
+        with tool_errors():
+            task = client.submit(
+                compute_resource, command, gpus=gpus, project=project, name=name, checkpoint=checkpoint
+            )
+            return as_json(task)
+
+    @server.tool()
+    def get_task(task_id: TaskId) -> dict[str, Any]:
+        """A task: state, pool, place in line, why it waits (verdict) and its preemptions."""
+        with tool_errors():
+            return as_json(client.task(task_id))
+
+    @server.tool()
+    def list_tasks(
+        state: States | None = None,
+        limit: Annotated[int, Field(ge=1, le=200)] = 20,
+    ) -> dict[str, Any]:
+        """The user's newest tasks (and their groups' if the user leads them)."""
+        with tool_errors():
+            return {"tasks": as_json(client.tasks(state=state, limit=limit))}
+
+    @server.tool()
+    def cancel_task(task_id: TaskId) -> dict[str, Any]:
+        """Cancel a task: at once while it waits, after its work stops when it runs."""
+        with tool_errors():
+            return as_json(client.cancel(task_id))
+
+    @server.tool()
+    def my_usage_and_budgets() -> dict[str, Any]:
+        """GPUs in use, GPU-hours and time budgets of the user's groups, with run-out and reset times."""
+        with tool_errors():
+            return {"groups": as_json(client.usage())}
+
+    return server
+
+
+def serve() -> None:
+    """Run over stdio until the agent closes the connection."""
+    client = Client.from_config(channel="mcp")
+    build_server(client).run("stdio")

@@ -1,0 +1,468 @@
+"""The SDK: one typed method per endpoint of the user API (``/api/v1/``).
+
+Every call acts as the token's user and tells the server its channel (``sdk`` by default; the CLI
+says ``cli``, the MCP server ``mcp``). Refusals raise an ``ApiError`` subclass carrying the
+server's message and field errors. Reads and cancels are retried on connection errors; a
+submission is retried only when the connection was never made, so it can never run twice.
+"""
+
+import dataclasses
+import shlex
+import time
+import typing
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+import httpx
+
+from klique.client import config
+
+FINAL_STATES = ("succeeded", "failed", "canceled")
+
+
+class KliqueError(Exception):
+    """Anything that went wrong talking to Klique."""
+
+
+class NotLoggedIn(KliqueError):
+    """No server URL or token: run ``klique login`` or set KLIQUE_URL and KLIQUE_TOKEN."""
+
+
+class ConnectionFailed(KliqueError):
+    """The server could not be reached (after the retries)."""
+
+
+class WaitTimeout(KliqueError):
+    """``wait`` gave up before the task ended."""
+
+
+class ApiError(KliqueError):
+    """The server refused a request: ``status``, its ``message`` and, for 400, the field ``errors``."""
+
+    def __init__(self, status: int, message: str, errors: dict[str, list[str]] | None = None):
+        super().__init__(message)
+        self.status, self.message, self.errors = status, message, errors or {}
+
+
+class InvalidRequest(ApiError):
+    """400: bad input; ``errors`` maps each field to the reasons."""
+
+
+class AuthenticationFailed(ApiError):
+    """401: no token, or a token that is unknown, revoked or expired."""
+
+
+class PermissionDenied(ApiError):
+    """403: the user may see this but not do it."""
+
+
+class NotFound(ApiError):
+    """404: it does not exist, or the user may not see it."""
+
+
+class ServerError(ApiError):
+    """5xx."""
+
+
+ERRORS_BY_STATUS = {400: InvalidRequest, 401: AuthenticationFailed, 403: PermissionDenied, 404: NotFound}
+
+
+def _convert(hint, value):
+    if value is None:
+        return None
+    args = typing.get_args(hint)
+    if Decimal in args or hint is Decimal:
+        return Decimal(str(value))
+    if datetime in args or hint is datetime:
+        return datetime.fromisoformat(value)
+    return value
+
+
+def _build(cls, data: dict, **extra):
+    """A record from the API's JSON: the fields of ``cls``, with decimals and times parsed."""
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    values = {name: _convert(hints[name], data.get(name)) for name in names if name in data}
+    return cls(**{**values, **extra})
+
+
+def as_json(record) -> Any:
+    """A record (or a list of them) as plain JSON values: decimals as strings, times in ISO 8601."""
+    if isinstance(record, list | tuple):
+        return [as_json(r) for r in record]
+    if dataclasses.is_dataclass(record):
+        return {f.name: as_json(getattr(record, f.name)) for f in dataclasses.fields(record)}
+    if isinstance(record, dict):
+        return {k: as_json(v) for k, v in record.items()}
+    if isinstance(record, Decimal):
+        return str(record)
+    if isinstance(record, datetime):
+        return record.isoformat()
+    return record
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Why a task waits, from the engine's last pass."""
+
+    rule: str
+    message: str
+    details: dict
+
+
+@dataclass(frozen=True)
+class Preemption:
+    at: datetime
+    kind: str
+    reason: str
+    pool: str | None
+
+
+@dataclass(frozen=True)
+class Task:
+    id: int
+    name: str
+    user: str
+    compute_resource: str
+    group: str
+    profile: str
+    project: str | None
+    gpus: Decimal
+    command: str
+    channel: str
+    state: str
+    pool: str | None
+    queue_position: int | None
+    verdict: Verdict | None
+    checkpoint: bool
+    preemption_count: int
+    last_preemption_reason: str
+    stop_reason: str
+    exit_code: int | None
+    submitted_at: datetime
+    placed_at: datetime | None
+    started_at: datetime | None
+    ended_at: datetime | None
+    preemptions: tuple[Preemption, ...] = ()
+    spec: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def done(self) -> bool:
+        return self.state in FINAL_STATES
+
+    @classmethod
+    def from_api(cls, data: dict) -> "Task":
+        raw = data.get("verdict") or {}
+        verdict = None
+        if raw:
+            details = {k: v for k, v in raw.items() if k not in ("rule", "message")}
+            verdict = Verdict(raw.get("rule", ""), raw.get("message", ""), details)
+        preemptions = tuple(_build(Preemption, p) for p in data.get("preemptions", ()))
+        return _build(cls, {**data, "verdict": None}, verdict=verdict, preemptions=preemptions)
+
+
+@dataclass(frozen=True)
+class ComputeResource:
+    id: int
+    name: str
+    group: str
+    group_name: str
+    profile: str
+    gpus: Decimal
+    size_from_task: bool
+    time_weight: Decimal
+    reservation: Decimal
+    limit: Decimal
+    enabled: bool
+    waiting: int
+    running: int
+
+    @classmethod
+    def from_api(cls, data: dict) -> "ComputeResource":
+        group = data["group"]
+        return _build(cls, {**data, "group": group["slug"], "group_name": group["name"]})
+
+
+@dataclass(frozen=True)
+class Usage:
+    """A policy of one of the user's groups: GPUs in use and its time budget in the period."""
+
+    policy_id: int
+    group: str
+    group_name: str
+    reservation: Decimal
+    limit: Decimal
+    gpus_in_use: Decimal
+    gpu_hours: Decimal
+    has_budget: bool
+    period: str | None
+    period_start: datetime
+    resets_at: datetime
+    budget_hours: Decimal | None
+    used_hours: Decimal
+    left_hours: Decimal | None
+    burn_rate: Decimal
+    projected_run_out: datetime | None
+    alert_threshold: int
+    over_threshold: bool
+    used_up: bool
+
+    @classmethod
+    def from_api(cls, data: dict) -> "Usage":
+        group = data["group"]
+        return _build(cls, {**data, "group": group["slug"], "group_name": group["name"]})
+
+
+@dataclass(frozen=True)
+class Schedule:
+    id: int
+    name: str
+    owner: str
+    cron: str
+    compute_resource: str
+    command: str
+    gpus: Decimal | None
+    project: str | None
+    checkpoint: bool
+    active: bool
+    stopped_reason: str
+    next_run_at: datetime | None
+    last_run_at: datetime | None
+    created_at: datetime
+    spec: dict = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def from_api(cls, data: dict) -> "Schedule":
+        return _build(cls, data)
+
+
+@dataclass(frozen=True)
+class Me:
+    username: str
+    email: str
+    roles: list[str]
+    memberships: list[dict]
+
+    @classmethod
+    def from_api(cls, data: dict) -> "Me":
+        return _build(cls, data)
+
+
+def _command_text(command: str | Sequence[str]) -> str:
+    return command if isinstance(command, str) else shlex.join(command)
+
+
+def _error_from(response: httpx.Response) -> ApiError:
+    try:
+        body = response.json()
+    except ValueError:
+        body = response.text.strip()[:300] or response.reason_phrase
+    errors: dict[str, list[str]] = {}
+    if isinstance(body, dict) and set(body) != {"detail"}:
+        errors = {k: v if isinstance(v, list) else [str(v)] for k, v in body.items()}
+        message = "; ".join(f"{field}: {' '.join(map(str, reasons))}" for field, reasons in errors.items())
+    elif isinstance(body, dict):
+        message = str(body["detail"])
+    else:
+        message = str(body)
+    status = response.status_code
+    kind = ServerError if status >= 500 else ERRORS_BY_STATUS.get(status, ApiError)
+    return kind(status, message, errors)
+
+
+class Client:
+    """A session with one Klique server as one user.
+
+    ``retries`` is how many times a request is repeated on a connection error, with a short
+    backoff; pass ``transport`` to use another httpx transport (tests, proxies).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        *,
+        channel: str = "sdk",
+        timeout: float = 30.0,
+        retries: int = 3,
+        transport: httpx.BaseTransport | None = None,
+    ):
+        if not url or not token:
+            raise NotLoggedIn("Not logged in: run `klique login`, or set KLIQUE_URL and KLIQUE_TOKEN.")
+        self.url = url.rstrip("/")
+        self.retries = retries
+        self._http = httpx.Client(
+            base_url=self.url + "/api/v1/",
+            headers={
+                "Authorization": f"Bearer {token}",
+                "X-Klique-Channel": channel,
+                "Accept": "application/json",
+                "User-Agent": "klique-client",
+            },
+            timeout=timeout,
+            transport=transport,
+        )
+
+    @classmethod
+    def from_config(cls, **kwargs) -> "Client":
+        """A client with the URL and token saved by ``klique login`` (or KLIQUE_URL, KLIQUE_TOKEN)."""
+        stored = config.load()
+        return cls(stored["url"], stored["token"], **kwargs)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _request(self, method: str, path: str, *, idempotent: bool = True, **kwargs) -> Any:
+        for attempt in range(self.retries + 1):
+            try:
+                response = self._http.request(method, path, **kwargs)
+                break
+            except httpx.TransportError as error:
+                never_sent = isinstance(error, httpx.ConnectError | httpx.ConnectTimeout)
+                if attempt == self.retries or not (idempotent or never_sent):
+                    raise ConnectionFailed(f"Cannot reach Klique at {self.url}: {error}") from error
+                time.sleep(min(0.25 * 2**attempt, 4))
+        if response.status_code >= 400:
+            raise _error_from(response)
+        return response.json() if response.content else None
+
+    def _all_pages(self, path: str, params: dict | None = None) -> list[dict]:
+        page = self._request("GET", path, params=params)
+        rows = list(page["results"])
+        while page["next"]:
+            page = self._request("GET", page["next"])
+            rows.extend(page["results"])
+        return rows
+
+    def me(self) -> Me:
+        return Me.from_api(self._request("GET", "me/"))
+
+    def compute_resources(self) -> list[ComputeResource]:
+        """The compute resources of your groups: the ones you may submit to."""
+        return [ComputeResource.from_api(r) for r in self._all_pages("compute-resources/")]
+
+    def submit(
+        self,
+        compute_resource: str,
+        command: str | Sequence[str],
+        *,
+        gpus: Decimal | str | int | None = None,
+        project: str | None = None,
+        name: str = "",
+        checkpoint: bool = False,
+        spec: dict | None = None,
+    ) -> Task:
+        """Submit a task; ``gpus`` only for a profile that takes the size from the task."""
+        body = {
+            "compute_resource": compute_resource,
+            "command": _command_text(command),
+            "gpus": None if gpus is None else str(gpus),
+            "project": project,
+            "name": name,
+            "checkpoint": checkpoint,
+            "spec": spec or {},
+        }
+        return Task.from_api(self._request("POST", "tasks/", json=body, idempotent=False))
+
+    def tasks(
+        self,
+        *,
+        state: str | Sequence[str] | None = None,
+        mine: bool = False,
+        compute_resource: str | None = None,
+        limit: int = 50,
+    ) -> list[Task]:
+        """The newest ``limit`` tasks you may see, optionally of some states only."""
+        params: dict[str, Any] = {"limit": limit}
+        if state:
+            params["state"] = [state] if isinstance(state, str) else list(state)
+        if mine:
+            params["mine"] = "true"
+        if compute_resource:
+            params["compute_resource"] = compute_resource
+        return [Task.from_api(t) for t in self._request("GET", "tasks/", params=params)["results"]]
+
+    def task(self, task_id: int) -> Task:
+        """A task with its place in line, the engine's verdict and its preemption history."""
+        return Task.from_api(self._request("GET", f"tasks/{int(task_id)}/"))
+
+    def cancel(self, task_id: int) -> Task:
+        return Task.from_api(self._request("POST", f"tasks/{int(task_id)}/cancel/"))
+
+    def wait(
+        self,
+        task_id: int,
+        *,
+        poll: float = 2.0,
+        timeout: float | None = None,
+        on_change: Callable[[Task], None] | None = None,
+    ) -> Task:
+        """Poll until the task ends; ``on_change`` sees each new state, place in line or verdict."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        seen = None
+        while True:
+            task = self.task(task_id)
+            view = (task.state, task.pool, task.queue_position, task.verdict, task.preemption_count)
+            if view != seen and on_change is not None:
+                on_change(task)
+            seen = view
+            if task.done:
+                return task
+            if deadline is not None and time.monotonic() >= deadline:
+                raise WaitTimeout(f"Task {task_id} is still {task.state} after {timeout:g} s.")
+            time.sleep(poll)
+
+    def usage(self) -> list[Usage]:
+        """GPUs in use, GPU-hours and the time budget of each policy of your groups."""
+        return [Usage.from_api(u) for u in self._request("GET", "usage/")]
+
+    def schedules(self) -> list[Schedule]:
+        return [Schedule.from_api(s) for s in self._all_pages("schedules/")]
+
+    def schedule(self, schedule_id: int) -> Schedule:
+        return Schedule.from_api(self._request("GET", f"schedules/{int(schedule_id)}/"))
+
+    def create_schedule(
+        self,
+        compute_resource: str,
+        command: str | Sequence[str],
+        *,
+        cron: str,
+        name: str,
+        gpus: Decimal | str | int | None = None,
+        project: str | None = None,
+        checkpoint: bool = False,
+        spec: dict | None = None,
+    ) -> Schedule:
+        """A schedule submitting the task at each due time of ``cron`` (five fields, UTC)."""
+        body = {
+            "name": name,
+            "cron": cron,
+            "compute_resource": compute_resource,
+            "command": _command_text(command),
+            "gpus": None if gpus is None else str(gpus),
+            "project": project,
+            "checkpoint": checkpoint,
+            "spec": spec or {},
+        }
+        return Schedule.from_api(self._request("POST", "schedules/", json=body, idempotent=False))
+
+    def update_schedule(self, schedule_id: int, **changes) -> Schedule:
+        """Change fields of a schedule; ``active=False`` pauses it, ``active=True`` restarts it."""
+        if "command" in changes:
+            changes["command"] = _command_text(changes["command"])
+        if changes.get("gpus") is not None:
+            changes["gpus"] = str(changes["gpus"])
+        return Schedule.from_api(self._request("PATCH", f"schedules/{int(schedule_id)}/", json=changes))
+
+    def delete_schedule(self, schedule_id: int) -> None:
+        self._request("DELETE", f"schedules/{int(schedule_id)}/")

@@ -1,0 +1,183 @@
+"""``klique-worker``: flags, each with an environment variable, then the daemon.
+
+KLIQUE_ENROLMENT_TOKEN=kqe_... klique-worker --server https://klique.example.org --gpus 4
+klique-worker --mode slurm --gpus 16 --slurm-partition gpu --enrolment-token-file /etc/klique/token
+"""
+
+import argparse
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+
+from klique.worker import __version__
+from klique.worker.client import ControlPlane
+from klique.worker.daemon import Daemon, Settings
+from klique.worker.gpus import Nvml
+from klique.worker.process import ProcessRunner
+from klique.worker.slurm import SlurmRunner
+
+log = logging.getLogger("klique.worker")
+
+
+def env(name: str, default=None):
+    return os.environ.get(name) or default
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="klique-worker", description="Serve a Klique pool: pull placed work and run it."
+    )
+    p.add_argument("--server", default=env("KLIQUE_SERVER"), help="control plane URL [KLIQUE_SERVER]")
+    p.add_argument(
+        "--enrolment-token",
+        default=env("KLIQUE_ENROLMENT_TOKEN"),
+        help="the pool's enrolment token [KLIQUE_ENROLMENT_TOKEN]; prefer the variable or a file",
+    )
+    p.add_argument(
+        "--enrolment-token-file",
+        default=env("KLIQUE_ENROLMENT_TOKEN_FILE"),
+        help="a file holding the enrolment token [KLIQUE_ENROLMENT_TOKEN_FILE]",
+    )
+    p.add_argument(
+        "--mode",
+        choices=["process", "slurm"],
+        default=env("KLIQUE_WORKER_MODE", "process"),
+        help="run tasks as subprocesses here, or as Slurm jobs [KLIQUE_WORKER_MODE]",
+    )
+    p.add_argument(
+        "--gpus",
+        type=int,
+        default=env("KLIQUE_WORKER_GPUS"),
+        help="GPUs to serve; process mode finds them through NVML when not given [KLIQUE_WORKER_GPUS]",
+    )
+    p.add_argument("--hostname", default=env("KLIQUE_WORKER_HOSTNAME", socket.gethostname()))
+    p.add_argument(
+        "--state-dir",
+        type=Path,
+        default=Path(env("KLIQUE_WORKER_STATE_DIR", Path.home() / ".local/state/klique-worker")),
+        help="task folders, logs and the daemon's ledger of running work [KLIQUE_WORKER_STATE_DIR]",
+    )
+    p.add_argument(
+        "--checkpoint-root",
+        type=Path,
+        default=env("KLIQUE_CHECKPOINT_ROOT"),
+        help="KLIQUE_CHECKPOINT_DIR of each task is a folder under it (default: STATE_DIR/checkpoints)",
+    )
+    p.add_argument("--ca-bundle", default=env("KLIQUE_CA_BUNDLE"), help="CA file to check the server with")
+    p.add_argument("--poll-min", type=float, default=float(env("KLIQUE_WORKER_POLL_MIN_S", 1)))
+    p.add_argument("--poll-max", type=float, default=float(env("KLIQUE_WORKER_POLL_MAX_S", 10)))
+    p.add_argument("--retry-max", type=float, default=float(env("KLIQUE_WORKER_RETRY_MAX_S", 30)))
+    p.add_argument("--tick", type=float, default=float(env("KLIQUE_WORKER_TICK_S", 0.5)))
+    p.add_argument("--log-format", choices=["text", "json"], default=env("KLIQUE_LOG_FORMAT", "text"))
+    p.add_argument("--slurm-partition", default=env("KLIQUE_SLURM_PARTITION", ""))
+    p.add_argument(
+        "--sbatch-arg",
+        action="append",
+        default=env("KLIQUE_SBATCH_ARGS", "").split(),
+        help="an extra sbatch argument, e.g. --sbatch-arg=--account=ml (repeatable) [KLIQUE_SBATCH_ARGS]",
+    )
+    p.add_argument(
+        "--pending-timeout",
+        type=float,
+        default=float(env("KLIQUE_SLURM_PENDING_TIMEOUT_S", 300)),
+        help="release a Slurm job back to Klique when it waits unallocated this long (seconds)",
+    )
+    p.add_argument("--version", action="version", version=f"klique-worker {__version__}")
+    return p
+
+
+class Formatter(logging.Formatter):
+    """``2026-03-02T09:00:00Z INFO claimed task=12 gpus=1.000`` or one JSON object per line."""
+
+    def __init__(self, as_json: bool):
+        super().__init__()
+        self.as_json = as_json
+
+    def format(self, record: logging.LogRecord) -> str:
+        at = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + "Z"
+        fields = getattr(record, "fields", {})
+        if self.as_json:
+            return json.dumps(
+                {"at": at, "level": record.levelname.lower(), "event": record.getMessage(), **fields}
+            )
+        pairs = " ".join(
+            f"{key}={_quoted(value)}" for key, value in fields.items() if value not in (None, "")
+        )
+        return f"{at} {record.levelname:<7} {record.getMessage()} {pairs}".rstrip()
+
+
+def _quoted(value) -> str:
+    text = str(value)
+    return json.dumps(text) if not text or any(c in text for c in ' "=') else text
+
+
+def enrolment_token(args) -> str:
+    if args.enrolment_token:
+        return args.enrolment_token.strip()
+    if args.enrolment_token_file:
+        return Path(args.enrolment_token_file).read_text().strip()
+    return ""
+
+
+def devices(args, nvml) -> list[str] | None:
+    """The GPUs to serve: the first ``--gpus`` of those NVML finds (by UUID), or 0..N-1."""
+    found = nvml.gpus() if nvml is not None and args.mode == "process" else []
+    if args.gpus is None:
+        return [gpu.uuid for gpu in found] if found else None
+    if found:
+        return [gpu.uuid for gpu in found[: args.gpus]]
+    return [str(index) for index in range(args.gpus)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(Formatter(args.log_format == "json"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
+    token = enrolment_token(args)
+    if not args.server or not token:
+        parser().error("--server and an enrolment token (--enrolment-token, its file or variable) are needed")
+    nvml = Nvml.open() if args.mode == "process" else None
+    gpus = devices(args, nvml)
+    if gpus is None:
+        parser().error("no GPUs found through NVML: say how many with --gpus N (0 for CPU-only work)")
+    checkpoints = args.checkpoint_root or args.state_dir / "checkpoints"
+    if args.mode == "slurm":
+        runner = SlurmRunner(
+            args.state_dir,
+            checkpoints,
+            tag=args.hostname,
+            partition=args.slurm_partition,
+            extra_args=tuple(args.sbatch_arg),
+            pending_timeout_s=args.pending_timeout,
+        )
+    else:
+        runner = ProcessRunner(args.state_dir, checkpoints)
+    leftovers = runner.kill_leftovers()
+    if leftovers:
+        log.warning("stopped work a previous daemon left running", extra={"fields": {"tasks": leftovers}})
+    settings = Settings(
+        hostname=args.hostname,
+        enrolment_token=token,
+        devices=gpus,
+        poll_min_s=args.poll_min,
+        poll_max_s=args.poll_max,
+        retry_max_s=args.retry_max,
+        tick_s=args.tick,
+    )
+    verify = args.ca_bundle or True
+    daemon = Daemon(settings, ControlPlane(args.server, verify=verify), runner, nvml=nvml)
+    signal.signal(signal.SIGTERM, lambda *_: daemon.shutdown())
+    signal.signal(signal.SIGINT, lambda *_: daemon.shutdown())
+    log.info(
+        "klique-worker starting",
+        extra={
+            "fields": {"version": __version__, "mode": args.mode, "server": args.server, "gpus": len(gpus)}
+        },
+    )
+    return daemon.run()

@@ -1,0 +1,309 @@
+"""The daemon's loop: enrol, then each tick follow the work, send what is due (reports first, in
+order, then the heartbeat and its commands, then a claim when GPUs are free) and sleep.
+
+Nothing is lost while the control plane is unreachable: the work keeps running, reports wait in
+order and are sent when it answers again, and the daemon retries with exponential backoff and
+full jitter. Every report is idempotent on the server, so a retry after a timeout is safe.
+"""
+
+import logging
+import random
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from decimal import Decimal
+
+from klique.worker import slots as gpu_slots
+from klique.worker.client import ControlPlane, Refused, Rejected, Unreachable
+from klique.worker.runs import StartFailed
+
+log = logging.getLogger("klique.worker")
+
+
+@dataclass
+class Settings:
+    hostname: str
+    enrolment_token: str
+    devices: list[str]
+    poll_min_s: float = 1.0
+    poll_max_s: float = 10.0
+    retry_max_s: float = 30.0
+    tick_s: float = 0.5
+    max_claim: int = 8
+    shutdown_grace_s: float = 30.0
+
+
+@dataclass
+class Held:
+    """A task this daemon holds: running, being stopped, or ended with its report not yet sent."""
+
+    task: dict
+    slots: list[int]
+    size: int
+    started: bool = False
+    stop: str = ""
+    kill_at: float | None = None
+    killed: bool = False
+    ended: bool = False
+
+
+@dataclass
+class Report:
+    task_id: int
+    what: str
+    body: dict = field(default_factory=dict)
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+class Daemon:
+    def __init__(self, settings: Settings, client: ControlPlane, runner, *, nvml=None, clock=time.monotonic):
+        self.settings, self.client, self.runner, self.nvml, self.clock = settings, client, runner, nvml, clock
+        self.free = [gpu_slots.WHOLE] * len(settings.devices)
+        self.held: dict[int, Held] = {}
+        self.reports: deque[Report] = deque()
+        self.heartbeat_s = 5.0
+        self.next_heartbeat = self.next_claim = 0.0
+        self.claim_every = settings.poll_min_s
+        self.failures = 0
+        self.retry_at = 0.0
+        self.draining_since: float | None = None
+
+    # The loop.
+
+    def run(self) -> int:
+        """Serve until shut down (SIGTERM) and every task has stopped; 0, or 3 when refused."""
+        try:
+            self.enrol()
+            while not (self.draining_since is not None and self.drained()):
+                self.tick()
+                time.sleep(self.settings.tick_s)
+        except Refused as error:
+            log.error("refused by the control plane; stopping", extra={"fields": {"error": str(error)}})
+            self.abandon()
+            return 3
+        finally:
+            self.client.close()
+        log.info("stopped", extra={"fields": {"reports_unsent": len(self.reports)}})
+        return 0
+
+    def enrol(self) -> None:
+        gpus = str(Decimal(len(self.settings.devices)))
+        while True:
+            try:
+                answer = self.client.enrol(
+                    self.settings.enrolment_token,
+                    hostname=self.settings.hostname,
+                    gpus=gpus,
+                    mode=self.runner.mode,
+                )
+            except Unreachable as error:
+                time.sleep(self.backoff(error))
+                continue
+            except Rejected as error:
+                raise Refused(str(error)) from error
+            self.heartbeat_s = float(answer["heartbeat_s"])
+            self.recovered()
+            log.info(
+                "enrolled",
+                extra={"fields": {"worker": answer["worker"], "pool": answer["pool"], "gpus": gpus}},
+            )
+            return
+
+    def tick(self) -> None:
+        now = self.clock()
+        self.follow(now)
+        if now < self.retry_at:
+            return
+        try:
+            self.send_reports()
+            if now >= self.next_heartbeat:
+                self.heartbeat(now)
+            if now >= self.next_claim and self.draining_since is None:
+                self.claim(now)
+        except Unreachable as error:
+            self.retry_at = self.clock() + self.backoff(error)
+        except Refused:
+            log.warning("token refused; enrolling again (the old work is no longer ours)")
+            self.abandon()
+            self.enrol()
+
+    def backoff(self, error: Exception) -> float:
+        self.failures += 1
+        delay = random.uniform(0, min(self.settings.retry_max_s, 2 ** min(self.failures, 10)))
+        log.warning(
+            "control plane unreachable",
+            extra={"fields": {"error": str(error), "attempt": self.failures, "retry_in_s": round(delay, 1)}},
+        )
+        return delay
+
+    def recovered(self) -> None:
+        if self.failures:
+            log.info("control plane reachable again", extra={"fields": {"after_attempts": self.failures}})
+        self.failures = 0
+
+    # The work.
+
+    def follow(self, now: float) -> None:
+        """Turn what the runner saw into reports; SIGKILL what outlived its grace."""
+        for change in self.runner.poll():
+            held = self.held.get(change.task_id)
+            if held is None or held.ended:
+                continue
+            if change.kind == "running":
+                held.started = True
+                self.queue(held, "started", {"at": utc_now(), "detail": change.detail})
+                log.info("started", extra={"fields": {"task": change.task_id, **change.detail}})
+                continue
+            self.release_gpus(held)
+            held.ended = True
+            fields = {
+                "task": change.task_id,
+                "how": change.kind,
+                "exit_code": change.exit_code,
+                "stop": held.stop,
+            }
+            log.info("ended", extra={"fields": fields})
+            body = {"at": utc_now(), "log_tail": self.runner.log_tail(change.task_id)}
+            if held.stop == "orphaned":
+                del self.held[change.task_id]
+            elif change.kind == "exited" and not held.stop:
+                self.queue(held, "exited", {**body, "exit_code": change.exit_code})
+            else:
+                self.queue(held, "stopped", body)
+        for task_id, held in self.held.items():
+            if held.kill_at is not None and now >= held.kill_at and not held.killed and not held.ended:
+                held.killed = True
+                log.warning("grace over, killing", extra={"fields": {"task": task_id}})
+                self.runner.kill(task_id)
+
+    def queue(self, held: Held, what: str, body: dict) -> None:
+        self.reports.append(Report(held.task["id"], what, body))
+
+    def send_reports(self) -> None:
+        while self.reports:
+            report = self.reports[0]
+            try:
+                self.client.report(report.task_id, report.what, report.body)
+            except Rejected as error:
+                log.error("report rejected", extra={"fields": {"task": report.task_id, "error": str(error)}})
+            self.recovered()
+            self.reports.popleft()
+            held = self.held.get(report.task_id)
+            if held is not None and held.ended and not any(r.task_id == report.task_id for r in self.reports):
+                del self.held[report.task_id]
+
+    def heartbeat(self, now: float) -> None:
+        body = {"tasks": sorted(self.held), "gpus": str(len(self.free)), "free_gpus": self.free_gpus()}
+        if self.nvml is not None:
+            body["gpu_stats"] = self.nvml.stats()
+        answer = self.client.heartbeat(body)
+        self.recovered()
+        self.heartbeat_s = float(answer.get("heartbeat_s", self.heartbeat_s))
+        self.next_heartbeat = now + self.heartbeat_s * random.uniform(0.9, 1.1)
+        for command in answer.get("commands", []):
+            self.stop(command["stop"], command["reason"], float(command["grace_s"]), now)
+
+    def stop(self, task_id: int, reason: str, grace_s: float, now: float) -> None:
+        held = self.held.get(task_id)
+        if held is None or held.ended or held.stop:
+            return
+        held.stop, held.kill_at = reason, now + grace_s
+        log.info("stopping", extra={"fields": {"task": task_id, "reason": reason, "grace_s": grace_s}})
+        self.runner.terminate(task_id)
+
+    def claim(self, now: float) -> None:
+        """Claim what fits the free GPUs; poll less often while there is nothing to claim. A worker
+        whose every GPU is busy does not ask."""
+        if self.free and not any(self.free):
+            self.next_claim = now + self.settings.poll_min_s
+            return
+        if self.runner.mode == "slurm":
+            body = {"free_gpus": self.free_gpus(), "max_tasks": 1}
+        else:
+            shares = [str(Decimal(left) / gpu_slots.WHOLE) for left in self.free]
+            body = {"slots": shares, "max_tasks": self.settings.max_claim}
+        tasks = self.client.claim(body)
+        self.recovered()
+        for task in tasks:
+            self.launch(task)
+        if tasks:
+            self.claim_every = self.settings.poll_min_s
+        else:
+            self.claim_every = min(self.claim_every * 2, self.settings.poll_max_s)
+        self.next_claim = now + self.claim_every * random.uniform(0.8, 1.2)
+
+    def launch(self, task: dict) -> None:
+        size = gpu_slots.milli(task["gpus"])
+        slots = task.get("slots") or []
+        if self.runner.mode == "slurm" or not self.fits(slots, size):
+            slots = gpu_slots.fit(self.free, size) or []
+        held = Held(task, slots, size)
+        self.held[task["id"]] = held
+        gpu_slots.take(self.free, slots, self.taken(size))
+        devices = [self.settings.devices[index] for index in slots]
+        log.info(
+            "claimed",
+            extra={"fields": {"task": task["id"], "gpus": task["gpus"], "devices": ",".join(devices)}},
+        )
+        try:
+            self.runner.start(task, devices)
+        except StartFailed as error:
+            log.error("could not start", extra={"fields": {"task": task["id"], "error": str(error)}})
+            self.release_gpus(held)
+            held.ended = True
+            self.queue(
+                held, "stopped", {"at": utc_now(), "log_tail": f"klique-worker could not start it: {error}"}
+            )
+
+    def fits(self, slots: list[int], size: int) -> bool:
+        if not all(0 <= index < len(self.free) for index in slots) or len(set(slots)) != len(slots):
+            return False
+        if size >= gpu_slots.WHOLE:
+            return len(slots) * gpu_slots.WHOLE == size and all(
+                self.free[i] == gpu_slots.WHOLE for i in slots
+            )
+        return (size == 0 and not slots) or (len(slots) == 1 and self.free[slots[0]] >= size)
+
+    def taken(self, size: int) -> int:
+        """In Slurm mode a fraction still takes a whole GPU: Slurm allocates whole GPUs."""
+        return gpu_slots.WHOLE if self.runner.mode == "slurm" and size else size
+
+    def release_gpus(self, held: Held) -> None:
+        for index in held.slots:
+            self.free[index] += min(self.taken(held.size), gpu_slots.WHOLE)
+        held.slots = []
+
+    def free_gpus(self) -> str:
+        return str(Decimal(sum(self.free)) / gpu_slots.WHOLE)
+
+    # Shutting down.
+
+    def shutdown(self) -> None:
+        """SIGTERM: claim nothing more, stop every task (each is requeued) and leave when done."""
+        if self.draining_since is not None:
+            return
+        now = self.clock()
+        self.draining_since = now
+        log.info("shutting down: stopping every task", extra={"fields": {"tasks": len(self.held)}})
+        for task_id, held in self.held.items():
+            if not held.ended and not held.stop:
+                held.stop, held.kill_at = "shutdown", now + self.settings.shutdown_grace_s
+                self.runner.terminate(task_id)
+
+    def drained(self) -> bool:
+        if not self.held and not self.reports:
+            return True
+        return self.clock() - self.draining_since > self.settings.shutdown_grace_s + 30
+
+    def abandon(self) -> None:
+        """Kill every task at once: the control plane no longer counts them as ours."""
+        for task_id, held in self.held.items():
+            if not held.ended:
+                self.runner.kill(task_id)
+        self.held.clear()
+        self.reports.clear()
+        self.free = [gpu_slots.WHOLE] * len(self.settings.devices)

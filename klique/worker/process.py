@@ -1,0 +1,112 @@
+"""Process mode: each task runs as ``/bin/sh -c COMMAND`` in its own process group, with
+``CUDA_VISIBLE_DEVICES`` set to the GPUs the claim gave it. A stop sends SIGTERM to the group,
+then SIGKILL when the grace is over. The groups are written to ``running.json`` so that a daemon
+restarted after a crash kills what its predecessor left running (that work was requeued)."""
+
+import json
+import logging
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+from klique.worker.runs import Change, StartFailed, clean_environ, exit_code, tail, task_variables
+
+log = logging.getLogger("klique.worker")
+
+
+class ProcessRunner:
+    mode = "process"
+
+    def __init__(self, state_dir: Path, checkpoint_root: Path):
+        self.state_dir, self.checkpoint_root = state_dir, checkpoint_root
+        self.processes: dict[int, subprocess.Popen] = {}
+        self.announced: set[int] = set()
+        self.ledger = state_dir / "running.json"
+
+    def task_dir(self, task_id: int) -> Path:
+        return self.state_dir / "tasks" / str(task_id)
+
+    def kill_leftovers(self) -> list[int]:
+        """Kill the process groups a previous daemon on this state folder left behind."""
+        try:
+            groups = json.loads(self.ledger.read_text())
+        except (OSError, ValueError):
+            groups = {}
+        killed = []
+        for task_id, pgid in groups.items():
+            if _runs_task(pgid, task_id):
+                _signal_group(pgid, signal.SIGKILL)
+                killed.append(int(task_id))
+        self._save()
+        return killed
+
+    def start(self, task: dict, devices: list[str]) -> None:
+        task_id = task["id"]
+        workdir, checkpoints = self.task_dir(task_id), self.checkpoint_root / str(task_id)
+        env = clean_environ()
+        env.update(task_variables(task, checkpoints))
+        env.update(CUDA_VISIBLE_DEVICES=",".join(devices), CUDA_DEVICE_ORDER="PCI_BUS_ID")
+        try:
+            workdir.mkdir(parents=True, exist_ok=True)
+            checkpoints.mkdir(parents=True, exist_ok=True)
+            with (workdir / "output.log").open("ab") as output:
+                self.processes[task_id] = subprocess.Popen(
+                    ["/bin/sh", "-c", task["command"]],
+                    cwd=workdir,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=output,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+        except OSError as error:
+            raise StartFailed(str(error)) from error
+        self._save()
+
+    def poll(self) -> list[Change]:
+        changes = []
+        for task_id, process in list(self.processes.items()):
+            if task_id not in self.announced:
+                self.announced.add(task_id)
+                changes.append(Change(task_id, "running", detail={"pid": str(process.pid)}))
+            status = process.poll()
+            if status is not None:
+                _signal_group(process.pid, signal.SIGKILL)
+                del self.processes[task_id]
+                self.announced.discard(task_id)
+                changes.append(Change(task_id, "exited", exit_code(status)))
+        if any(change.kind == "exited" for change in changes):
+            self._save()
+        return changes
+
+    def terminate(self, task_id: int) -> None:
+        if task_id in self.processes:
+            _signal_group(self.processes[task_id].pid, signal.SIGTERM)
+
+    def kill(self, task_id: int) -> None:
+        if task_id in self.processes:
+            _signal_group(self.processes[task_id].pid, signal.SIGKILL)
+
+    def log_tail(self, task_id: int) -> str:
+        return tail(self.task_dir(task_id) / "output.log")
+
+    def _save(self) -> None:
+        self.ledger.parent.mkdir(parents=True, exist_ok=True)
+        self.ledger.write_text(json.dumps({str(t): p.pid for t, p in self.processes.items()}))
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _runs_task(pgid: int, task_id: str) -> bool:
+    """Whether process ``pgid`` is still the leader running that task (not a reused pid)."""
+    try:
+        environ = Path(f"/proc/{pgid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return f"KLIQUE_TASK_ID={task_id}".encode() in environ

@@ -1,0 +1,197 @@
+"""Slurm mode: each claimed task becomes a batch job (``sbatch --gres=gpu:N``), followed with
+``squeue`` (and ``sacct`` once the job has left the controller's memory). The task is reported
+running only while Slurm keeps the job allocated: a job Slurm requeues, preempts or loses, or one
+that waits unallocated past the pending timeout, is cancelled and released back to Klique's
+queue, so reservations, limits and budgets count it only while it holds its GPUs."""
+
+import logging
+import math
+import shlex
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from klique.worker.runs import Change, StartFailed, clean_environ, tail, task_variables
+
+log = logging.getLogger("klique.worker")
+
+ALLOCATED = {"RUNNING", "COMPLETING", "STAGE_OUT", "SIGNALING", "STOPPED", "RESIZING"}
+ENDED = {"COMPLETED", "FAILED", "TIMEOUT", "OUT_OF_MEMORY", "CANCELLED", "DEADLINE"}
+LOST = {"NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "REVOKED"}
+# A job gone from squeue and still not in sacct after this long is released.
+UNKNOWN_AFTER_S = 60
+
+
+@dataclass
+class Job:
+    job_id: str
+    submitted: float
+    allocated: bool = False
+    unseen_since: float | None = None
+
+
+class SlurmRunner:
+    mode = "slurm"
+
+    def __init__(
+        self,
+        state_dir: Path,
+        checkpoint_root: Path,
+        *,
+        tag: str,
+        partition: str = "",
+        extra_args: tuple[str, ...] = (),
+        pending_timeout_s: float = 300,
+        clock=time.monotonic,
+    ):
+        self.state_dir, self.checkpoint_root, self.tag = state_dir, checkpoint_root, tag
+        self.partition, self.extra_args, self.pending_timeout_s = partition, extra_args, pending_timeout_s
+        self.clock = clock
+        self.jobs: dict[int, Job] = {}
+
+    def kill_leftovers(self) -> list[int]:
+        """Cancel the jobs a previous daemon with this tag left in Slurm (that work was requeued)."""
+        lines = _run(["squeue", "-h", "--me", "-o", "%i %j %k"]).splitlines()
+        leftovers = {}
+        for line in lines:
+            job_id, name, comment = (line.split(maxsplit=2) + ["", ""])[:3]
+            if comment.strip() == self.comment and name.startswith("klique-"):
+                leftovers[int(name.removeprefix("klique-"))] = job_id
+        if leftovers:
+            _run(["scancel", *leftovers.values()])
+        return sorted(leftovers)
+
+    @property
+    def comment(self) -> str:
+        return f"klique-worker:{self.tag}"
+
+    def start(self, task: dict, devices: list[str]) -> None:
+        task_id = task["id"]
+        folder = self.state_dir / "tasks" / str(task_id)
+        checkpoints = self.checkpoint_root / str(task_id)
+        exports = "".join(
+            f"export {name}={shlex.quote(value)}\n"
+            for name, value in task_variables(task, checkpoints).items()
+        )
+        script = folder / "job.sh"
+        output = folder / "slurm-%j.out"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            checkpoints.mkdir(parents=True, exist_ok=True)
+            script.write_text(f"#!/bin/sh\n{exports}exec /bin/sh -c {shlex.quote(task['command'])}\n")
+        except OSError as error:
+            raise StartFailed(str(error)) from error
+        gpus = math.ceil(float(task["gpus"]))
+        args = ["sbatch", "--parsable", f"--job-name=klique-{task_id}", f"--comment={self.comment}"]
+        args += [f"--output={output}", f"--chdir={folder}"]
+        args += [f"--gres=gpu:{gpus}"] if gpus else []
+        args += [f"--partition={self.partition}"] if self.partition else []
+        args += [*self.extra_args, str(script)]
+        try:
+            job_id = _run(args, env=clean_environ()).strip().split(";")[0]
+        except subprocess.CalledProcessError as error:
+            raise StartFailed((error.stderr or str(error)).strip()) from error
+        except (OSError, subprocess.TimeoutExpired) as error:
+            raise StartFailed(str(error)) from error
+        self.jobs[task_id] = Job(job_id, self.clock())
+        log.info("submitted", extra={"fields": {"task": task_id, "slurm_job": job_id, "gpus": gpus}})
+
+    def poll(self) -> list[Change]:
+        if not self.jobs:
+            return []
+        states = self._squeue()
+        if states is None:
+            return []
+        changes, now = [], self.clock()
+        for task_id, job in list(self.jobs.items()):
+            state, status = states.get(job.job_id, (None, None))
+            if state is None:
+                state, status = self._sacct(job, now)
+                if state is None:
+                    continue
+            change = self._change(task_id, job, state, status, now)
+            if change is not None:
+                changes.append(change)
+                if change.kind != "running":
+                    del self.jobs[task_id]
+        return changes
+
+    def _change(self, task_id: int, job: Job, state: str, status: int | None, now: float) -> Change | None:
+        detail = {"slurm_job": job.job_id, "slurm_state": state}
+        if state in ALLOCATED:
+            if not job.allocated:
+                job.allocated = True
+                return Change(task_id, "running", detail=detail)
+            return None
+        if state in ENDED:
+            return Change(task_id, "exited", status, detail)
+        if state in LOST or job.allocated or now - job.submitted > self.pending_timeout_s:
+            _run(["scancel", job.job_id], check=False)
+            return Change(task_id, "released", detail=detail)
+        return None
+
+    def _squeue(self) -> dict[str, tuple[str, int]] | None:
+        """Each known job's state and exit code; None when the controller did not answer."""
+        ids = ",".join(job.job_id for job in self.jobs.values())
+        args = ["squeue", "-h", "-t", "all", "-j", ids, "-O", "JobID,State,exit_code"]
+        try:
+            done = subprocess.run(args, capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired) as error:
+            log.warning("squeue failed", extra={"fields": {"error": str(error)}})
+            return None
+        if done.returncode and "Invalid job id" not in done.stderr:
+            log.warning("squeue failed", extra={"fields": {"error": done.stderr.strip()}})
+            return None
+        found = {}
+        for line in done.stdout.splitlines():
+            parts = line.split()
+            if len(parts) == 3 and parts[2].isdigit():
+                found[parts[0]] = (parts[1], _wait_status(int(parts[2])))
+        return found
+
+    def _sacct(self, job: Job, now: float) -> tuple[str | None, int | None]:
+        out = _run(["sacct", "-n", "-P", "-X", "-j", job.job_id, "-o", "State,ExitCode"], check=False)
+        fields = out.splitlines()[0].split("|") if out.strip() else []
+        if len(fields) == 2:
+            state = fields[0].split()[0]
+            code, _, sig = fields[1].partition(":")
+            return state, 128 + int(sig) if sig.isdigit() and int(sig) else int(code or 0)
+        job.unseen_since = job.unseen_since or now
+        if now - job.unseen_since > UNKNOWN_AFTER_S:
+            return "REVOKED", None
+        return None, None
+
+    def terminate(self, task_id: int) -> None:
+        job = self.jobs.get(task_id)
+        if job is not None:
+            signal = ["--signal=TERM", "--full"] if job.allocated else []
+            _run(["scancel", *signal, job.job_id], check=False)
+
+    def kill(self, task_id: int) -> None:
+        job = self.jobs.get(task_id)
+        if job is not None:
+            _run(["scancel", "--signal=KILL", "--full", job.job_id], check=False)
+            _run(["scancel", job.job_id], check=False)
+
+    def log_tail(self, task_id: int) -> str:
+        logs = sorted(
+            (self.state_dir / "tasks" / str(task_id)).glob("slurm-*.out"), key=lambda p: p.stat().st_mtime
+        )
+        return tail(logs[-1]) if logs else ""
+
+
+def _wait_status(status: int) -> int:
+    """squeue's raw wait status as an exit code: a signal N becomes 128 + N."""
+    return 128 + (status & 0x7F) if status & 0x7F else status >> 8
+
+
+def _run(args: list[str], *, env=None, check: bool = True) -> str:
+    try:
+        done = subprocess.run(args, capture_output=True, text=True, env=env, timeout=30, check=check)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        if check:
+            raise
+        log.warning("slurm command failed", extra={"fields": {"command": args[0], "error": str(error)}})
+        return ""
+    return done.stdout

@@ -1,0 +1,53 @@
+"""schemathesis against ``/api/schema/``: generated requests to every operation, as a member with
+a token, never get a 5xx. Bounded by ``max_examples`` so that it finishes in a few minutes."""
+
+import pytest
+import schemathesis
+from django.core.signals import request_finished, request_started
+from django.db import close_old_connections
+from hypothesis import HealthCheck, settings
+from schemathesis.checks import not_a_server_error
+
+from apps.tasks import services
+from klique.wsgi import application
+from tests.channels.conftest import token_for
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def in_process_requests():
+    """Keep the test's database connection across requests made straight to the WSGI app, as
+    Django's test client does: otherwise each request's end closes it."""
+    for signal in (request_started, request_finished):
+        signal.disconnect(close_old_connections)
+    yield
+    for signal in (request_started, request_finished):
+        signal.connect(close_old_connections)
+
+
+@pytest.fixture
+def member_headers(estate, in_process_requests):
+    services.submit(user=estate.member, compute_resource=estate.vision_a100, command="train")
+    services.create_schedule(
+        owner=estate.member, name="nightly", cron="0 2 * * *", compute_resource=estate.vision_a100, command="x"
+    )
+    return {"Authorization": f"Bearer {token_for(estate.member)}"}
+
+
+schema = schemathesis.openapi.from_wsgi("/api/schema/", application)
+
+
+@schema.parametrize()
+@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+def test_no_generated_request_gets_a_server_error(case, member_headers):
+    case.call_and_validate(headers=member_headers, checks=[not_a_server_error])
+
+
+def test_the_schema_and_its_docs_page_are_served_from_local_files(client):
+    schema = client.get("/api/schema/", HTTP_ACCEPT="application/json").json()
+    assert schema["openapi"].startswith("3.") and "/api/v1/tasks/" in schema["paths"]
+    assert schema["components"]["securitySchemes"]["personalToken"]["scheme"] == "bearer"
+    page = client.get("/api/docs/").content.decode()
+    assert "swagger-ui" in page and "/static/drf_spectacular_sidecar/" in page and "cdn" not in page.lower()
+    assert "/static/drf_spectacular_sidecar/" in client.get("/api/redoc/").content.decode()

@@ -1,0 +1,360 @@
+"""Unit tests of one pass: each rule on a hand-made snapshot."""
+
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
+
+import pytest
+from engine_helpers import cr, placed, policy, pool, profile, snapshot, two_groups, waiting
+
+from apps.engine.core import SnapshotError, allocate, validate
+
+
+def placed_ids(d):
+    return [p.task for p in d.placements]
+
+
+def preempted_ids(d):
+    return [p.task for p in d.preemptions]
+
+
+# -- fill, reclaim, lend --------------------------------------------------------------------
+
+
+def test_reservation_eligible_work_reclaims_borrowed_gpus_and_is_placed_in_the_same_pass():
+    d = allocate(two_groups(b_running=4, a_waiting=2))
+    assert [(p.task, p.reason, p.for_task) for p in d.preemptions] == [("b3", "reclaim", "a0"), ("b2", "reclaim", "a1")]
+    assert [(p.task, p.phase) for p in d.placements] == [("a0", "reclaim"), ("a1", "reclaim")]
+
+
+def test_no_pointless_preemption_when_reclaim_cannot_free_enough():
+    # A needs 2 GPUs for one task; B borrows only 1 above its reservation.
+    d = allocate(two_groups(res=(2, 3), b_running=4, a_waiting=1, a_size=2))
+    assert d.preemptions == () and d.placements == ()
+    assert d.verdict("a0").rule == "no_capacity"
+
+
+def test_reclaim_victims_come_from_the_policy_furthest_above_its_reservation_recomputed():
+    s = snapshot(
+        [pool("p", 6, ["gpu"])],
+        [profile("gpu", 1, ["p"], ["A", "B", "C"])],
+        [policy("A", 2, 6), policy("B", 0, 6), policy("C", 0, 6)],
+        [cr("a", "A", "gpu"), cr("b", "B", "gpu"), cr("c", "C", "gpu")],
+        {"a": (waiting("a0", 100, 1), waiting("a1", 101, 1))},
+        [placed("b0", "b", "p", 1, 1, 50), placed("b1", "b", "p", 1, 2, 40), placed("b2", "b", "p", 1, 3, 30),
+         placed("c0", "c", "p", 1, 4, 20), placed("c1", "c", "p", 1, 5, 10), placed("c2", "c", "p", 1, 6, 5)],
+    )
+    # B and C are both 3 above: B first (listed first), then C (now further above), newest first.
+    assert preempted_ids(allocate(s)) == ["b2", "c2"]
+
+
+def test_reclaim_takes_only_the_victims_it_needs():
+    # Newest first would take the 1-GPU task and then the 2-GPU one; the 1-GPU one is handed back.
+    s = snapshot(
+        [pool("p", 4, ["gpu"])],
+        [profile("gpu", 1, ["p"], ["A", "B"], size_from_task=True)],
+        [policy("A", 2, 4), policy("B", 0, 4)],
+        [cr("a", "A", "gpu"), cr("b", "B", "gpu")],
+        {"a": (waiting("a0", 100, 2),)},
+        [placed("b-old", "b", "p", 1, 1, 60), placed("b-two", "b", "p", 2, 2, 50), placed("b-new", "b", "p", 1, 3, 10)],
+    )
+    d = allocate(s)
+    assert preempted_ids(d) == ["b-two"] and placed_ids(d) == ["a0"]
+
+
+def test_reclaim_tries_the_pools_in_the_task_pool_order():
+    s = snapshot(
+        [pool("p1", 2, ["gpu"]), pool("p2", 2, ["gpu"])],
+        [profile("gpu", 1, ["p1", "p2"], ["A", "B"])],
+        [policy("A", 1, 4), policy("B", 0, 4)],
+        [cr("a", "A", "gpu"), cr("b", "B", "gpu")],
+        {"a": (waiting("a0", 100, 1),)},
+        [placed("b0", "b", "p1", 1, 1, 40), placed("b1", "b", "p1", 1, 2, 30),
+         placed("b2", "b", "p2", 1, 3, 20), placed("b3", "b", "p2", 1, 4, 10)],
+    )
+    d = allocate(s)
+    assert [(p.task, p.pool) for p in d.preemptions] == [("b1", "p1")]
+    assert [(p.task, p.pool) for p in d.placements] == [("a0", "p1")]
+
+
+def test_reclaim_never_takes_an_ancestor_below_its_reservation():
+    # B borrows inside dept, but dept as a whole is at its reservation: A (outside) cannot take it.
+    s = snapshot(
+        [pool("p", 4, ["gpu"])],
+        [profile("gpu", 1, ["p"], ["A", "B"])],
+        [policy("A", 1, 4), policy("dept", 4, 4), policy("B", 0, 4, parent="dept")],
+        [cr("a", "A", "gpu"), cr("b", "B", "gpu")],
+        {"a": (waiting("a0", 100, 1),)},
+        [placed(f"b{i}", "b", "p", 1, i, 50 - i) for i in range(4)],
+    )
+    d = allocate(s)
+    assert d.preemptions == () and d.verdict("a0").rule == "no_capacity"
+
+
+def test_lend_respects_the_limit_of_the_policy_and_of_every_ancestor():
+    s = snapshot(
+        [pool("p", 8, ["gpu"])],
+        [profile("gpu", 1, ["p"], ["X", "Y"])],
+        [policy("dept", 0, 3), policy("X", 0, 2, parent="dept"), policy("Y", 0, 4, parent="dept")],
+        [cr("x", "X", "gpu"), cr("y", "Y", "gpu")],
+        {"x": tuple(waiting(f"x{i}", i, 1) for i in range(3)), "y": (waiting("y0", 10, 1), waiting("y1", 11, 1))},
+    )
+    d = allocate(s)
+    assert placed_ids(d) == ["x0", "x1", "y0"]
+    assert (d.verdict("x2").rule, d.verdict("x2").policy) == ("policy_limit", "X")
+    assert (d.verdict("y1").rule, d.verdict("y1").policy) == ("ancestor_limit", "dept")
+
+
+def test_first_pool_first_round_by_round_so_first_choices_fill_before_spills():
+    # X lists [p1, p2], Y lists [p2]: Y's first choice p2 is served before X spills onto it.
+    s = snapshot(
+        [pool("p1", 1, ["X"]), pool("p2", 1, ["X", "Y"])],
+        [profile("X", 1, ["p1", "p2"], ["A"]), profile("Y", 1, ["p2"], ["A"])],
+        [policy("A", 0, 4)],
+        [cr("ax", "A", "X"), cr("ay", "A", "Y")],
+        {"ax": (waiting("x0", 1, 1), waiting("x1", 2, 1)), "ay": (waiting("y0", 3, 1),)},
+    )
+    d = allocate(s)
+    assert [(p.task, p.pool) for p in d.placements] == [("x0", "p1"), ("y0", "p2")]
+
+
+def test_execution_priority_orders_profiles_on_a_pool_and_queuing_priority_orders_policies():
+    s = snapshot(
+        [pool("p", 2, ["small", "big"])],
+        [profile("big", 2, ["p"], ["A"]), profile("small", 1, ["p"], ["B", "A"])],
+        [policy("A", 0, 4), policy("B", 0, 4)],
+        [cr("a-big", "A", "big"), cr("a-small", "A", "small"), cr("b-small", "B", "small")],
+        {"a-big": (waiting("big", 1, 2),), "a-small": (waiting("as", 2, 1),), "b-small": (waiting("bs", 3, 1),)},
+    )
+    d = allocate(s)
+    assert placed_ids(d) == ["bs", "as"]
+    assert d.verdict("big").rule == "behind_higher_priority"
+
+
+def test_a_task_that_does_not_fit_does_not_block_smaller_tasks_behind_it():
+    s = replace(two_groups(capacity=3, res=(3, 0)), waiting={
+        "a": (waiting("four", 1, 4), waiting("one", 2, 1), waiting("two", 3, 2), waiting("one-more", 4, 1))})
+    d = allocate(s)
+    assert placed_ids(d) == ["one", "two"]
+    assert (d.verdict("four").rule, d.verdict("four").position) == ("policy_limit", 1)
+    assert (d.verdict("one-more").rule, d.verdict("one-more").position) == ("behind_higher_priority", 2)
+
+
+def test_fractions_add_up_exactly_in_milli_gpus():
+    s = snapshot(
+        [pool("p", 1, ["tenth"])],
+        [profile("tenth", 0.1, ["p"], ["A"])],
+        [policy("A", 1, 1)],
+        [cr("a", "A", "tenth")],
+        {"a": tuple(waiting(f"t{i}", i, 0.1) for i in range(11))},
+    )
+    d = allocate(s)
+    assert placed_ids(d) == [f"t{i}" for i in range(10)]
+    assert d.verdict("t10").rule == "policy_limit"
+
+
+def test_disabled_pool_gets_no_work():
+    s = snapshot(
+        [pool("p1", 4, ["gpu"], enabled=False), pool("p2", 1, ["gpu"])],
+        [profile("gpu", 1, ["p1", "p2"], ["A"])],
+        [policy("A", 4, 4)],
+        [cr("a", "A", "gpu")],
+        {"a": (waiting("a0", 1, 1), waiting("a1", 2, 1))},
+    )
+    d = allocate(s)
+    assert [(p.task, p.pool) for p in d.placements] == [("a0", "p2")]
+    assert (d.verdict("a1").rule, d.verdict("a1").pools) == ("behind_higher_priority", ("p2",))
+
+
+# -- preempting work ----------------------------------------------------------------------
+
+
+def test_preempting_work_counts_for_nothing_in_pool_room_and_usage():
+    s = two_groups(capacity=2, res=(1, 1), lim=(2, 2), a_waiting=2)
+    s = replace(s, placed=(placed("stop1", "b", "onprem", 1, 1, 9, preempting=True),
+                           placed("stop2", "b", "onprem", 1, 2, 8, preempting=True)))
+    assert placed_ids(allocate(s)) == ["a0", "a1"]
+
+
+def test_stopping_work_blocks_same_or_larger_work_behind_it_in_its_queue_but_not_smaller():
+    s = two_groups(capacity=4, res=(0, 0), lim=(4, 4))
+    s = replace(
+        s,
+        waiting={"a": (waiting("big", 20, 2), waiting("small", 21, 0.5))},
+        placed=(placed("stopping", "a", "onprem", 1, 10, 5, preempting=True),),
+    )
+    d = allocate(s)
+    assert placed_ids(d) == ["small"]
+    assert (d.verdict("big").rule, d.verdict("big").pools) == ("behind_higher_priority", ("onprem",))
+
+
+# -- budgets ------------------------------------------------------------------------------
+
+
+def budget_estate(budget_h, used_h, running, queue, weight=1, low_watermark_s=900, parent_budget=None):
+    policies = [policy("A", 8, 8, parent="org", budget_h=budget_h, used_h=used_h)]
+    org = policy("org", 0, 8) if parent_budget is None else policy("org", 0, 8, budget_h=parent_budget[0],
+                                                                    used_h=parent_budget[1])
+    return snapshot(
+        [pool("p", 8, ["gpu", "cpu"])],
+        [profile("gpu", 1, ["p"], ["A"], weight=weight), profile("cpu", 0, ["p"], ["A"], weight=0)],
+        policies + [org],
+        [cr("a", "A", "gpu"), cr("a-cpu", "A", "cpu")],
+        {"a": tuple(waiting(t, i + 100, 1) for i, t in enumerate(queue))},
+        [placed(t, "a", "p", 1, i, ago_s=100 - i) for i, t in enumerate(running)],
+        low_watermark_s,
+    )
+
+
+def test_start_check_needs_the_budget_to_last_the_low_watermark_at_the_combined_rate():
+    # 0.5 h left, 2 running at weight 1: a third needs 0.25 h x 3 = 0.75 h.
+    d = allocate(budget_estate(1, 0.5, ["r0", "r1"], ["w0"]))
+    v = d.verdict("w0")
+    assert (v.rule, v.policy, v.hours_left, v.hours_needed) == ("budget_start_check", "A", 0.5, 0.75)
+    d = allocate(budget_estate(1, 0.3, ["r0"], ["w0", "w1"]))
+    assert placed_ids(d) == ["w0"] and d.verdict("w1").rule == "budget_start_check"
+
+
+def test_one_task_may_start_when_none_of_the_budgeted_work_runs():
+    d = allocate(budget_estate(1, 0.99, [], ["w0", "w1"]))
+    assert placed_ids(d) == ["w0"]
+    assert d.verdict("w1").rule == "budget_start_check"
+
+
+def test_time_weight_scales_the_start_check():
+    # weight 2: 1 h left, 1 running: a second needs 0.25 h x (2 + 2) = 1 h, exactly enough.
+    d = allocate(budget_estate(2, 1, ["r0"], ["w0", "w1"], weight=2))
+    assert placed_ids(d) == ["w0"]
+    assert d.verdict("w1").hours_needed == 1.5
+
+
+def test_used_up_budget_preempts_running_weighted_work_newest_first_and_holds_new_work():
+    d = allocate(budget_estate(1, 1, ["r0", "r1", "r2"], ["w0"]))
+    assert [(p.task, p.reason) for p in d.preemptions] == [("r2", "budget"), ("r1", "budget"), ("r0", "budget")]
+    v = d.verdict("w0")
+    assert (v.rule, v.policy, v.reset_at) == ("budget_used_up", "A", datetime(2025, 1, 9, tzinfo=UTC))
+
+
+def test_used_up_ancestor_budget_stops_its_whole_subtree_but_not_weight_zero_work():
+    s = budget_estate(None, 0, ["r0"], ["w0"], parent_budget=(2, 2.5))
+    s = replace(s, placed=s.placed + (placed("cpu0", "a-cpu", "p", 0, 50, 0),),
+                waiting={**s.waiting, "a-cpu": (waiting("cpu1", 60, 0),)})
+    d = allocate(s)
+    assert preempted_ids(d) == ["r0"] and placed_ids(d) == ["cpu1"]
+    assert (d.verdict("w0").rule, d.verdict("w0").policy) == ("budget_used_up", "org")
+
+
+def test_weekly_and_monthly_reset_times_follow_the_utc_calendar():
+    for period, reset in (("week", datetime(2025, 1, 13, tzinfo=UTC)), ("month", datetime(2025, 2, 1, tzinfo=UTC))):
+        s = budget_estate(1, 1, [], ["w0"])
+        s = replace(s, policies=(replace(s.policies[0], budget=replace(s.policies[0].budget, period=period)),
+                                 s.policies[1]))
+        assert allocate(s).verdict("w0").reset_at == reset
+
+
+# -- verdicts -------------------------------------------------------------------------------
+
+
+def test_verdict_positions_count_only_tasks_still_waiting_in_the_compute_resource():
+    s = two_groups(capacity=4, res=(2, 0), lim=(2, 4), a_waiting=5)
+    d = allocate(s)
+    assert placed_ids(d) == ["a0", "a1"]
+    assert [(v.task, v.position, v.rule) for v in d.verdicts()] == [
+        ("a2", 1, "policy_limit"), ("a3", 2, "policy_limit"), ("a4", 3, "policy_limit")]
+    assert d.verdict("a0") is None and d.verdict("nope") is None
+    assert [d.verdict(v.task) for v in d.verdicts()] == list(d.verdicts())
+
+
+def test_behind_higher_priority_when_room_was_taken_this_pass():
+    d = allocate(two_groups(capacity=2, res=(0, 0), a_waiting=2, b_waiting=1))
+    assert placed_ids(d) == ["a0", "a1"]
+    v = d.verdict("bw0")
+    assert (v.rule, v.pools) == ("behind_higher_priority", ("onprem",))
+
+
+def test_no_capacity_names_the_profile_pools():
+    d = allocate(two_groups(capacity=0, a_waiting=1))
+    assert (d.verdict("a0").rule, d.verdict("a0").pools) == ("no_capacity", ("onprem",))
+
+
+# -- scale ----------------------------------------------------------------------------------
+
+
+class CountingQueue(Sequence):
+    """A queue that counts how many of its tasks a pass reads."""
+
+    def __init__(self, tasks):
+        self.tasks = tuple(tasks)
+        self.reads = 0
+
+    def __len__(self):
+        return len(self.tasks)
+
+    def __getitem__(self, i):
+        self.reads += 1
+        return self.tasks[i]
+
+    def __iter__(self):
+        self.reads += len(self.tasks)
+        return iter(self.tasks)
+
+
+def deep(n, gpus=1, start=0):
+    return CountingQueue(waiting(f"t{i}", start + i, gpus) for i in range(n))
+
+
+def test_a_full_pool_reads_no_task_of_a_deep_queue():
+    s = two_groups(capacity=4, res=(0, 0), lim=(4, 4), b_running=4)
+    q = deep(100_000)
+    s = replace(s, waiting={"a": q})
+    d = allocate(s)
+    assert d.placements == () and q.reads == 0
+
+
+def test_a_policy_at_its_limit_reads_no_task_of_a_deep_queue():
+    s = two_groups(capacity=8, res=(0, 0), lim=(4, 4), b_running=0)
+    s = replace(s, waiting={"b": deep(100_000)}, placed=tuple(placed(f"b{i}", "b", "onprem", 1, i) for i in range(4)))
+    d = allocate(s)
+    assert d.placements == () and s.waiting["b"].reads == 0
+
+
+def test_a_pass_reads_only_the_heads_it_places_from_a_deep_queue():
+    s = two_groups(capacity=3, res=(0, 0), lim=(4, 4))
+    s = replace(s, waiting={"a": deep(100_000)})
+    d = allocate(s)
+    assert len(d.placements) == 3 and s.waiting["a"].reads <= 10
+
+
+def test_sizes_from_tasks_are_read_lazily_only_until_a_fitting_size_is_found():
+    s = two_groups(capacity=1, res=(0, 0), lim=(4, 4))
+    tasks = [waiting("big", 0, 4)] + [waiting(f"t{i}", i + 1, 1) for i in range(100_000)]
+    s = replace(s, waiting={"a": CountingQueue(tasks)})
+    d = allocate(s)
+    assert placed_ids(d) == ["t0"] and s.waiting["a"].reads <= 10
+
+
+# -- determinism and validation -------------------------------------------------------------
+
+
+def test_same_snapshot_same_decisions_and_verdicts():
+    s = two_groups(b_running=4, a_waiting=3, b_waiting=2)
+    a, b = allocate(s), allocate(s)
+    assert a == b and list(a.verdicts()) == list(b.verdicts())
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda s: replace(s, now=datetime(2025, 1, 1)), "now must be aware UTC"),
+        (lambda s: replace(s, policies=(policy("A", 3, 2), s.policies[1])), "reservation <= limit"),
+        (lambda s: replace(s, waiting={"a": (waiting("x", 5, 1), waiting("y", 4, 1))}), "seq order"),
+        (lambda s: replace(s, waiting={"zz": ()}), "unknown compute resource"),
+        (lambda s: replace(s, placed=(placed("p1", "b", "onprem", 1, 2, 0), placed("p2", "b", "onprem", 1, 1, 10))),
+         "placement order"),
+        (lambda s: replace(s, pools=(pool("onprem", 4, []),)), "does not list this profile"),
+    ],
+)
+def test_validate_rejects_broken_snapshots(change, message):
+    validate(two_groups())
+    with pytest.raises(SnapshotError, match=message):
+        validate(change(two_groups()))

@@ -1,0 +1,134 @@
+"""The scenario library: each rule of the reference, run through the simulator, exact events.
+
+Each `scenarios/NAME.json` says in its description what it shows; `NAME.expected.jsonl` holds
+the exact output (events in time order, then the summary), checked by hand when written.
+"""
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from apps.engine.core.simulator import main
+
+SCENARIOS = Path(__file__).parent / "scenarios"
+
+
+def run(name: str) -> list[dict]:
+    out = io.StringIO()
+    assert main([str(SCENARIOS / f"{name}.json")], stdout=out) == 0
+    return [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+def expected(name: str) -> list[dict]:
+    return [json.loads(line) for line in (SCENARIOS / f"{name}.expected.jsonl").read_text().splitlines()]
+
+
+def check(name: str) -> list[dict]:
+    got = run(name)
+    assert got == expected(name)
+    return got
+
+
+def events(lines, kind=None):
+    return [(e["at"], e["task"], e["event"]) for e in lines if "event" in e and kind in (None, e["event"])]
+
+
+def test_lend_then_reclaim_in_the_same_pass():
+    lines = check("lend_then_reclaim")
+    at3 = [e for e in lines if e.get("at") == 3]
+    assert [(e["task"], e["event"], e.get("reason")) for e in at3] == [
+        ("b4", "preempted", "reclaim"), ("b3", "preempted", "reclaim"),
+        ("a1", "placed", None), ("a2", "placed", None),
+    ]
+
+
+def test_reclaim_never_takes_the_borrower_below_its_reservation():
+    lines = check("never_below_reservation")
+    assert len(events(lines, "preempted")) == 2
+    assert (6, "a3", "placed") in events(lines)
+
+
+def test_preempted_work_requeues_in_its_old_order_and_checkpoints_resume():
+    lines = check("requeue_old_order")
+    placed_b = [t for _, t, _ in events(lines, "placed") if t.startswith("b")]
+    assert placed_b == ["b1", "b2", "b3", "b4", "b3", "b4", "b5", "b6"]
+    assert (15, "b4", "completed") in events(lines) and (18, "b3", "completed") in events(lines)
+
+
+def test_first_pool_first_then_the_next():
+    check("first_pool_first")
+
+
+def test_execution_priority_on_a_pool():
+    check("execution_priority")
+
+
+def test_queuing_priority_on_a_profile():
+    check("queuing_priority")
+
+
+def test_fractions_of_a_gpu_add_up_exactly():
+    check("fractions")
+
+
+def test_size_from_task_and_a_big_task_does_not_block_smaller_ones_behind_it():
+    check("size_from_task")
+
+
+def test_ancestor_limits_and_reclaim_of_headroom_under_an_ancestor():
+    check("ancestor_limits")
+
+
+def test_budget_start_check_low_watermark_and_one_task_when_none_runs():
+    check("start_check_low_watermark")
+
+
+def test_budget_used_up_preempts_newest_first_and_holds_new_work():
+    check("used_up")
+
+
+def test_budget_resets_at_utc_midnight():
+    check("reset_day")
+
+
+def test_weekly_budget_resets_on_monday_and_daily_every_day():
+    lines = check("reset_week")
+    assert [e for e in events(lines, "placed") if e[1] == "w1"] == [(0, "w1", "placed"), (86460, "w1", "placed")]
+
+
+def test_monthly_budget_resets_on_the_first():
+    check("reset_month")
+
+
+def test_raising_a_budget_releases_work_and_lowering_it_stops_work():
+    check("budget_raise_lower")
+
+
+def test_weight_zero_is_exempt_from_the_budget():
+    check("weight_zero")
+
+
+def test_disabled_engine_runs_no_pass_and_charges_nothing():
+    check("engine_disabled")
+
+
+def test_capacity_reservation_limit_changes_and_cancels():
+    check("changes")
+
+
+def test_every_scenario_file_has_a_test():
+    source = Path(__file__).read_text()
+    for path in SCENARIOS.glob("*.json"):
+        assert f'"{path.stem}"' in source, f"{path.name} is not checked"
+        assert (SCENARIOS / f"{path.stem}.expected.jsonl").exists()
+
+
+@pytest.mark.parametrize("path", sorted(SCENARIOS.glob("*.json")), ids=lambda p: p.stem)
+def test_scenario_output_is_in_time_order_with_the_summary_last(path):
+    lines = run(path.stem)
+    times = [e["at"] for e in lines[:-1]]
+    assert times == sorted(times)
+    assert set(lines[-1]) == {"summary"}
+    assert json.loads(path.read_text())["description"]

@@ -1,0 +1,173 @@
+"""The live engine on the database: the snapshot loader, the applier, the switch, the lock."""
+
+import threading
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+from django.db import connection
+
+from apps.engine import core, loader, services
+from apps.engine.lock import exclusive_pass
+from apps.engine.models import DisabledWindow, PassRecord
+from apps.ledger.models import UsageInterval
+from apps.policies import services as policies
+from apps.tasks import services as tasks
+from apps.tasks.models import Task, TaskEvent
+from tests.factories import GroupFactory, PoolFactory, ProfileFactory, UserFactory
+
+pytestmark = pytest.mark.django_db
+
+T0 = datetime(2026, 5, 4, 8, 0, tzinfo=UTC)  # a Monday
+
+
+def estate(capacity=8, res_a=4, res_b=0, limit=8):
+    pool = PoolFactory(name="onprem", capacity=capacity)
+    profile = ProfileFactory(name="gpu-1", gpus=1)
+    policies.link_pool(profile, pool)
+    org = GroupFactory(kind="organisation", name="Org")
+    a = policies.create_policy(group=GroupFactory(parent=org, name="A", slug="a"), reservation=res_a, limit=limit)
+    b = policies.create_policy(group=GroupFactory(parent=org, name="B", slug="b"), reservation=res_b, limit=limit)
+    return pool, policies.connect(policy=a, profile=profile), policies.connect(policy=b, profile=profile)
+
+
+def submit(resource, n, user=None):
+    user = user or UserFactory()
+    return [tasks.submit(user=user, compute_resource=resource, command=f"run {i}") for i in range(n)]
+
+
+def states(items):
+    return [Task.objects.get(pk=t.pk).state for t in items]
+
+
+def test_the_loader_reads_the_whole_state_in_a_constant_number_of_queries(django_assert_max_num_queries):
+    pool, ra, rb = estate()
+    submit(ra, 3)
+    with django_assert_max_num_queries(1000) as few:
+        small = loader.load(T0)
+    submit(ra, 40)
+    submit(rb, 40)
+    services.run_pass(now=T0)
+    submit(rb, 40)
+    with django_assert_max_num_queries(1000) as many:
+        big = loader.load(T0)
+    assert len(few.captured_queries) == len(many.captured_queries) <= 15
+    core.validate(small.snapshot)
+    core.validate(big.snapshot)
+    assert sum(len(q) for q in big.snapshot.waiting.values()) == 123 - 8
+    assert len(big.snapshot.placed) == 8
+
+
+def test_lend_then_reclaim_through_the_database():
+    pool, ra, rb = estate()
+    borrowed = submit(rb, 8)
+    record = services.run_pass(now=T0)
+    assert record.placed == 8 and states(borrowed) == ["placed"] * 8
+    mine = submit(ra, 4)
+    record = services.run_pass(now=T0 + timedelta(seconds=1))
+    assert record.preempted == 4 and record.placed == 4
+    assert states(mine) == ["placed"] * 4
+    # newest placed first: the last four of B's tasks, requeued at once since no worker had them
+    assert states(borrowed) == ["placed"] * 4 + ["queued"] * 4
+    requeued = Task.objects.get(pk=borrowed[-1].pk)
+    assert requeued.preemption_count == 1 and requeued.last_preemption_reason == "reclaim"
+    services.run_pass(now=T0 + timedelta(seconds=2))
+    assert Task.objects.get(pk=requeued.pk).verdict["rule"] == "no_capacity"
+    assert UsageInterval.objects.get(task=requeued).end == T0 + timedelta(seconds=1)
+    assert UsageInterval.objects.filter(end__isnull=True).count() == 8
+    assert UsageInterval.objects.filter(task=requeued, end__isnull=True).count() == 0
+
+
+def test_verdicts_are_written_only_when_they_change():
+    pool, ra, rb = estate(capacity=2)
+    waiting = submit(rb, 5)
+    services.run_pass(now=T0)
+    first = Task.objects.get(pk=waiting[-1].pk).verdict
+    assert first["rule"] == "behind_higher_priority"  # the pool had room when the pass began
+    services.run_pass(now=T0 + timedelta(seconds=1))
+    held = Task.objects.get(pk=waiting[-1].pk)
+    assert held.verdict["rule"] == "no_capacity" and "onprem" in held.verdict["message"]
+    services.run_pass(now=T0 + timedelta(seconds=2))
+    services.run_pass(now=T0 + timedelta(seconds=3))
+    assert held.events.filter(kind=TaskEvent.Kind.VERDICT).count() == 2
+
+
+def test_a_task_canceled_after_the_load_is_not_placed(monkeypatch):
+    pool, ra, rb = estate()
+    (task,) = submit(ra, 1)
+    real_load = loader.load
+
+    def load_then_cancel(now):
+        loaded = real_load(now)
+        tasks.cancel(task, at=now)
+        return loaded
+
+    monkeypatch.setattr(services, "load", load_then_cancel)
+    record = services.run_pass(now=T0)
+    assert record.placed == 0
+    assert Task.objects.get(pk=task.pk).state == Task.State.CANCELED
+    assert not UsageInterval.objects.exists()
+
+
+def test_a_disabled_engine_runs_no_pass_and_records_the_window():
+    pool, ra, rb = estate()
+    submit(ra, 2)
+    services.set_engine_enabled(False, at=T0)
+    record = services.run_pass(now=T0 + timedelta(seconds=1))
+    assert record.skipped and record.skip_reason == "disabled"
+    services.set_engine_enabled(True, at=T0 + timedelta(minutes=5))
+    window = DisabledWindow.objects.get()
+    assert (window.start, window.end) == (T0, T0 + timedelta(minutes=5))
+    assert services.run_pass(now=T0 + timedelta(minutes=5)).placed == 2
+
+
+def test_a_pass_is_skipped_while_another_holds_the_lock():
+    estate()
+    held, release = threading.Event(), threading.Event()
+
+    def hold():
+        with exclusive_pass() as acquired:
+            assert acquired
+            held.set()
+            release.wait(10)
+        connection.close()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(10)
+    try:
+        record = services.run_pass(now=T0)
+    finally:
+        release.set()
+        holder.join()
+    assert record.skipped and record.skip_reason == "another pass running"
+    assert not services.run_pass(now=T0).skipped
+
+
+def test_budget_used_up_preempts_budgeted_work_newest_first():
+    pool = PoolFactory(capacity=8)
+    profile = ProfileFactory(gpus=1, time_weight=Decimal("1"))
+    policies.link_pool(profile, pool)
+    policy = policies.create_policy(
+        group=GroupFactory(), reservation=4, limit=8, budget_hours=1, budget_period="day"
+    )
+    resource = policies.connect(policy=policy, profile=profile)
+    first, second = submit(resource, 2)
+    services.run_pass(now=T0)  # 1 h left lasts 15 min at the rate of two tasks: both start
+    assert states([first, second]) == ["placed", "placed"]
+    (third,) = submit(resource, 1)
+    record = services.run_pass(now=T0 + timedelta(minutes=30, seconds=1))
+    assert record.preempted == 2 and record.placed == 0
+    preempted = TaskEvent.objects.filter(kind=TaskEvent.Kind.PREEMPTED).order_by("pk")
+    assert [e.task_id for e in preempted] == [second.pk, first.pk]
+    assert {e.reason for e in preempted} == {"budget"}
+    services.run_pass(now=T0 + timedelta(minutes=31))
+    verdict = Task.objects.get(pk=third.pk).verdict
+    assert verdict["rule"] == "budget_used_up" and verdict["reset_at"] == "2026-05-05T00:00:00+00:00"
+
+
+def test_every_pass_is_recorded():
+    estate()
+    services.run_pass(now=T0)
+    record = PassRecord.objects.get()
+    assert not record.skipped and record.queries > 0 and record.duration_ms >= record.decide_ms

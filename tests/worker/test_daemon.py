@@ -1,0 +1,166 @@
+"""The daemon with the real control plane: it claims placed work, runs it as subprocesses on the
+GPUs the claim gave it, stops it on command (SIGTERM, grace, SIGKILL), reports every exit, and
+keeps its work through an outage of the control plane."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from apps.ledger.models import UsageInterval
+from apps.pools import services
+from apps.pools.models import Worker
+from apps.tasks import services as lifecycle
+from apps.tasks.models import Task
+from tests.worker.conftest import run_until
+
+pytestmark = pytest.mark.django_db
+
+
+def placeable(task) -> Task:
+    return Task.objects.select_related("compute_resource__policy", "compute_resource__profile").get(
+        pk=task.pk
+    )
+
+
+def state(task) -> str:
+    task.refresh_from_db()
+    return task.state
+
+
+def test_placed_work_runs_as_subprocesses_on_their_own_gpus_and_completes(make_daemon, pool, place, tmp_path):
+    daemon = make_daemon(gpus=2)
+    out = tmp_path / "out"
+    out.mkdir()
+    tasks = place(pool, 2)
+    for task in tasks:
+        Task.objects.filter(pk=task.pk).update(
+            command=f'echo "$CUDA_VISIBLE_DEVICES $KLIQUE_TASK_ID $KLIQUE_CHECKPOINT_DIR" > {out}/{task.pk}'
+        )
+    run_until(daemon, lambda: all(state(t) == Task.State.SUCCEEDED for t in tasks))
+    seen = [(out / str(t.pk)).read_text().split() for t in tasks]
+    assert sorted(s[0] for s in seen) == ["GPU-0", "GPU-1"]
+    assert [s[1] for s in seen] == [str(t.pk) for t in tasks]
+    assert all(s[2].endswith(f"checkpoints/{t.pk}") for s, t in zip(seen, tasks, strict=True))
+    for task in tasks:
+        kinds = list(task.events.order_by("pk").values_list("kind", flat=True))
+        assert kinds == ["submitted", "placed", "claimed", "started", "succeeded"]
+        assert task.events.get(kind="claimed").detail["worker"] == "node-1"
+        assert UsageInterval.objects.get(task=task).end == task.ended_at
+
+
+def test_a_failing_command_reports_its_exit_code_and_log_tail(make_daemon, pool, place):
+    daemon = make_daemon()
+    (task,) = place(pool)
+    Task.objects.filter(pk=task.pk).update(command="echo something broke >&2; exit 7")
+    run_until(daemon, lambda: state(task) == Task.State.FAILED)
+    assert task.exit_code == 7 and "something broke" in task.log.tail
+
+
+def test_the_enrolment_token_is_not_handed_to_task_code(make_daemon, pool, place, tmp_path, monkeypatch):
+    monkeypatch.setenv("KLIQUE_ENROLMENT_TOKEN", "kqe_secret")
+    daemon = make_daemon()
+    (task,) = place(pool)
+    Task.objects.filter(pk=task.pk).update(command=f"env > {tmp_path}/env")
+    run_until(daemon, lambda: state(task) == Task.State.SUCCEEDED)
+    assert "kqe_secret" not in (tmp_path / "env").read_text()
+
+
+def test_a_preempted_task_gets_sigterm_and_is_requeued_in_its_old_place(make_daemon, pool, place, tmp_path):
+    daemon = make_daemon()
+    (task,) = place(pool)
+    marker = tmp_path / "term"
+    command = f"trap 'echo TERM > {marker}; exit 143' TERM; while true; do sleep 0.05; done"
+    Task.objects.filter(pk=task.pk).update(command=command)
+    run_until(daemon, lambda: state(task) == Task.State.RUNNING)
+    lifecycle.request_stop_many([Task.objects.get(pk=task.pk)], Task.StopReason.RECLAIM, timezone.now())
+    run_until(daemon, lambda: state(task) == Task.State.QUEUED)
+    assert marker.read_text().strip() == "TERM"
+    assert task.preemption_count == 1 and task.last_preemption_reason == "reclaim"
+    assert UsageInterval.objects.get(task=task).end is not None
+    assert daemon.held == {} and daemon.free == [1000, 1000]
+
+
+def test_work_that_ignores_sigterm_is_killed_when_the_grace_is_over(make_daemon, pool, place):
+    daemon = make_daemon()
+    (task,) = place(pool)
+    Task.objects.filter(pk=task.pk).update(command="trap '' TERM; while true; do sleep 0.05; done")
+    run_until(daemon, lambda: state(task) == Task.State.RUNNING)
+    asked = timezone.now()
+    lifecycle.cancel(task, at=asked)
+    run_until(daemon, lambda: state(task) == Task.State.CANCELED)
+    assert task.ended_at - asked >= timedelta(seconds=1)
+
+
+def test_the_daemon_keeps_its_work_through_an_outage_and_reports_when_back(make_daemon, pool, place, network):
+    daemon = make_daemon()
+    (task,) = place(pool)
+    Task.objects.filter(pk=task.pk).update(command="sleep 0.5")
+    run_until(daemon, lambda: state(task) == Task.State.RUNNING)
+    network.down = True
+    run_until(daemon, lambda: daemon.reports and daemon.failures >= 2)
+    assert state(task) == Task.State.RUNNING and daemon.held[task.pk].ended
+    back = timezone.now()
+    network.down = False
+    run_until(daemon, lambda: state(task) == Task.State.SUCCEEDED)
+    assert daemon.failures == 0 and daemon.held == {}
+    assert task.ended_at < back, "charged until the work really ended, not until the report came"
+
+
+def test_the_daemon_backs_off_while_the_control_plane_is_down(make_daemon, network):
+    daemon = make_daemon()
+    network.down = True
+    before = network.requests
+    run_until(daemon, lambda: daemon.failures >= 3, timeout=20)
+    assert network.requests - before == daemon.failures
+    assert daemon.retry_at > 0
+
+
+def test_a_canceled_task_the_worker_no_longer_holds_is_killed_as_an_orphan(make_daemon, pool, place):
+    daemon = make_daemon()
+    (task,) = place(pool)
+    Task.objects.filter(pk=task.pk).update(command="sleep 30")
+    run_until(daemon, lambda: state(task) == Task.State.RUNNING)
+    lifecycle.requeue_lost(
+        [Task.objects.get(pk=task.pk)], "worker_lost", timezone.now(), ended_at=timezone.now()
+    )
+    run_until(daemon, lambda: not daemon.held)
+    assert daemon.runner.processes == {} and state(task) == Task.State.QUEUED
+
+
+def test_a_retired_worker_enrols_again_and_drops_its_old_work(make_daemon, pool, place):
+    daemon = make_daemon()
+    (task,) = place(pool)
+    Task.objects.filter(pk=task.pk).update(command="sleep 30")
+    run_until(daemon, lambda: state(task) == Task.State.RUNNING)
+    old = Worker.objects.get(hostname="node-1", state=Worker.State.ACTIVE)
+    services.retire(old, timezone.now())
+    run_until(daemon, lambda: Worker.objects.filter(hostname="node-1", state="active").exists())
+    assert state(task) == Task.State.QUEUED
+    run_until(daemon, lambda: not daemon.runner.processes)
+    lifecycle.place_many([(placeable(task), pool)], timezone.now())
+    run_until(daemon, lambda: state(task) == Task.State.RUNNING)
+    assert task.worker.state == Worker.State.ACTIVE and task.worker != old
+
+
+def test_a_daemon_told_to_shut_down_stops_its_work_which_is_requeued(make_daemon, pool, place):
+    daemon = make_daemon()
+    tasks = place(pool, 2)
+    Task.objects.filter(pk__in=[t.pk for t in tasks]).update(command="sleep 30")
+    run_until(daemon, lambda: all(state(t) == Task.State.RUNNING for t in tasks))
+    daemon.shutdown()
+    run_until(daemon, daemon.drained)
+    assert [state(t) for t in tasks] == [Task.State.QUEUED, Task.State.QUEUED]
+
+
+def test_fractions_share_a_gpu(make_daemon, pool, place, tmp_path):
+    daemon = make_daemon(gpus=1)
+    tasks = place(pool, 2, gpus="0.5")
+    for task in tasks:
+        Task.objects.filter(pk=task.pk).update(
+            command=f"echo $CUDA_VISIBLE_DEVICES > {tmp_path}/{task.pk}; sleep 0.3"
+        )
+    run_until(daemon, lambda: all(state(t) == Task.State.RUNNING for t in tasks))
+    assert daemon.free == [0]
+    run_until(daemon, lambda: all(state(t) == Task.State.SUCCEEDED for t in tasks))
+    assert {(tmp_path / str(t.pk)).read_text().strip() for t in tasks} == {"GPU-0"}

@@ -1,0 +1,99 @@
+"""Slurm mode against the real one-node cluster of deploy/slurm-dev (four GPUs through GRES):
+work submitted through the control plane runs as a batch job with ``--gres=gpu:N``, is reported
+running only while Slurm keeps it allocated, passes its exit code through, is cancelled on a stop
+command, and goes back to Klique's queue when Slurm requeues it or leaves it pending too long."""
+
+import subprocess
+
+import pytest
+
+from apps.engine import services as engine
+from apps.tasks.models import Task
+from tests.worker.conftest import run_until, submit
+
+pytestmark = [pytest.mark.django_db, pytest.mark.slurm]
+
+
+def task(pk) -> Task:
+    return Task.objects.get(pk=pk)
+
+
+def slurm_job(pk) -> str:
+    return task(pk).events.filter(kind="started").latest("pk").detail["slurm_job"]
+
+
+def squeue_state(job: str) -> str:
+    return subprocess.run(
+        ["squeue", "-h", "-t", "all", "-j", job, "-o", "%T"], capture_output=True, text=True
+    ).stdout
+
+
+@pytest.fixture
+def slurm_daemon(make_daemon, pool):
+    pool.kind = pool.Kind.HPC
+    pool.save()
+    return make_daemon(gpus=4, hostname="login-1", slurm={"pending_timeout_s": 300})
+
+
+def test_submitted_work_runs_as_a_slurm_job_with_its_gpus_and_exit_code(slurm_daemon, estate, tmp_path):
+    resource, token = estate
+    pk = submit(token, resource, f"echo $CUDA_VISIBLE_DEVICES $KLIQUE_TASK_ID > {tmp_path}/seen; exit 3")
+    engine.run_pass()
+    run_until(slurm_daemon, lambda: task(pk).state == Task.State.FAILED, timeout=60)
+    done = task(pk)
+    assert done.exit_code == 3
+    kinds = list(done.events.order_by("pk").values_list("kind", flat=True))
+    assert kinds == ["submitted", "placed", "claimed", "started", "failed"]
+    started = done.events.get(kind="started").detail
+    assert started["slurm_state"] == "RUNNING" and started["slurm_job"].isdigit()
+    gpu, task_id = (tmp_path / "seen").read_text().split()
+    assert gpu in {"0", "1", "2", "3"} and task_id == str(pk)
+
+
+def test_a_stop_command_cancels_the_job_and_requeues_the_task(slurm_daemon, estate, tmp_path):
+    resource, token = estate
+    marker = tmp_path / "term"
+    pk = submit(
+        token, resource, f"trap 'echo TERM > {marker}; exit 143' TERM; while true; do sleep 0.1; done"
+    )
+    engine.run_pass()
+    run_until(slurm_daemon, lambda: task(pk).state == Task.State.RUNNING, timeout=60)
+    from django.utils import timezone
+
+    from apps.tasks import services as lifecycle
+
+    lifecycle.request_stop_many([task(pk)], Task.StopReason.RECLAIM, timezone.now())
+    job = slurm_job(pk)
+    run_until(slurm_daemon, lambda: task(pk).state == Task.State.QUEUED, timeout=60)
+    assert marker.read_text().strip() == "TERM"
+    assert squeue_state(job).strip() in {"", "CANCELLED", "FAILED", "COMPLETED"}
+
+
+def test_a_job_slurm_requeues_goes_back_to_klique_and_runs_again(slurm_daemon, estate):
+    resource, token = estate
+    pk = submit(token, resource, "sleep 30")
+    engine.run_pass()
+    run_until(slurm_daemon, lambda: task(pk).state == Task.State.RUNNING, timeout=60)
+    job = slurm_job(pk)
+    subprocess.run(["scontrol", "requeue", job], check=True)
+    run_until(slurm_daemon, lambda: task(pk).state == Task.State.QUEUED, timeout=60)
+    requeued = task(pk)
+    assert requeued.last_preemption_reason == "released" and requeued.preemption_count == 1
+    assert squeue_state(job).strip() in {"", "CANCELLED"}
+    engine.run_pass()
+    run_until(slurm_daemon, lambda: task(pk).state == Task.State.RUNNING, timeout=60)
+    assert slurm_job(pk) != job
+    slurm_daemon.shutdown()
+    run_until(slurm_daemon, slurm_daemon.drained, timeout=60)
+
+
+def test_a_job_left_pending_too_long_is_released(make_daemon, pool, estate):
+    daemon = make_daemon(
+        gpus=4, hostname="login-2", slurm={"pending_timeout_s": 2, "extra_args": ("--begin=now+600",)}
+    )
+    resource, token = estate
+    pk = submit(token, resource, "true")
+    engine.run_pass()
+    run_until(daemon, lambda: task(pk).state == Task.State.QUEUED, timeout=60)
+    assert task(pk).last_preemption_reason == "released" and task(pk).started_at is None
+    assert daemon.runner.jobs == {}
