@@ -50,8 +50,18 @@ class PassRecordAdmin(admin.ModelAdmin):
     """The pass log."""
 
     list_display = [
-        "started_at", "skipped", "skip_reason", "duration_ms", "load_ms", "decide_ms", "apply_ms", "placed",
-        "preempted", "waiting", "running", "queries",
+        "started_at",
+        "skipped",
+        "skip_reason",
+        "duration_ms",
+        "load_ms",
+        "decide_ms",
+        "apply_ms",
+        "placed",
+        "preempted",
+        "waiting",
+        "running",
+        "queries",
     ]
     list_filter = ["skipped"]
     date_hierarchy = "started_at"

@@ -40,7 +40,9 @@ def verdict_json(verdict: core.Verdict, loaded: Loaded) -> dict:
     if group:
         data["group"] = group
     if verdict.rule == "no_capacity":
-        message = f"No room for its size in its pools ({', '.join(pools)}): their declared capacity is in use."
+        message = (
+            f"No room for its size in its pools ({', '.join(pools)}): their declared capacity is in use."
+        )
     elif verdict.rule == "policy_limit":
         message = f"{group} is at its limit: this task would take it above the most GPUs it may hold at once."
     elif verdict.rule == "ancestor_limit":
@@ -49,12 +51,14 @@ def verdict_json(verdict: core.Verdict, loaded: Loaded) -> dict:
         data["hours_left"] = round(verdict.hours_left, 3)
         data["hours_needed"] = round(verdict.hours_needed, 3)
         message = (
-            f"The time budget of {group} has {data['hours_left']} h left; starting needs {data['hours_needed']} h "
-            "(the low watermark at the group's rate with this task)."
+            f"The time budget of {group} has {data['hours_left']} h left; starting needs "
+            f"{data['hours_needed']} h (the low watermark at the group's rate with this task)."
         )
     elif verdict.rule == "budget_used_up":
         data["reset_at"] = verdict.reset_at.isoformat()
-        message = f"The time budget of {group} is used up; it resets at {verdict.reset_at:%Y-%m-%d %H:%M} UTC."
+        message = (
+            f"The time budget of {group} is used up; it resets at {verdict.reset_at:%Y-%m-%d %H:%M} UTC."
+        )
     else:
         message = f"Room in {', '.join(pools)} goes to higher-priority work first."
     data["message"] = message
@@ -73,7 +77,9 @@ def _preempt(preemptions, now) -> int:
     if not preemptions:
         return 0
     ids = [int(p.task) for p in preemptions]
-    rows = Task.objects.select_for_update().filter(pk__in=ids, state__in=(Task.State.PLACED, Task.State.RUNNING))
+    rows = Task.objects.select_for_update().filter(
+        pk__in=ids, state__in=(Task.State.PLACED, Task.State.RUNNING)
+    )
     found = {task.pk: task for task in rows}
     by_reason = defaultdict(list)
     for preemption in preemptions:
@@ -84,8 +90,11 @@ def _preempt(preemptions, now) -> int:
         tasks.request_stop_many(group, reason, now)
         Notification.objects.bulk_create(
             Notification(
-                user_id=task.user_id, kind=Notification.Kind.PREEMPTED, link=f"/tasks/{task.pk}/",
-                message=f"Task {task} was preempted and requeued at the front of its queue: {REASON_WORDS[reason]}.",
+                user_id=task.user_id,
+                kind=Notification.Kind.PREEMPTED,
+                link=f"/tasks/{task.pk}/",
+                message=f"Task {task} was preempted and requeued at the front of its queue: "
+                f"{REASON_WORDS[reason]}.",
             )
             for task in group
         )
@@ -117,14 +126,21 @@ def _verdicts(loaded: Loaded, decisions: core.Decisions, now) -> int:
     if not changed:
         return 0
     still_waiting = set(
-        Task.objects.filter(pk__in=[t.pk for t in changed], state=Task.State.QUEUED).values_list("pk", flat=True)
+        Task.objects.filter(pk__in=[t.pk for t in changed], state=Task.State.QUEUED).values_list(
+            "pk", flat=True
+        )
     )
     changed = [t for t in changed if t.pk in still_waiting]
     Task.objects.bulk_update(changed, ["verdict"], batch_size=1000)
     TaskEvent.objects.bulk_create(
         (
-            TaskEvent(task_id=t.pk, at=now, kind=TaskEvent.Kind.VERDICT, reason=t.verdict["rule"],
-                      detail={"message": t.verdict["message"]})
+            TaskEvent(
+                task_id=t.pk,
+                at=now,
+                kind=TaskEvent.Kind.VERDICT,
+                reason=t.verdict["rule"],
+                detail={"message": t.verdict["message"]},
+            )
             for t in changed
         ),
         batch_size=1000,

@@ -50,7 +50,9 @@ def load(now) -> Loaded:
         pool_order[link["profile_id"]].append((link["pool_rank"], link["pool_id"]))
     queuing = defaultdict(list)
     for resource in resources:
-        queuing[resource["profile_id"]].append((resource["queuing_rank"], resource["pk"], resource["policy_id"]))
+        queuing[resource["profile_id"]].append(
+            (resource["queuing_rank"], resource["pk"], resource["policy_id"])
+        )
 
     waiting, verdicts = _waiting()
 
@@ -61,25 +63,36 @@ def load(now) -> Loaded:
         now=now,
         low_watermark_s=settings.LOW_WATERMARK_S,
         pools=tuple(
-            core.Pool(id=str(p["pk"]), capacity=to_milli(p["capacity"]), profiles=ids(execution[p["pk"]]),
-                      enabled=p["enabled"])
+            core.Pool(
+                id=str(p["pk"]),
+                capacity=to_milli(p["capacity"]),
+                profiles=ids(execution[p["pk"]]),
+                enabled=p["enabled"],
+            )
             for p in pools
         ),
         profiles=tuple(
             core.Profile(
-                id=str(f["pk"]), size=to_milli(f["gpus"]), pools=ids(pool_order[f["pk"]]),
+                id=str(f["pk"]),
+                size=to_milli(f["gpus"]),
+                pools=ids(pool_order[f["pk"]]),
                 policies=tuple(str(policy) for _, _, policy in sorted(queuing[f["pk"]])),
-                time_weight=milli_weight(f["time_weight"]), size_from_task=f["size_from_task"],
+                time_weight=milli_weight(f["time_weight"]),
+                size_from_task=f["size_from_task"],
             )
             for f in profiles
         ),
         policies=tuple(
             core.Policy(
-                id=str(p.pk), reservation=to_milli(p.reservation), limit=to_milli(p.limit),
+                id=str(p.pk),
+                reservation=to_milli(p.reservation),
+                limit=to_milli(p.limit),
                 parent=str(parents[p.pk]) if parents.get(p.pk) else None,
-                budget=core.Budget(limit=core.hours_to_units(p.budget_hours), period=p.budget_period,
-                                   used=used.get(p.pk, 0))
-                if p.has_budget else None,
+                budget=core.Budget(
+                    limit=core.hours_to_units(p.budget_hours), period=p.budget_period, used=used.get(p.pk, 0)
+                )
+                if p.has_budget
+                else None,
             )
             for p in policies
         ),
@@ -90,8 +103,13 @@ def load(now) -> Loaded:
         waiting=waiting,
         placed=tuple(
             core.PlacedTask(
-                id=str(pk), resource=str(resource), pool=str(pool), size=to_milli(gpus), seq=seq,
-                placed_at=placed_at, preempting=state == Task.State.STOPPING,
+                id=str(pk),
+                resource=str(resource),
+                pool=str(pool),
+                size=to_milli(gpus),
+                seq=seq,
+                placed_at=placed_at,
+                preempting=state == Task.State.STOPPING,
             )
             for pk, resource, pool, gpus, seq, placed_at, state in Task.objects.filter(
                 state__in=Task.ACTIVE_STATES
@@ -119,6 +137,8 @@ def _waiting() -> tuple[dict[str, tuple[core.WaitingTask, ...]], dict[str, dict]
     )
     for pk, resource, seq, gpus, submitted_at, verdict in rows:
         task_id = str(pk)
-        queues[str(resource)].append(core.WaitingTask(id=task_id, seq=seq, size=to_milli(gpus), submitted_at=submitted_at))
+        queues[str(resource)].append(
+            core.WaitingTask(id=task_id, seq=seq, size=to_milli(gpus), submitted_at=submitted_at)
+        )
         verdicts[task_id] = verdict
     return {resource: tuple(queue) for resource, queue in queues.items()}, verdicts

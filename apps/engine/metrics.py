@@ -30,7 +30,9 @@ class KliqueCollector:
         buckets.append(("+Inf", bucket_counts["total"]))
         histogram.add_metric([], buckets, sum_value=(bucket_counts["total_ms"] or 0) / 1000)
         yield histogram
-        skipped = CounterMetricFamily("klique_engine_passes_skipped", "Passes skipped (lock held or disabled).")
+        skipped = CounterMetricFamily(
+            "klique_engine_passes_skipped", "Passes skipped (lock held or disabled)."
+        )
         skipped.add_metric([], PassRecord.objects.filter(skipped=True).count())
         yield skipped
 
@@ -50,7 +52,9 @@ class KliqueCollector:
             waiting.add_metric([row["compute_resource__name"]], row["n"])
         yield waiting
         open_intervals = UsageInterval.objects.filter(end__isnull=True)
-        per_policy = GaugeMetricFamily("klique_policy_gpus_in_use", "GPUs held per policy.", labels=["policy"])
+        per_policy = GaugeMetricFamily(
+            "klique_policy_gpus_in_use", "GPUs held per policy.", labels=["policy"]
+        )
         for row in open_intervals.values("group__slug").annotate(g=Sum("gpus")).order_by():
             per_policy.add_metric([row["group__slug"]], float(row["g"]))
         yield per_policy
@@ -64,7 +68,10 @@ class KliqueCollector:
 
         counter = CounterMetricFamily("klique_preemptions", "Preemptions by reason.", labels=["reason"])
         for row in (
-            TaskEvent.objects.filter(kind=TaskEvent.Kind.PREEMPTED).values("reason").annotate(n=Count("pk")).order_by()
+            TaskEvent.objects.filter(kind=TaskEvent.Kind.PREEMPTED)
+            .values("reason")
+            .annotate(n=Count("pk"))
+            .order_by()
         ):
             counter.add_metric([row["reason"]], row["n"])
         yield counter
@@ -75,8 +82,12 @@ class KliqueCollector:
 
         budgeted = ResourcePolicy.objects.filter(budget_hours__isnull=False).select_related("group")
         slugs = {p.pk: p.group.slug for p in budgeted}
-        used = GaugeMetricFamily("klique_budget_hours_used", "Budget hours used this period.", labels=["policy"])
-        left = GaugeMetricFamily("klique_budget_hours_left", "Budget hours left this period.", labels=["policy"])
+        used = GaugeMetricFamily(
+            "klique_budget_hours_used", "Budget hours used this period.", labels=["policy"]
+        )
+        left = GaugeMetricFamily(
+            "klique_budget_hours_left", "Budget hours left this period.", labels=["policy"]
+        )
         for pk, status in budget_status(budgeted).items():
             used.add_metric([slugs[pk]], float(status.used_hours))
             left.add_metric([slugs[pk]], float(status.left_hours))

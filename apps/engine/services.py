@@ -5,8 +5,8 @@ decisions, and applies them in one transaction; see ``docs/engine.md``.
 """
 
 import time
-from datetime import timedelta
 from contextlib import contextmanager
+from datetime import timedelta
 
 from django.conf import settings
 from django.core.mail import send_mail
@@ -50,8 +50,7 @@ def _alert_recipients(policy):
     return list(
         User.objects.filter(is_active=True)
         .filter(
-            models.Q(memberships__group=policy.group)
-            | models.Q(memberships__role=Membership.Role.IT_ADMIN)
+            models.Q(memberships__group=policy.group) | models.Q(memberships__role=Membership.Role.IT_ADMIN)
         )
         .distinct()
     )
@@ -65,8 +64,12 @@ def _send_alert(policy, status, kind: str, at) -> bool:
     try:
         with transaction.atomic():
             BudgetAlert.objects.create(
-                policy=policy, period_start=status.period_start, kind=kind, used_hours=status.used_hours,
-                budget_hours=status.budget_hours, sent_at=at,
+                policy=policy,
+                period_start=status.period_start,
+                kind=kind,
+                used_hours=status.used_hours,
+                budget_hours=status.budget_hours,
+                sent_at=at,
             )
     except IntegrityError:
         return False
@@ -82,7 +85,8 @@ def _send_alert(policy, status, kind: str, at) -> bool:
         subject = f"Time budget of {policy.group} at {status.used_fraction * 100:.0f}%"
         run_out = (
             f"projected to run out at {status.projected_run_out:%Y-%m-%d %H:%M} UTC"
-            if status.projected_run_out else "not burning now"
+            if status.projected_run_out
+            else "not burning now"
         )
         message = (
             f"{policy.group} has used {status.used_hours} of its {status.budget_hours} budget hours this "
@@ -154,7 +158,9 @@ def run_pass(now=None) -> PassRecord:
         return PassRecord.objects.create(started_at=started, skipped=True, skip_reason="disabled")
     with exclusive_pass() as acquired:
         if not acquired:
-            return PassRecord.objects.create(started_at=started, skipped=True, skip_reason="another pass running")
+            return PassRecord.objects.create(
+                started_at=started, skipped=True, skip_reason="another pass running"
+            )
         with _counting_queries() as queries:
             t0 = time.perf_counter()
             loaded = _load_consistent(now)
@@ -166,10 +172,16 @@ def run_pass(now=None) -> PassRecord:
         waiting = sum(len(queue) for queue in loaded.snapshot.waiting.values())
         running = sum(1 for task in loaded.snapshot.placed if not task.preempting)
         record = PassRecord.objects.create(
-            started_at=started, duration_ms=(t3 - t0) * 1000, load_ms=(t1 - t0) * 1000,
-            decide_ms=(t2 - t1) * 1000, apply_ms=(t3 - t2) * 1000, placed=applied.placed,
-            preempted=applied.preempted, waiting=waiting - applied.placed,
-            running=running - applied.preempted + applied.placed, queries=queries[0],
+            started_at=started,
+            duration_ms=(t3 - t0) * 1000,
+            load_ms=(t1 - t0) * 1000,
+            decide_ms=(t2 - t1) * 1000,
+            apply_ms=(t3 - t2) * 1000,
+            placed=applied.placed,
+            preempted=applied.preempted,
+            waiting=waiting - applied.placed,
+            running=running - applied.preempted + applied.placed,
+            queries=queries[0],
         )
     if record.pk % 600 == 0:
         prune_pass_log(now)

@@ -26,8 +26,12 @@ def estate(capacity=8, res_a=4, res_b=0, limit=8):
     profile = ProfileFactory(name="gpu-1", gpus=1)
     policies.link_pool(profile, pool)
     org = GroupFactory(kind="organisation", name="Org")
-    a = policies.create_policy(group=GroupFactory(parent=org, name="A", slug="a"), reservation=res_a, limit=limit)
-    b = policies.create_policy(group=GroupFactory(parent=org, name="B", slug="b"), reservation=res_b, limit=limit)
+    a = policies.create_policy(
+        group=GroupFactory(parent=org, name="A", slug="a"), reservation=res_a, limit=limit
+    )
+    b = policies.create_policy(
+        group=GroupFactory(parent=org, name="B", slug="b"), reservation=res_b, limit=limit
+    )
     return pool, policies.connect(policy=a, profile=profile), policies.connect(policy=b, profile=profile)
 
 

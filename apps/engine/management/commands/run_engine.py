@@ -23,9 +23,15 @@ class Command(BaseCommand):
     help = "Run the compute policy engine in this process (pass + meter + sweeps every interval)."
 
     def add_arguments(self, parser):
-        parser.add_argument("--interval", type=float, default=settings.ENGINE_PASS_INTERVAL_S,
-                            help="seconds between passes (default ENGINE_PASS_INTERVAL_S, 1)")
-        parser.add_argument("--passes", type=int, default=0, help="stop after this many passes (0: run forever)")
+        parser.add_argument(
+            "--interval",
+            type=float,
+            default=settings.ENGINE_PASS_INTERVAL_S,
+            help="seconds between passes (default ENGINE_PASS_INTERVAL_S, 1)",
+        )
+        parser.add_argument(
+            "--passes", type=int, default=0, help="stop after this many passes (0: run forever)"
+        )
 
     def handle(self, *args, interval: float, passes: int, **options):
         stopping = []
@@ -57,5 +63,10 @@ class Command(BaseCommand):
         if with_rollup:
             rollups.refresh(now)
         if record.placed or record.preempted:
-            log.info("pass: placed %s, preempted %s, waiting %s, %.1f ms", record.placed, record.preempted,
-                     record.waiting, record.duration_ms)
+            log.info(
+                "pass: placed %s, preempted %s, waiting %s, %.1f ms",
+                record.placed,
+                record.preempted,
+                record.waiting,
+                record.duration_ms,
+            )
