@@ -58,8 +58,13 @@ def estate(tasks: int, policies: int, pools: int, running_share: float, seed: in
     pool_list = []
     for i in range(pools):
         big = i % 10 == 0
-        pool_list.append({"name": f"pool{i:03d}", "capacity": per_pool * (4 if big else 1),
-                          "gpu_type": TYPES[i % len(TYPES)]})
+        pool_list.append(
+            {
+                "name": f"pool{i:03d}",
+                "capacity": per_pool * (4 if big else 1),
+                "gpu_type": TYPES[i % len(TYPES)],
+            }
+        )
     by_group: dict[int, list[str]] = {g: [] for g in range(groups)}
     for i, p in enumerate(pool_list):
         by_group[(i // len(TYPES)) % REGIONS * len(TYPES) + i % len(TYPES)].append(p["name"])
@@ -68,8 +73,15 @@ def estate(tasks: int, policies: int, pools: int, running_share: float, seed: in
         for r in range(REGIONS):
             home = by_group[r * len(TYPES) + t]
             spill = by_group[(r + 1) % REGIONS * len(TYPES) + t]
-            profiles.append({"name": f"{gpu}-r{r}", "gpus": 1, "size_from_task": True,
-                             "time_weight": (2, 3, 1, 0.5)[t], "pools": home + spill})
+            profiles.append(
+                {
+                    "name": f"{gpu}-r{r}",
+                    "gpus": 1,
+                    "size_from_task": True,
+                    "time_weight": (2, 3, 1, 0.5)[t],
+                    "pools": home + spill,
+                }
+            )
     capacity = sum(p["capacity"] for p in pool_list)
     flat = policies <= 100
     departments = 0 if flat else policies // 50
@@ -94,8 +106,10 @@ def estate(tasks: int, policies: int, pools: int, running_share: float, seed: in
             crs.append({"name": f"{name}-{t}", "policy": name, "profile": f"{TYPES[t]}-r{home}"})
     for d in range(departments):
         pols[d]["limit"] = min(capacity, round(dept_res[d] * 1.5) + 64)
-    max_pool = {f["name"]: max(next(p["capacity"] for p in pool_list if p["name"] == n) for n in f["pools"])
-                for f in profiles}
+    max_pool = {
+        f["name"]: max(next(p["capacity"] for p in pool_list if p["name"] == n) for n in f["pools"])
+        for f in profiles
+    }
     profile_of = {c["name"]: c["profile"] for c in crs}
     weights = [shares[int(c["policy"][2:])] for c in crs]
     limits = {p["name"]: p["limit"] for p in pols}
@@ -103,10 +117,18 @@ def estate(tasks: int, policies: int, pools: int, running_share: float, seed: in
     events = []
     for k, cr in enumerate(rng.choices([c["name"] for c in crs], weights, k=tasks)):
         size = min(task_size(rng), max_pool[profile_of[cr]], limits[policy_of[cr]])
-        events.append({"at": 0, "submit": {"id": f"t{k}", "resource": cr, "gpus": size,
-                                           "duration_s": runtime_s(rng)}})
-    return {"start": "2025-01-06T00:00:00Z", "duration_s": 10**9, "pools": pool_list, "profiles": profiles,
-            "policies": pols, "compute_resources": crs, "events": events}
+        events.append(
+            {"at": 0, "submit": {"id": f"t{k}", "resource": cr, "gpus": size, "duration_s": runtime_s(rng)}}
+        )
+    return {
+        "start": "2025-01-06T00:00:00Z",
+        "duration_s": 10**9,
+        "pools": pool_list,
+        "profiles": profiles,
+        "policies": pols,
+        "compute_resources": crs,
+        "events": events,
+    }
 
 
 class TimedLoop(Simulation):
@@ -172,22 +194,30 @@ def measure(name: str, tasks: int, policies: int, pools: int, share: float, pass
     placed = loop.placed_counts[1:]
     ordered = sorted(cpu)
     return {
-        "name": name, "tasks": tasks, "policies": policies, "pools": pools,
-        "running": len(loop.placed), "waiting": sum(len(q) for q in loop.queues),
-        "cold_ms": loop.cpu[0] * 1000, "cold_placed": loop.placed_counts[0],
+        "name": name,
+        "tasks": tasks,
+        "policies": policies,
+        "pools": pools,
+        "running": len(loop.placed),
+        "waiting": sum(len(q) for q in loop.queues),
+        "cold_ms": loop.cpu[0] * 1000,
+        "cold_placed": loop.placed_counts[0],
         "median_ms": statistics.median(cpu) * 1000,
         "p99_ms": ordered[min(len(ordered) - 1, math.ceil(0.99 * len(ordered)) - 1)] * 1000,
         "wall_median_ms": statistics.median(loop.times[1:]) * 1000,
         "placed_per_pass": statistics.mean(placed),
         "placements_per_s": sum(placed) / sum(cpu) if sum(cpu) else 0,
-        "verdicts": loop.verdicts, "verdict_ms": (loop.verdict_s or 0) * 1000,
+        "verdicts": loop.verdicts,
+        "verdict_ms": (loop.verdict_s or 0) * 1000,
     }
 
 
 def kueue(step: str, staggered: bool) -> dict:
     """Kueue's scheduler-perf baseline: 5 cohorts of 6 queues (nominal 20, borrowing limit 100)."""
     pools = [{"name": f"dept{d}", "capacity": 120} for d in range(5)]
-    profiles = [{"name": f"dept{d}", "gpus": 1, "size_from_task": True, "pools": [f"dept{d}"]} for d in range(5)]
+    profiles = [
+        {"name": f"dept{d}", "gpus": 1, "size_from_task": True, "pools": [f"dept{d}"]} for d in range(5)
+    ]
     policies, crs, events = [], [], []
     classes = ((350, 1, "0.2", 100), (100, 5, "0.5", 500), (50, 20, "1", 1200))
     for d in range(5):
@@ -198,18 +228,40 @@ def kueue(step: str, staggered: bool) -> dict:
             for count, size, run, interval_ms in classes:
                 for i in range(count):
                     at = i * interval_ms / 1000 if staggered else 0
-                    events.append({"at": at, "submit": {"id": f"{name}-{size}-{i}", "resource": name,
-                                                        "gpus": size, "duration_s": float(run)}})
-    scenario = {"start": "2025-01-06T00:00:00Z", "duration_s": 3600, "pass_interval_s": float(step),
-                "pools": pools, "profiles": profiles, "policies": policies, "compute_resources": crs,
-                "events": events}
+                    events.append(
+                        {
+                            "at": at,
+                            "submit": {
+                                "id": f"{name}-{size}-{i}",
+                                "resource": name,
+                                "gpus": size,
+                                "duration_s": float(run),
+                            },
+                        }
+                    )
+    scenario = {
+        "start": "2025-01-06T00:00:00Z",
+        "duration_s": 3600,
+        "pass_interval_s": float(step),
+        "pools": pools,
+        "profiles": profiles,
+        "policies": policies,
+        "compute_resources": crs,
+        "events": events,
+    }
     sc = parse(json.loads(json.dumps(scenario), parse_float=Decimal))
     t0 = time.perf_counter()
     lines = list(Simulation(sc, sc.duration_us).run())
     wall = time.perf_counter() - t0
     done = [e["at"] for e in lines[:-1] if e["event"] == "completed"]
-    return {"step": step, "staggered": staggered, "makespan_s": max(done), "completed": len(done),
-            "preemptions": sum(1 for e in lines[:-1] if e["event"] == "preempted"), "wall_s": wall}
+    return {
+        "step": step,
+        "staggered": staggered,
+        "makespan_s": max(done),
+        "completed": len(done),
+        "preemptions": sum(1 for e in lines[:-1] if e["event"] == "preempted"),
+        "wall_s": wall,
+    }
 
 
 def main() -> None:
@@ -236,20 +288,27 @@ def main() -> None:
             for step in ("1", "0.1"):
                 k = kueue(step, staggered)
                 label = "Kueue's creation intervals" if staggered else "all submitted at 0"
-                print(f"| {label} | {k['step']} s | {k['makespan_s']} s | {k['completed']} | {k['preemptions']} "
-                      f"| {k['wall_s']:.1f} s |")
+                print(
+                    f"| {label} | {k['step']} s | {k['makespan_s']} s | {k['completed']} "
+                    f"| {k['preemptions']} | {k['wall_s']:.1f} s |"
+                )
         print("| Kueue (published, rangespec average) | - | 351 s | 15000 | - | - |")
         print("| ideal (7,920 GPU-s per 120-GPU cohort) | - | 66 s | 15000 | - | - |")
 
 
-HEADER = ("| estate | policies | pools | running | waiting | cold pass (placed) | pass median | pass p99 "
-          "| wall median | placed/pass | placements/s | verdicts: n, time |")
+HEADER = (
+    "| estate | policies | pools | running | waiting | cold pass (placed) | pass median | pass p99 "
+    "| wall median | placed/pass | placements/s | verdicts: n, time |"
+)
 
 
 def print_row(r: dict) -> None:
-    print(f"| {r['name']} | {r['policies']} | {r['pools']} | {r['running']} | {r['waiting']} "
-          f"| {r['cold_ms']:.0f} ms ({r['cold_placed']}) | {r['median_ms']:.1f} ms | {r['p99_ms']:.1f} ms "
-          f"| {r['wall_median_ms']:.1f} ms | {r['placed_per_pass']:.1f} | {r['placements_per_s']:.0f} | {r['verdicts']}, {r['verdict_ms']:.0f} ms |")
+    print(
+        f"| {r['name']} | {r['policies']} | {r['pools']} | {r['running']} | {r['waiting']} "
+        f"| {r['cold_ms']:.0f} ms ({r['cold_placed']}) | {r['median_ms']:.1f} ms | {r['p99_ms']:.1f} ms "
+        f"| {r['wall_median_ms']:.1f} ms | {r['placed_per_pass']:.1f} | {r['placements_per_s']:.0f} "
+        f"| {r['verdicts']}, {r['verdict_ms']:.0f} ms |"
+    )
 
 
 if __name__ == "__main__":

@@ -9,8 +9,10 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from django.db import transaction
+from django.db.models import Q
 
 from apps.accounts.models import Notification
+from apps.core.gpus import from_milli
 from apps.engine import core
 from apps.engine.loader import Loaded
 from apps.pools.models import Pool
@@ -30,8 +32,14 @@ class Applied:
     verdicts_changed: int
 
 
+WAITING_FOR_ROOM = {"no_capacity", "behind_higher_priority"}
+
+
 def verdict_json(verdict: core.Verdict, loaded: Loaded) -> dict:
-    """The verdict as stored on the task (without its place in line, which is read live)."""
+    """The verdict as stored on the task (without its place in line, which is read live).
+
+    ``key`` identifies the verdict whole, so the applier compares short strings, not documents.
+    """
     pools = [loaded.pool_names.get(p, p) for p in verdict.pools]
     group = loaded.group_names.get(verdict.policy, verdict.policy) if verdict.policy else None
     data: dict = {"rule": verdict.rule}
@@ -62,6 +70,18 @@ def verdict_json(verdict: core.Verdict, loaded: Loaded) -> dict:
     else:
         message = f"Room in {', '.join(pools)} goes to higher-priority work first."
     data["message"] = message
+    rule_class = "room" if verdict.rule in WAITING_FOR_ROOM else verdict.rule
+    data["key"] = "|".join(
+        str(part)
+        for part in (
+            rule_class,
+            "" if rule_class == "room" else ",".join(pools),
+            group or "",
+            data.get("hours_left", ""),
+            data.get("hours_needed", ""),
+            data.get("reset_at", ""),
+        )
+    )
     return data
 
 
@@ -118,31 +138,47 @@ def _place(placements, now) -> int:
 
 
 def _verdicts(loaded: Loaded, decisions: core.Decisions, now) -> int:
-    changed = []
-    for verdict in decisions.verdicts():
-        new = verdict_json(verdict, loaded)
-        if loaded.verdicts.get(verdict.task) != new:
-            changed.append(Task(pk=int(verdict.task), verdict=new))
-    if not changed:
-        return 0
-    still_waiting = set(
-        Task.objects.filter(pk__in=[t.pk for t in changed], state=Task.State.QUEUED).values_list(
-            "pk", flat=True
+    """Store the verdict of each group of waiting tasks (one size in one compute resource: the core
+    decides per group) where it changed, with one UPDATE per changed group and an event per task.
+
+    The two rules that mean "waiting for room in its pools" (no room; room taken this pass by
+    higher-priority work) share a key: in a busy estate a queue swings between them every pass,
+    and rewriting thousands of rows for that would tell the user nothing new."""
+    shown: dict[tuple, dict] = {}
+    changed = 0
+    for (resource, size), stored in loaded.verdict_keys.items():
+        verdict = decisions.group_verdict(resource, size)
+        shape = (
+            verdict.rule,
+            verdict.pools,
+            verdict.policy,
+            verdict.budget_left,
+            verdict.budget_needed,
+            verdict.reset_at,
         )
-    )
-    changed = [t for t in changed if t.pk in still_waiting]
-    Task.objects.bulk_update(changed, ["verdict"], batch_size=1000)
-    TaskEvent.objects.bulk_create(
-        (
-            TaskEvent(
-                task_id=t.pk,
-                at=now,
-                kind=TaskEvent.Kind.VERDICT,
-                reason=t.verdict["rule"],
-                detail={"message": t.verdict["message"]},
-            )
-            for t in changed
-        ),
-        batch_size=1000,
-    )
-    return len(changed)
+        new = shown.get(shape)
+        if new is None:
+            new = shown[shape] = verdict_json(verdict, loaded)
+        if stored == {new["key"]}:
+            continue
+        stale = Task.objects.filter(
+            Q(verdict__key__isnull=True) | ~Q(verdict__key=new["key"]),
+            state=Task.State.QUEUED, compute_resource_id=int(resource), gpus=from_milli(size),
+        )
+        ids = list(stale.values_list("pk", flat=True))
+        Task.objects.filter(pk__in=ids).update(verdict=new)
+        TaskEvent.objects.bulk_create(
+            (
+                TaskEvent(
+                    task_id=pk,
+                    at=now,
+                    kind=TaskEvent.Kind.VERDICT,
+                    reason=new["rule"],
+                    detail={"message": new["message"]},
+                )
+                for pk in ids
+            ),
+            batch_size=2000,
+        )
+        changed += len(ids)
+    return changed

@@ -1,11 +1,13 @@
 """Writes for tasks: submission from every channel goes through ``submit``."""
 
+from collections import defaultdict
 from datetime import datetime
 from decimal import Decimal
 
 from croniter import CroniterError, croniter
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from apps.accounts.models import Notification, Project, User
@@ -130,19 +132,28 @@ def _events(tasks, kind: str, at, *, reason: str | None = "", actor=None, detail
     )
 
 
+def _update(tasks, **fields) -> None:
+    """Write the same field values to many tasks in one UPDATE (the engine moves thousands)."""
+    if tasks:
+        Task.objects.filter(pk__in=[t.pk for t in tasks]).update(**fields)
+
+
 @transaction.atomic
 def place_many(placements, at) -> None:
     """Place waiting tasks on pools: ``placements`` is a list of (task, pool). The meter starts now."""
-    tasks = []
+    by_pool = defaultdict(list)
     for task, pool in placements:
         if task.state != Task.State.QUEUED:
             raise ValueError(f"task {task.pk} is {task.state}, not waiting")
         task.state, task.pool, task.placed_at, task.verdict = Task.State.PLACED, pool, at, {}
         task.stop_reason, task.worker, task.claimed_at, task.started_at = "", None, None, None
-        tasks.append(task)
-    if not tasks:
+        by_pool[pool].append(task)
+    if not by_pool:
         return
-    Task.objects.bulk_update(tasks, LIFECYCLE_FIELDS, batch_size=1000)
+    for pool, tasks in by_pool.items():
+        _update(tasks, state=Task.State.PLACED, pool=pool, placed_at=at, verdict={}, stop_reason="",
+                worker=None, claimed_at=None, started_at=None)
+    tasks = [task for task, _ in placements]
     _events(tasks, TaskEvent.Kind.PLACED, at)
     ledger.open_intervals(tasks, at)
 
@@ -156,16 +167,18 @@ def request_stop_many(tasks, reason: str, at, *, actor=None) -> None:
     """
     if not tasks:
         return
-    kind = TaskEvent.Kind.CANCEL_REQUESTED if reason == Task.StopReason.CANCELED else TaskEvent.Kind.PREEMPTED
+    preempting = reason != Task.StopReason.CANCELED
     for task in tasks:
         if task.state not in (Task.State.PLACED, Task.State.RUNNING):
             raise ValueError(f"task {task.pk} is {task.state}, not placed or running")
-        if kind == TaskEvent.Kind.PREEMPTED:
+        if preempting:
             task.preemption_count += 1
             task.last_preemption_reason = reason
         task.stop_reason = reason
         task.state = Task.State.STOPPING
-    Task.objects.bulk_update(tasks, LIFECYCLE_FIELDS, batch_size=1000)
+    counted = {"preemption_count": F("preemption_count") + 1, "last_preemption_reason": reason}
+    _update(tasks, state=Task.State.STOPPING, stop_reason=reason, **(counted if preempting else {}))
+    kind = TaskEvent.Kind.PREEMPTED if preempting else TaskEvent.Kind.CANCEL_REQUESTED
     _events(tasks, kind, at, reason=reason, actor=actor)
     stopped_many([t for t in tasks if t.worker_id is None], at)
 
@@ -186,7 +199,9 @@ def stopped_many(tasks, at, *, ended_at=None) -> None:
     for task in requeued:
         task.state, task.pool, task.worker, task.stop_reason = Task.State.QUEUED, None, None, ""
         task.placed_at = task.claimed_at = task.started_at = None
-    Task.objects.bulk_update(tasks, LIFECYCLE_FIELDS, batch_size=1000)
+    _update(canceled, state=Task.State.CANCELED, ended_at=at)
+    _update(requeued, state=Task.State.QUEUED, pool=None, worker=None, stop_reason="", placed_at=None,
+            claimed_at=None, started_at=None)
 
 
 @transaction.atomic
@@ -196,11 +211,13 @@ def requeue_lost(tasks, reason: str, at, *, ended_at) -> None:
     for task in tasks:
         if task.state not in Task.ACTIVE_STATES:
             raise ValueError(f"task {task.pk} is {task.state}, not active")
-        if task.stop_reason != Task.StopReason.CANCELED:
-            task.preemption_count += 1
-            task.last_preemption_reason = reason
-            task.stop_reason = reason
+    lost = [t for t in tasks if t.stop_reason != Task.StopReason.CANCELED]
+    for task in lost:
+        task.preemption_count += 1
+        task.last_preemption_reason = task.stop_reason = reason
+    for task in tasks:
         task.state = Task.State.STOPPING
+    _update(lost, preemption_count=F("preemption_count") + 1, last_preemption_reason=reason)
     if tasks:
         _events(tasks, TaskEvent.Kind.PREEMPTED, at, reason=reason)
     stopped_many(tasks, at, ended_at=ended_at)

@@ -27,7 +27,11 @@ def profile(id, gpus, pools, policies, weight=1, size_from_task=False):
 
 
 def policy(id, reservation, limit, parent=None, budget_h=None, used_h=0, period="day"):
-    budget = None if budget_h is None else Budget(hours_to_units(str(budget_h)), period, hours_to_units(str(used_h)))
+    budget = (
+        None
+        if budget_h is None
+        else Budget(hours_to_units(str(budget_h)), period, hours_to_units(str(used_h)))
+    )
     return Policy(id, round(reservation * G), round(limit * G), parent, budget)
 
 
@@ -45,8 +49,16 @@ def placed(id, resource, pool_id, gpus, seq, ago_s=0, preempting=False):
 
 def snapshot(pools, profiles, policies, resources, queues=None, running=(), low_watermark_s=900, now=NOW):
     running = tuple(sorted(running, key=lambda t: (t.placed_at, t.seq)))
-    return Snapshot(now, tuple(pools), tuple(profiles), tuple(policies), tuple(resources),
-                    dict(queues or {}), running, low_watermark_s)
+    return Snapshot(
+        now,
+        tuple(pools),
+        tuple(profiles),
+        tuple(policies),
+        tuple(resources),
+        dict(queues or {}),
+        running,
+        low_watermark_s,
+    )
 
 
 def two_groups(capacity=4, res=(2, 2), lim=(4, 4), b_running=0, a_waiting=0, b_waiting=0, a_size=1):

@@ -23,7 +23,10 @@ def preempted_ids(d):
 
 def test_reservation_eligible_work_reclaims_borrowed_gpus_and_is_placed_in_the_same_pass():
     d = allocate(two_groups(b_running=4, a_waiting=2))
-    assert [(p.task, p.reason, p.for_task) for p in d.preemptions] == [("b3", "reclaim", "a0"), ("b2", "reclaim", "a1")]
+    assert [(p.task, p.reason, p.for_task) for p in d.preemptions] == [
+        ("b3", "reclaim", "a0"),
+        ("b2", "reclaim", "a1"),
+    ]
     assert [(p.task, p.phase) for p in d.placements] == [("a0", "reclaim"), ("a1", "reclaim")]
 
 
@@ -41,8 +44,14 @@ def test_reclaim_victims_come_from_the_policy_furthest_above_its_reservation_rec
         [policy("A", 2, 6), policy("B", 0, 6), policy("C", 0, 6)],
         [cr("a", "A", "gpu"), cr("b", "B", "gpu"), cr("c", "C", "gpu")],
         {"a": (waiting("a0", 100, 1), waiting("a1", 101, 1))},
-        [placed("b0", "b", "p", 1, 1, 50), placed("b1", "b", "p", 1, 2, 40), placed("b2", "b", "p", 1, 3, 30),
-         placed("c0", "c", "p", 1, 4, 20), placed("c1", "c", "p", 1, 5, 10), placed("c2", "c", "p", 1, 6, 5)],
+        [
+            placed("b0", "b", "p", 1, 1, 50),
+            placed("b1", "b", "p", 1, 2, 40),
+            placed("b2", "b", "p", 1, 3, 30),
+            placed("c0", "c", "p", 1, 4, 20),
+            placed("c1", "c", "p", 1, 5, 10),
+            placed("c2", "c", "p", 1, 6, 5),
+        ],
     )
     # B and C are both 3 above: B first (listed first), then C (now further above), newest first.
     assert preempted_ids(allocate(s)) == ["b2", "c2"]
@@ -56,7 +65,11 @@ def test_reclaim_takes_only_the_victims_it_needs():
         [policy("A", 2, 4), policy("B", 0, 4)],
         [cr("a", "A", "gpu"), cr("b", "B", "gpu")],
         {"a": (waiting("a0", 100, 2),)},
-        [placed("b-old", "b", "p", 1, 1, 60), placed("b-two", "b", "p", 2, 2, 50), placed("b-new", "b", "p", 1, 3, 10)],
+        [
+            placed("b-old", "b", "p", 1, 1, 60),
+            placed("b-two", "b", "p", 2, 2, 50),
+            placed("b-new", "b", "p", 1, 3, 10),
+        ],
     )
     d = allocate(s)
     assert preempted_ids(d) == ["b-two"] and placed_ids(d) == ["a0"]
@@ -69,8 +82,12 @@ def test_reclaim_tries_the_pools_in_the_task_pool_order():
         [policy("A", 1, 4), policy("B", 0, 4)],
         [cr("a", "A", "gpu"), cr("b", "B", "gpu")],
         {"a": (waiting("a0", 100, 1),)},
-        [placed("b0", "b", "p1", 1, 1, 40), placed("b1", "b", "p1", 1, 2, 30),
-         placed("b2", "b", "p2", 1, 3, 20), placed("b3", "b", "p2", 1, 4, 10)],
+        [
+            placed("b0", "b", "p1", 1, 1, 40),
+            placed("b1", "b", "p1", 1, 2, 30),
+            placed("b2", "b", "p2", 1, 3, 20),
+            placed("b3", "b", "p2", 1, 4, 10),
+        ],
     )
     d = allocate(s)
     assert [(p.task, p.pool) for p in d.preemptions] == [("b1", "p1")]
@@ -97,7 +114,10 @@ def test_lend_respects_the_limit_of_the_policy_and_of_every_ancestor():
         [profile("gpu", 1, ["p"], ["X", "Y"])],
         [policy("dept", 0, 3), policy("X", 0, 2, parent="dept"), policy("Y", 0, 4, parent="dept")],
         [cr("x", "X", "gpu"), cr("y", "Y", "gpu")],
-        {"x": tuple(waiting(f"x{i}", i, 1) for i in range(3)), "y": (waiting("y0", 10, 1), waiting("y1", 11, 1))},
+        {
+            "x": tuple(waiting(f"x{i}", i, 1) for i in range(3)),
+            "y": (waiting("y0", 10, 1), waiting("y1", 11, 1)),
+        },
     )
     d = allocate(s)
     assert placed_ids(d) == ["x0", "x1", "y0"]
@@ -124,7 +144,11 @@ def test_execution_priority_orders_profiles_on_a_pool_and_queuing_priority_order
         [profile("big", 2, ["p"], ["A"]), profile("small", 1, ["p"], ["B", "A"])],
         [policy("A", 0, 4), policy("B", 0, 4)],
         [cr("a-big", "A", "big"), cr("a-small", "A", "small"), cr("b-small", "B", "small")],
-        {"a-big": (waiting("big", 1, 2),), "a-small": (waiting("as", 2, 1),), "b-small": (waiting("bs", 3, 1),)},
+        {
+            "a-big": (waiting("big", 1, 2),),
+            "a-small": (waiting("as", 2, 1),),
+            "b-small": (waiting("bs", 3, 1),),
+        },
     )
     d = allocate(s)
     assert placed_ids(d) == ["bs", "as"]
@@ -132,8 +156,17 @@ def test_execution_priority_orders_profiles_on_a_pool_and_queuing_priority_order
 
 
 def test_a_task_that_does_not_fit_does_not_block_smaller_tasks_behind_it():
-    s = replace(two_groups(capacity=3, res=(3, 0)), waiting={
-        "a": (waiting("four", 1, 4), waiting("one", 2, 1), waiting("two", 3, 2), waiting("one-more", 4, 1))})
+    s = replace(
+        two_groups(capacity=3, res=(3, 0)),
+        waiting={
+            "a": (
+                waiting("four", 1, 4),
+                waiting("one", 2, 1),
+                waiting("two", 3, 2),
+                waiting("one-more", 4, 1),
+            )
+        },
+    )
     d = allocate(s)
     assert placed_ids(d) == ["one", "two"]
     assert (d.verdict("four").rule, d.verdict("four").position) == ("policy_limit", 1)
@@ -171,8 +204,13 @@ def test_disabled_pool_gets_no_work():
 
 def test_preempting_work_counts_for_nothing_in_pool_room_and_usage():
     s = two_groups(capacity=2, res=(1, 1), lim=(2, 2), a_waiting=2)
-    s = replace(s, placed=(placed("stop1", "b", "onprem", 1, 1, 9, preempting=True),
-                           placed("stop2", "b", "onprem", 1, 2, 8, preempting=True)))
+    s = replace(
+        s,
+        placed=(
+            placed("stop1", "b", "onprem", 1, 1, 9, preempting=True),
+            placed("stop2", "b", "onprem", 1, 2, 8, preempting=True),
+        ),
+    )
     assert placed_ids(allocate(s)) == ["a0", "a1"]
 
 
@@ -193,8 +231,11 @@ def test_stopping_work_blocks_same_or_larger_work_behind_it_in_its_queue_but_not
 
 def budget_estate(budget_h, used_h, running, queue, weight=1, low_watermark_s=900, parent_budget=None):
     policies = [policy("A", 8, 8, parent="org", budget_h=budget_h, used_h=used_h)]
-    org = policy("org", 0, 8) if parent_budget is None else policy("org", 0, 8, budget_h=parent_budget[0],
-                                                                    used_h=parent_budget[1])
+    org = (
+        policy("org", 0, 8)
+        if parent_budget is None
+        else policy("org", 0, 8, budget_h=parent_budget[0], used_h=parent_budget[1])
+    )
     return snapshot(
         [pool("p", 8, ["gpu", "cpu"])],
         [profile("gpu", 1, ["p"], ["A"], weight=weight), profile("cpu", 0, ["p"], ["A"], weight=0)],
@@ -230,25 +271,40 @@ def test_time_weight_scales_the_start_check():
 
 def test_used_up_budget_preempts_running_weighted_work_newest_first_and_holds_new_work():
     d = allocate(budget_estate(1, 1, ["r0", "r1", "r2"], ["w0"]))
-    assert [(p.task, p.reason) for p in d.preemptions] == [("r2", "budget"), ("r1", "budget"), ("r0", "budget")]
+    assert [(p.task, p.reason) for p in d.preemptions] == [
+        ("r2", "budget"),
+        ("r1", "budget"),
+        ("r0", "budget"),
+    ]
     v = d.verdict("w0")
     assert (v.rule, v.policy, v.reset_at) == ("budget_used_up", "A", datetime(2025, 1, 9, tzinfo=UTC))
 
 
 def test_used_up_ancestor_budget_stops_its_whole_subtree_but_not_weight_zero_work():
     s = budget_estate(None, 0, ["r0"], ["w0"], parent_budget=(2, 2.5))
-    s = replace(s, placed=s.placed + (placed("cpu0", "a-cpu", "p", 0, 50, 0),),
-                waiting={**s.waiting, "a-cpu": (waiting("cpu1", 60, 0),)})
+    s = replace(
+        s,
+        placed=s.placed + (placed("cpu0", "a-cpu", "p", 0, 50, 0),),
+        waiting={**s.waiting, "a-cpu": (waiting("cpu1", 60, 0),)},
+    )
     d = allocate(s)
     assert preempted_ids(d) == ["r0"] and placed_ids(d) == ["cpu1"]
     assert (d.verdict("w0").rule, d.verdict("w0").policy) == ("budget_used_up", "org")
 
 
 def test_weekly_and_monthly_reset_times_follow_the_utc_calendar():
-    for period, reset in (("week", datetime(2025, 1, 13, tzinfo=UTC)), ("month", datetime(2025, 2, 1, tzinfo=UTC))):
+    for period, reset in (
+        ("week", datetime(2025, 1, 13, tzinfo=UTC)),
+        ("month", datetime(2025, 2, 1, tzinfo=UTC)),
+    ):
         s = budget_estate(1, 1, [], ["w0"])
-        s = replace(s, policies=(replace(s.policies[0], budget=replace(s.policies[0].budget, period=period)),
-                                 s.policies[1]))
+        s = replace(
+            s,
+            policies=(
+                replace(s.policies[0], budget=replace(s.policies[0].budget, period=period)),
+                s.policies[1],
+            ),
+        )
         assert allocate(s).verdict("w0").reset_at == reset
 
 
@@ -260,7 +316,10 @@ def test_verdict_positions_count_only_tasks_still_waiting_in_the_compute_resourc
     d = allocate(s)
     assert placed_ids(d) == ["a0", "a1"]
     assert [(v.task, v.position, v.rule) for v in d.verdicts()] == [
-        ("a2", 1, "policy_limit"), ("a3", 2, "policy_limit"), ("a4", 3, "policy_limit")]
+        ("a2", 1, "policy_limit"),
+        ("a3", 2, "policy_limit"),
+        ("a4", 3, "policy_limit"),
+    ]
     assert d.verdict("a0") is None and d.verdict("nope") is None
     assert [d.verdict(v.task) for v in d.verdicts()] == list(d.verdicts())
 
@@ -313,7 +372,9 @@ def test_a_full_pool_reads_no_task_of_a_deep_queue():
 
 def test_a_policy_at_its_limit_reads_no_task_of_a_deep_queue():
     s = two_groups(capacity=8, res=(0, 0), lim=(4, 4), b_running=0)
-    s = replace(s, waiting={"b": deep(100_000)}, placed=tuple(placed(f"b{i}", "b", "onprem", 1, i) for i in range(4)))
+    s = replace(
+        s, waiting={"b": deep(100_000)}, placed=tuple(placed(f"b{i}", "b", "onprem", 1, i) for i in range(4))
+    )
     d = allocate(s)
     assert d.placements == () and s.waiting["b"].reads == 0
 
@@ -349,8 +410,12 @@ def test_same_snapshot_same_decisions_and_verdicts():
         (lambda s: replace(s, policies=(policy("A", 3, 2), s.policies[1])), "reservation <= limit"),
         (lambda s: replace(s, waiting={"a": (waiting("x", 5, 1), waiting("y", 4, 1))}), "seq order"),
         (lambda s: replace(s, waiting={"zz": ()}), "unknown compute resource"),
-        (lambda s: replace(s, placed=(placed("p1", "b", "onprem", 1, 2, 0), placed("p2", "b", "onprem", 1, 1, 10))),
-         "placement order"),
+        (
+            lambda s: replace(
+                s, placed=(placed("p1", "b", "onprem", 1, 2, 0), placed("p2", "b", "onprem", 1, 1, 10))
+            ),
+            "placement order",
+        ),
         (lambda s: replace(s, pools=(pool("onprem", 4, []),)), "does not list this profile"),
     ],
 )
@@ -358,3 +423,29 @@ def test_validate_rejects_broken_snapshots(change, message):
     validate(two_groups())
     with pytest.raises(SnapshotError, match=message):
         validate(change(two_groups()))
+
+
+def test_borrowing_created_by_lend_is_reclaimed_by_the_next_pass():
+    # B's reserved task lands on p0 (first in its list), then B is lent p1. A can use p0 only.
+    s = snapshot(
+        [pool("p0", 1, ["b-gpu", "a-gpu"]), pool("p1", 1, ["b-gpu"])],
+        [profile("b-gpu", 1, ["p0", "p1"], ["B"]), profile("a-gpu", 1, ["p0"], ["A"])],
+        [policy("A", 1, 1), policy("B", 1, 2)],
+        [cr("a", "A", "a-gpu"), cr("b", "B", "b-gpu")],
+        {"a": (waiting("a0", 3, 1),), "b": (waiting("b1", 1, 1), waiting("b2", 2, 1))},
+    )
+    first = allocate(s)
+    assert [(p.task, p.pool, p.phase) for p in first.placements] == [
+        ("b1", "p0", "fill"),
+        ("b2", "p1", "lend"),
+    ]
+    assert first.preemptions == () and first.verdict("a0").rule == "behind_higher_priority"
+    second = allocate(
+        replace(
+            s,
+            waiting={"a": s.waiting["a"]},
+            placed=(placed("b1", "b", "p0", 1, 1), placed("b2", "b", "p1", 1, 2)),
+        )
+    )
+    assert [(p.task, p.reason) for p in second.preemptions] == [("b1", "reclaim")]
+    assert [(p.task, p.pool) for p in second.placements] == [("a0", "p0")]

@@ -36,7 +36,12 @@ def utc(*args):
         (utc(2025, 12, 31, 23), "month", utc(2025, 12, 1), utc(2026, 1, 1)),
         (utc(2024, 2, 29, 12), "month", utc(2024, 2, 1), utc(2024, 3, 1)),
         # 01:00 in UTC+2 is still Sunday in UTC: the week is the UTC one.
-        (datetime(2025, 1, 6, 1, tzinfo=timezone(timedelta(hours=2))), "week", utc(2024, 12, 30), utc(2025, 1, 6)),
+        (
+            datetime(2025, 1, 6, 1, tzinfo=timezone(timedelta(hours=2))),
+            "week",
+            utc(2024, 12, 30),
+            utc(2025, 1, 6),
+        ),
     ],
 )
 def test_periods_follow_the_utc_calendar_day_midnight_week_monday_month_first(now, period, start, end):
@@ -76,8 +81,11 @@ def test_usage_is_clipped_to_the_period_weighted_and_counts_running_work_up_to_n
 
 def test_burn_rate_and_projected_run_out():
     now = utc(2025, 1, 2, 12)
-    intervals = [UsageInterval(utc(2025, 1, 2, 11), None, 2000), UsageInterval(utc(2025, 1, 2, 11), now, 1000),
-                 UsageInterval(utc(2025, 1, 2, 11, 30), None, 500)]
+    intervals = [
+        UsageInterval(utc(2025, 1, 2, 11), None, 2000),
+        UsageInterval(utc(2025, 1, 2, 11), now, 1000),
+        UsageInterval(utc(2025, 1, 2, 11, 30), None, 500),
+    ]
     rate = burn_rate(intervals, now)
     assert rate == 2500  # 2.5 budget hours per hour
     assert projected_run_out(hours_to_units(10), hours_to_units(5), rate, now) == now + timedelta(hours=2)
@@ -88,10 +96,18 @@ def test_burn_rate_and_projected_run_out():
 @st.composite
 def metered_runs(draw):
     """A one-policy scenario crossing UTC midnight, with disabled windows and preemptions."""
-    events = [{"at": draw(st.integers(0, 50)), "submit": {"id": f"t{i}", "resource": "a",
-                                                         "duration_s": draw(st.integers(1, 60)),
-                                                         "checkpoint": draw(st.booleans())}}
-              for i in range(draw(st.integers(1, 8)))]
+    events = [
+        {
+            "at": draw(st.integers(0, 50)),
+            "submit": {
+                "id": f"t{i}",
+                "resource": "a",
+                "duration_s": draw(st.integers(1, 60)),
+                "checkpoint": draw(st.booleans()),
+            },
+        }
+        for i in range(draw(st.integers(1, 8)))
+    ]
     t = 0
     for _ in range(draw(st.integers(0, 2))):
         t = draw(st.integers(t, t + 30))
@@ -99,11 +115,21 @@ def metered_runs(draw):
         t = draw(st.integers(t + 1, t + 30))
         events.append({"at": t, "engine": "enable"})
     return {
-        "start": "2025-01-06T23:59:20Z", "duration_s": 120, "low_watermark_s": draw(st.sampled_from([0, 5])),
+        "start": "2025-01-06T23:59:20Z",
+        "duration_s": 120,
+        "low_watermark_s": draw(st.sampled_from([0, 5])),
         "pools": [{"name": "p", "capacity": draw(st.integers(1, 3))}],
-        "profiles": [{"name": "f", "gpus": 1, "time_weight": draw(st.sampled_from([1, 2, 0.5])), "pools": ["p"]}],
-        "policies": [{"name": "A", "reservation": 0, "limit": 3,
-                      "budget": {"hours": draw(st.sampled_from([0.005, 0.01, 1])), "period": "day"}}],
+        "profiles": [
+            {"name": "f", "gpus": 1, "time_weight": draw(st.sampled_from([1, 2, 0.5])), "pools": ["p"]}
+        ],
+        "policies": [
+            {
+                "name": "A",
+                "reservation": 0,
+                "limit": 3,
+                "budget": {"hours": draw(st.sampled_from([0.005, 0.01, 1])), "period": "day"},
+            }
+        ],
         "compute_resources": [{"name": "a", "policy": "A", "profile": "f"}],
         "events": events,
     }
@@ -143,7 +169,8 @@ def test_the_simulator_budget_meter_equals_usage_recomputed_from_its_intervals(s
 
 def test_summary_reports_budget_hours_at_the_time_weight(monkeypatch):
     scenario = {
-        "start": "2025-01-06T00:00:00Z", "duration_s": 3600,
+        "start": "2025-01-06T00:00:00Z",
+        "duration_s": 3600,
         "pools": [{"name": "p", "capacity": 1}],
         "profiles": [{"name": "premium", "gpus": 1, "time_weight": 2, "pools": ["p"]}],
         "policies": [{"name": "A", "reservation": 1, "limit": 1}],

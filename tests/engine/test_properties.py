@@ -43,8 +43,15 @@ def estates(draw):
         sft = draw(st.booleans())
         size = 1000 if sft else draw(st.sampled_from((0,) + SIZES[:4]))
         order = draw(st.permutations(pool_ids))
-        profiles.append(dict(id=f"F{i}", size=size, sft=sft, weight=draw(st.sampled_from([0, 500, 1000, 2000])),
-                             pools=tuple(order[: draw(st.integers(1, len(order)))])))
+        profiles.append(
+            dict(
+                id=f"F{i}",
+                size=size,
+                sft=sft,
+                weight=draw(st.sampled_from([0, 500, 1000, 2000])),
+                pools=tuple(order[: draw(st.integers(1, len(order)))]),
+            )
+        )
 
     zero_parent_reservations = draw(st.booleans())
     policies, parent = [], {}
@@ -55,8 +62,11 @@ def estates(draw):
         res = draw(st.integers(0, 12)) * 250
         budget = None
         if draw(st.integers(0, 3)) == 0:
-            budget = Budget(draw(st.integers(0, 4)) * UNITS_PER_HOUR // 4, draw(st.sampled_from(["day", "week", "month"])),
-                            draw(st.integers(0, 5)) * UNITS_PER_HOUR // 4)
+            budget = Budget(
+                draw(st.integers(0, 4)) * UNITS_PER_HOUR // 4,
+                draw(st.sampled_from(["day", "week", "month"])),
+                draw(st.integers(0, 5)) * UNITS_PER_HOUR // 4,
+            )
         policies.append(dict(id=pid, res=res, lim=res + draw(st.integers(0, 12)) * 250, budget=budget))
     has_children = {parent[p["id"]] for p in policies}
     if zero_parent_reservations:
@@ -96,21 +106,41 @@ def estates(draw):
     for r in resources:
         f = prof_by[r.profile]
         for _ in range(draw(st.integers(0, 5))):
-            tasks.append(("waiting", r, draw(st.sampled_from(SIZES)) if f["sft"] else f["size"], None, 0, False))
+            tasks.append(
+                ("waiting", r, draw(st.sampled_from(SIZES)) if f["sft"] else f["size"], None, 0, False)
+            )
     seqs = draw(st.permutations(range(len(tasks))))
 
     placed, queues = [], defaultdict(list)
     for k, (kind, r, size, pool, ago, preempting) in enumerate(tasks):
         if kind == "placed":
-            placed.append(PlacedTask(f"t{k}", r.id, pool, size, seqs[k], NOW - timedelta(seconds=ago), preempting))
+            placed.append(
+                PlacedTask(f"t{k}", r.id, pool, size, seqs[k], NOW - timedelta(seconds=ago), preempting)
+            )
         else:
             queues[r.id].append(WaitingTask(f"t{k}", seqs[k], size, NOW))
     return Snapshot(
         NOW,
-        tuple(Pool(p, caps[p], tuple(f["id"] for f in draw(st.permutations(profiles)) if p in f["pools"]), enabled[p])
-              for p in pool_ids),
-        tuple(Profile(f["id"], f["size"], f["pools"], tuple(draw(st.permutations(list(by_id)))), f["weight"], f["sft"])
-              for f in profiles),
+        tuple(
+            Pool(
+                p,
+                caps[p],
+                tuple(f["id"] for f in draw(st.permutations(profiles)) if p in f["pools"]),
+                enabled[p],
+            )
+            for p in pool_ids
+        ),
+        tuple(
+            Profile(
+                f["id"],
+                f["size"],
+                f["pools"],
+                tuple(draw(st.permutations(list(by_id)))),
+                f["weight"],
+                f["sft"],
+            )
+            for f in profiles
+        ),
         tuple(Policy(p["id"], p["res"], p["lim"], parent[p["id"]], p["budget"]) for p in policies),
         tuple(resources),
         {rid: tuple(sorted(q, key=lambda t: t.seq)) for rid, q in queues.items()},
@@ -167,7 +197,9 @@ class State:
             return True
         for q in self.chain(self.res[rid].policy):
             r = self.rem(q)
-            if r is not None and (r <= 0 or (self.rw[q] and r < self.s.low_watermark_s * 1_000_000 * (self.rw[q] + w))):
+            if r is not None and (
+                r <= 0 or (self.rw[q] and r < self.s.low_watermark_s * 1_000_000 * (self.rw[q] + w))
+            ):
                 return False
         return True
 
@@ -242,9 +274,16 @@ def check_pass(s: Snapshot):
                     assert r > 0 and (rate[q] == 0 or r >= s.low_watermark_s * 1_000_000 * (rate[q] + w))
                 rate[q] += w
     budget_stops = [p for p in d.preemptions if p.reason == "budget"]
-    should_stop = [t for t in s.placed if not t.preempting and st_.weight(t.resource)
-                   and used_up & set(st_.chain(st_.res[t.resource].policy))]
-    assert [p.task for p in budget_stops] == [t.id for t in reversed(should_stop)], "used up: all, newest first"
+    should_stop = [
+        t
+        for t in s.placed
+        if not t.preempting
+        and st_.weight(t.resource)
+        and used_up & set(st_.chain(st_.res[t.resource].policy))
+    ]
+    assert [p.task for p in budget_stops] == [t.id for t in reversed(should_stop)], (
+        "used up: all, newest first"
+    )
 
     # Reclaim: only for a reservation-eligible task placed in this pass, never below a reservation.
     reclaimers = {p.task for p in d.placements if p.phase == "reclaim"}
@@ -256,11 +295,11 @@ def check_pass(s: Snapshot):
 
     # Order kept: in a queue, nothing is placed while an earlier task of the same or smaller size waits.
     waiting_left = {v.task for v in verdicts}
-    for rid, queue in s.waiting.items():
+    for queue in s.waiting.values():
         left = [t for t in queue if t.id in waiting_left]
         for t in queue:
             if t.id in placed_now:
-                assert not any(x.seq < t.seq and x.size <= t.size for x in left), f"order broken in {rid}"
+                assert not any(x.seq < t.seq and x.size <= t.size for x in left), f"order broken at {t.id}"
 
     # Reclaim complete: once reclaim is done, no reservation-eligible task waits while room, or
     # borrowed work that reclaim may take, would let it in. (Checked where only leaf policies have
@@ -278,7 +317,13 @@ def check_pass(s: Snapshot):
             assert all(st_.room(p) < t.size for p in pools), f"{t.id} waits while it fits"
         r = after_reclaim
         eligible = r.U[policy_id] + t.size <= r.pol[policy_id].reservation
-        if zero_parents and eligible and not r.blocked(rid, t) and r.limits_ok(rid, t.size) and r.budget_ok(rid):
+        if (
+            zero_parents
+            and eligible
+            and not r.blocked(rid, t)
+            and r.limits_ok(rid, t.size)
+            and r.budget_ok(rid)
+        ):
             for p in pools:
                 assert r.room(p) + freeable(r, p, policy_id) < t.size, f"{t.id} could reclaim on {p}"
         if v.rule == "policy_limit":
@@ -289,7 +334,7 @@ def check_pass(s: Snapshot):
             assert all(st_.room(p) < t.size for p in pools)
         if v.rule == "budget_used_up":
             assert v.policy in used_up
-    for rid, got in positions.items():
+    for got in positions.values():
         assert got == list(range(1, len(got) + 1))
     return d
 
@@ -307,36 +352,62 @@ def scenarios(draw):
     profiles = []
     for i in range(draw(st.integers(1, 3))):
         order = draw(st.permutations(names))
-        profiles.append({"name": f"F{i}", "gpus": draw(st.sampled_from([1, 0.5, 2])),
-                         "time_weight": draw(st.sampled_from([0, 1, 2])), "size_from_task": draw(st.booleans()),
-                         "pools": order[: draw(st.integers(1, len(order)))]})
+        profiles.append(
+            {
+                "name": f"F{i}",
+                "gpus": draw(st.sampled_from([1, 0.5, 2])),
+                "time_weight": draw(st.sampled_from([0, 1, 2])),
+                "size_from_task": draw(st.booleans()),
+                "pools": order[: draw(st.integers(1, len(order)))],
+            }
+        )
     policies = []
     for i in range(draw(st.integers(1, 4))):
         res = draw(st.integers(0, 4))
-        p = {"name": f"Q{i}", "reservation": res, "limit": res + draw(st.integers(2, 4)),
-             "parent": draw(st.sampled_from([None] + [q["name"] for q in policies]))}
+        p = {
+            "name": f"Q{i}",
+            "reservation": res,
+            "limit": res + draw(st.integers(2, 4)),
+            "parent": draw(st.sampled_from([None] + [q["name"] for q in policies])),
+        }
         if draw(st.integers(0, 2)) == 0:
             p["budget"] = {"hours": draw(st.sampled_from([0.01, 0.02, 0.05])), "period": "day"}
         policies.append(p)
-    resources = [{"name": f"{p['name']}-{f['name']}", "policy": p["name"], "profile": f["name"]}
-                 for p in policies for f in profiles if f["gpus"] <= p["limit"] and draw(st.booleans())]
+    resources = [
+        {"name": f"{p['name']}-{f['name']}", "policy": p["name"], "profile": f["name"]}
+        for p in policies
+        for f in profiles
+        if f["gpus"] <= p["limit"] and draw(st.booleans())
+    ]
     if not resources:
         resources = [{"name": "only", "policy": policies[0]["name"], "profile": profiles[0]["name"]}]
         profiles[0]["gpus"] = 1
     events = []
     for k in range(draw(st.integers(1, 25))):
         r = draw(st.sampled_from(resources))
-        sub = {"id": f"t{k}", "resource": r["name"], "duration_s": draw(st.integers(1, 40)),
-               "checkpoint": draw(st.booleans())}
+        sub = {
+            "id": f"t{k}",
+            "resource": r["name"],
+            "duration_s": draw(st.integers(1, 40)),
+            "checkpoint": draw(st.booleans()),
+        }
         if next(f for f in profiles if f["name"] == r["profile"])["size_from_task"]:
             sub["gpus"] = draw(st.sampled_from([0.5, 1, 2]))
         events.append({"at": draw(st.integers(0, 30)), "submit": sub})
     if draw(st.booleans()):
         events.append({"at": draw(st.integers(0, 30)), "engine": "disable"})
         events.append({"at": draw(st.integers(30, 50)), "engine": "enable"})
-    return {"start": "2025-01-06T23:59:30Z", "duration_s": 80, "pass_interval_s": draw(st.sampled_from([1, 0.5])),
-            "low_watermark_s": draw(st.sampled_from([0, 10, 60])), "pools": pools, "profiles": profiles,
-            "policies": policies, "compute_resources": resources, "events": events}
+    return {
+        "start": "2025-01-06T23:59:30Z",
+        "duration_s": 80,
+        "pass_interval_s": draw(st.sampled_from([1, 0.5])),
+        "low_watermark_s": draw(st.sampled_from([0, 10, 60])),
+        "pools": pools,
+        "profiles": profiles,
+        "policies": policies,
+        "compute_resources": resources,
+        "events": events,
+    }
 
 
 class CheckedSimulation(Simulation):

@@ -39,8 +39,10 @@ def test_lend_then_reclaim_in_the_same_pass():
     lines = check("lend_then_reclaim")
     at3 = [e for e in lines if e.get("at") == 3]
     assert [(e["task"], e["event"], e.get("reason")) for e in at3] == [
-        ("b4", "preempted", "reclaim"), ("b3", "preempted", "reclaim"),
-        ("a1", "placed", None), ("a2", "placed", None),
+        ("b4", "preempted", "reclaim"),
+        ("b3", "preempted", "reclaim"),
+        ("a1", "placed", None),
+        ("a2", "placed", None),
     ]
 
 
@@ -95,7 +97,10 @@ def test_budget_resets_at_utc_midnight():
 
 def test_weekly_budget_resets_on_monday_and_daily_every_day():
     lines = check("reset_week")
-    assert [e for e in events(lines, "placed") if e[1] == "w1"] == [(0, "w1", "placed"), (86460, "w1", "placed")]
+    assert [e for e in events(lines, "placed") if e[1] == "w1"] == [
+        (0, "w1", "placed"),
+        (86460, "w1", "placed"),
+    ]
 
 
 def test_monthly_budget_resets_on_the_first():

@@ -16,11 +16,15 @@ BASE = {
     "start": "2025-01-06T00:00:00Z",
     "duration_s": 10,
     "pools": [{"name": "onprem", "capacity": 2, "gpu_type": "A100"}],
-    "profiles": [{"name": "gpu", "gpus": 1, "pools": ["onprem"]},
-                 {"name": "any", "gpus": 1, "size_from_task": True, "pools": ["onprem"]}],
+    "profiles": [
+        {"name": "gpu", "gpus": 1, "pools": ["onprem"]},
+        {"name": "any", "gpus": 1, "size_from_task": True, "pools": ["onprem"]},
+    ],
     "policies": [{"name": "A", "reservation": 1, "limit": 2, "budget": {"hours": 1, "period": "day"}}],
-    "compute_resources": [{"name": "a", "policy": "A", "profile": "gpu"},
-                          {"name": "a-any", "policy": "A", "profile": "any"}],
+    "compute_resources": [
+        {"name": "a", "policy": "A", "profile": "gpu"},
+        {"name": "a-any", "policy": "A", "profile": "any"},
+    ],
     "events": [{"at": 0, "submit": {"id": "t1", "resource": "a", "duration_s": 3}}],
 }
 
@@ -30,7 +34,11 @@ def run(scenario, *args, tmp_path):
     path.write_text(scenario if isinstance(scenario, str) else json.dumps(scenario))
     out, err = io.StringIO(), io.StringIO()
     code = main([str(path), *args], stdout=out, stderr=err)
-    return code, [json.loads(x) for x in out.getvalue().splitlines()] if code == 0 else out.getvalue(), err.getvalue()
+    return (
+        code,
+        [json.loads(x) for x in out.getvalue().splitlines()] if code == 0 else out.getvalue(),
+        err.getvalue(),
+    )
 
 
 def changed(path, value):
@@ -63,24 +71,57 @@ BAD = [
     (changed(["policies", 0, "parent"], "ghost"), "policies[0].parent: unknown policy 'ghost'"),
     (changed(["policies", 0, "budget"], {"hours": 1, "period": "year"}), "policies[0].budget.period"),
     (changed(["compute_resources", 0, "policy"], "B"), "compute_resources[0].policy: unknown policy 'B'"),
-    (changed(["compute_resources", 0, "profile"], "tpu"), "compute_resources[0].profile: unknown profile 'tpu'"),
-    (changed(["profiles", 0, "gpus"], 4), "compute_resources[0].profile: profile 'gpu' (4 GPUs) is larger than"),
+    (
+        changed(["compute_resources", 0, "profile"], "tpu"),
+        "compute_resources[0].profile: unknown profile 'tpu'",
+    ),
+    (
+        changed(["profiles", 0, "gpus"], 4),
+        "compute_resources[0].profile: profile 'gpu' (4 GPUs) is larger than",
+    ),
     (changed(["start"], "2025-01-06T00:00:00"), "start: needs a UTC offset"),
     (changed(["pass_interval_s"], 0), "pass_interval_s: must be > 0"),
     (changed(["pass_interval_s"], 0.0000001), "pass_interval_s: must be a multiple of 1 microsecond"),
     (changed(["execution_order"], {"onprem": ["tpu"]}), "execution_order.onprem[0]: unknown profile 'tpu'"),
     (changed(["queuing_order"], {"gpu": ["B"]}), "queuing_order.gpu[0]: unknown policy 'B'"),
-    (with_event({"at": 1, "submit": {"id": "t1", "resource": "a", "duration_s": 1}}), "submit.id: task 't1' is submitted twice"),
-    (with_event({"at": 1, "submit": {"id": "x", "resource": "zz", "duration_s": 1}}), "events[1].submit.resource: unknown compute resource 'zz'"),
-    (with_event({"at": 1, "submit": {"id": "x", "resource": "a-any", "gpus": -1, "duration_s": 1}}), "events[1].submit.gpus: must be >= 0"),
-    (with_event({"at": 1, "submit": {"id": "x", "resource": "a-any", "gpus": 3, "duration_s": 1}}), "events[1].submit.gpus: 3 GPUs is larger than the limit"),
-    (with_event({"at": 1, "submit": {"id": "x", "resource": "a", "gpus": 2, "duration_s": 1}}), "events[1].submit.gpus: profile 'gpu' has a fixed size"),
+    (
+        with_event({"at": 1, "submit": {"id": "t1", "resource": "a", "duration_s": 1}}),
+        "submit.id: task 't1' is submitted twice",
+    ),
+    (
+        with_event({"at": 1, "submit": {"id": "x", "resource": "zz", "duration_s": 1}}),
+        "events[1].submit.resource: unknown compute resource 'zz'",
+    ),
+    (
+        with_event({"at": 1, "submit": {"id": "x", "resource": "a-any", "gpus": -1, "duration_s": 1}}),
+        "events[1].submit.gpus: must be >= 0",
+    ),
+    (
+        with_event({"at": 1, "submit": {"id": "x", "resource": "a-any", "gpus": 3, "duration_s": 1}}),
+        "events[1].submit.gpus: 3 GPUs is larger than the limit",
+    ),
+    (
+        with_event({"at": 1, "submit": {"id": "x", "resource": "a", "gpus": 2, "duration_s": 1}}),
+        "events[1].submit.gpus: profile 'gpu' has a fixed size",
+    ),
     (with_event({"at": -1, "cancel": "t1"}), "events[1].at: must be >= 0"),
     (with_event({"at": 1, "cancel": "nobody"}), "events[1].cancel: unknown task 'nobody'"),
-    (with_event({"at": 1, "set_limit": {"policy": "A", "limit": 0.5}}), "events[1].set_limit.limit: limit 0.5 GPUs would be below the reservation"),
-    (with_event({"at": 1, "set_reservation": {"policy": "A", "reservation": 3}}), "events[1].set_reservation.reservation"),
-    (with_event({"at": 1, "set_capacity": {"pool": "cloud", "capacity": 3}}), "events[1].set_capacity.pool: unknown pool 'cloud'"),
-    (with_event({"at": 1, "set_budget": {"policy": "A", "hours": -2}}), "events[1].set_budget.hours: must be >= 0"),
+    (
+        with_event({"at": 1, "set_limit": {"policy": "A", "limit": 0.5}}),
+        "events[1].set_limit.limit: limit 0.5 GPUs would be below the reservation",
+    ),
+    (
+        with_event({"at": 1, "set_reservation": {"policy": "A", "reservation": 3}}),
+        "events[1].set_reservation.reservation",
+    ),
+    (
+        with_event({"at": 1, "set_capacity": {"pool": "cloud", "capacity": 3}}),
+        "events[1].set_capacity.pool: unknown pool 'cloud'",
+    ),
+    (
+        with_event({"at": 1, "set_budget": {"policy": "A", "hours": -2}}),
+        "events[1].set_budget.hours: must be >= 0",
+    ),
     (with_event({"at": 1, "engine": "pause"}), "events[1].engine: must be"),
     (with_event({"at": 1}), "events[1]: needs exactly one of"),
 ]
@@ -99,7 +140,10 @@ def test_a_profile_larger_than_a_lowered_limit_is_refused(tmp_path):
     s["profiles"][0]["gpus"] = 2
     s["policies"][0]["limit"] = 2
     code, _, err = run(s, tmp_path=tmp_path)
-    assert code == 2 and "events[1].set_limit.limit: profile 'gpu' (2 GPUs) would be larger than the limit" in err
+    assert (
+        code == 2
+        and "events[1].set_limit.limit: profile 'gpu' (2 GPUs) would be larger than the limit" in err
+    )
 
 
 def test_missing_file_and_bad_until_exit_2(tmp_path):
@@ -116,16 +160,26 @@ def test_runs_as_a_module_and_bad_input_shows_no_traceback(tmp_path):
     cmd = [sys.executable, "-m", "apps.engine.core.simulator"]
     ok = subprocess.run([*cmd, str(good)], capture_output=True, text=True, cwd=ROOT)
     assert ok.returncode == 0 and json.loads(ok.stdout.splitlines()[0]) == {
-        "at": 0, "task": "t1", "event": "placed", "pool": "onprem"}
+        "at": 0,
+        "task": "t1",
+        "event": "placed",
+        "pool": "onprem",
+    }
     no = subprocess.run([*cmd, str(bad)], capture_output=True, text=True, cwd=ROOT)
-    assert no.returncode == 2 and no.stdout == "" and no.stderr == "simulate: pools[0].capacity: must be >= 0, got -1\n"
+    assert (
+        no.returncode == 2
+        and no.stdout == ""
+        and no.stderr == "simulate: pools[0].capacity: must be >= 0, got -1\n"
+    )
 
 
 def test_sub_second_steps_are_exact_with_no_float_drift(tmp_path):
     s = copy.deepcopy(BASE)
     s["pass_interval_s"] = 0.1
     s["duration_s"] = 4
-    s["events"] = [{"at": 0, "submit": {"id": f"t{i}", "resource": "a", "duration_s": 0.3}} for i in range(10)]
+    s["events"] = [
+        {"at": 0, "submit": {"id": f"t{i}", "resource": "a", "duration_s": 0.3}} for i in range(10)
+    ]
     s["policies"][0]["limit"] = 1
     code, lines, _ = run(s, tmp_path=tmp_path)
     assert code == 0
@@ -148,7 +202,7 @@ def test_report_is_one_self_contained_html_file_with_plotly_inlined(tmp_path):
     code, lines, _ = run(BASE, "--report", str(report), tmp_path=tmp_path)
     html = report.read_text()
     assert code == 0 and "summary" in lines[-1]
-    assert "<script src=\"http" not in html and "cdn.plot.ly/plotly" not in html
+    assert '<script src="http' not in html and "cdn.plot.ly/plotly" not in html
     assert "Plotly.newPlot" in html and len(html) > 1_000_000
     for title in ("GPUs in use per policy", "GPUs in use per pool", "Tasks waiting per policy"):
         assert title in html

@@ -40,8 +40,13 @@ def churn_estate():
     policies.link_pool(large, pools[1])
     org = policies.create_policy(group=GroupFactory(kind="organisation"), reservation=8, limit=10)
     teams = [
-        policies.create_policy(group=GroupFactory(parent=org.group), reservation=4, limit=8, budget_hours="0.05",
-                               budget_period="day"),
+        policies.create_policy(
+            group=GroupFactory(parent=org.group),
+            reservation=4,
+            limit=8,
+            budget_hours="0.05",
+            budget_period="day",
+        ),
         policies.create_policy(group=GroupFactory(parent=org.group), reservation=2, limit=10),
     ]
     for team in teams:
@@ -80,7 +85,9 @@ def check_meter_against_intervals():
             for i in UsageInterval.objects.filter(policy=policy)
         ]
         units = core.budget_used(intervals, now, policy.budget_period)
-        assert reported[policy.pk].used_hours == (Decimal(units) / core.UNITS_PER_HOUR).quantize(Decimal("0.001"))
+        assert reported[policy.pk].used_hours == (Decimal(units) / core.UNITS_PER_HOUR).quantize(
+            Decimal("0.001")
+        )
 
 
 def test_sigkill_at_random_points_leaves_a_consistent_state():
@@ -89,8 +96,11 @@ def test_sigkill_at_random_points_leaves_a_consistent_state():
     rng = random.Random(20261202)
     for kill in range(KILLS):
         process = subprocess.Popen(
-            [sys.executable, "-m", "tests.engine_live.churn", str(kill)], cwd=BASE_DIR, env=env,
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            [sys.executable, "-m", "tests.engine_live.churn", str(kill)],
+            cwd=BASE_DIR,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
         )
         time.sleep(rng.uniform(0.8, 2.5))
         assert process.poll() is None, process.stderr.read().decode()[-3000:]

@@ -3,13 +3,14 @@
 A pass runs, in order: budget stops (used-up budgets preempt their running weighted work,
 newest placed first), fill reservations, reclaim, lend. When reclaim freed more room than its
 reclaimers took, a second fill runs before lending, so that the room goes to reservation-eligible
-work first and not to a borrower that the next pass would preempt. Every phase visits work in the same
-order: rounds over the r-th choice of each profile's pool list; in a round, pools in snapshot
+work first and not to a borrower that the next pass would preempt. Every phase visits work in the
+same order: rounds over the r-th choice of each profile's pool list; in a round, pools in snapshot
 order; on a pool, profiles in its execution order; in a profile, policies in its queuing order;
 in a compute resource, seq order. A task that does not fit does not block smaller ones behind it.
 
-Cost follows the queues touched and the placements made: a queue is read lazily, one per-size
-head at a time, and a full pool, a policy without room or a budget that forbids starts stops the
+Beyond a setup proportional to the estate (policies, compute resources, running work), cost follows
+the queues touched and the placements made, not queue depth: a queue is read lazily, one per-size
+head at a time, and a full pool, a policy without room or a budget that forbids starts ends the
 visit before any task is read. docs/engine.md gives the rules in plain words.
 """
 
@@ -130,7 +131,7 @@ class _Pass:
         self.rw = rw = [0] * len(policies)
 
         self.cr_id = [r.id for r in resources]
-        cr_ix = {r.id: i for i, r in enumerate(resources)}
+        self.cr_ix = cr_ix = {r.id: i for i, r in enumerate(resources)}
         self.cr_pol = [pol_ix[r.policy] for r in resources]
         self.cr_prof = [prof_ix[r.profile] for r in resources]
 
@@ -143,22 +144,22 @@ class _Pass:
         self.stopping: dict[int, list[tuple[int, int]]] = {}
         use = [0] * len(resources)
         count = [0] * len(resources)
-        for k, (c, pi, size, stopping) in enumerate(zip(run_cr, run_pool, run_size, gone)):
+        for k, (c, pi, size, stopping) in enumerate(zip(run_cr, run_pool, run_size, gone, strict=True)):
             if stopping:
                 self.stopping.setdefault(c, []).append((placed[k].seq, size))
                 continue
             use[c] += size
             count[c] += 1
             occ[pi] += size
-        chain, bchain, weight, cr_pol, cr_prof = self.chain, self.bchain, self.weight, self.cr_pol, self.cr_prof
         for c, n in enumerate(count):
             if n:
-                p = cr_pol[c]
-                for j in chain[p]:
+                p = self.cr_pol[c]
+                for j in self.chain[p]:
                     U[j] += use[c]
-                if bchain[p] and weight[cr_prof[c]]:
-                    for j in bchain[p]:
-                        rw[j] += weight[cr_prof[c]] * n
+                w = self.weight[self.cr_prof[c]]
+                if w:
+                    for j in self.bchain[p]:
+                        rw[j] += w * n
 
         self.waiting_by_profile: list[list[int]] = [[] for _ in profiles]
         for rid, queue in s.waiting.items():
@@ -178,6 +179,7 @@ class _Pass:
         self.subtrees: dict[int, list[int]] = {}
         self.reclaim_failed: dict[tuple[int, int], int] = {}
         self.pool_use: dict[int, dict[int, int]] = {}
+        self.borrowed: list[int] | None = None
         self.version = 0
         self.freeable_at: dict[int, tuple[int, int]] = {}
 
@@ -298,8 +300,8 @@ class _Pass:
         got = self.active.get(fi)
         if got is None:
             order = {pid: j for j, pid in enumerate(self.s.profiles[fi].policies)}
-            ids = self.s.policies
-            keyed = [(order.get(ids[self.cr_pol[c]].id), c) for c in self.waiting_by_profile[fi]]
+            policies = self.s.policies
+            keyed = [(order.get(policies[self.cr_pol[c]].id), c) for c in self.waiting_by_profile[fi]]
             got = self.active[fi] = [c for j, c in sorted(k for k in keyed if k[0] is not None)]
         return got
 
@@ -330,9 +332,8 @@ class _Pass:
                     break
                 p = self.cr_pol[c]
                 q = None
-                ceiling = room
                 while True:
-                    b = min(top[p] - U[p], room, ceiling)
+                    b = min(top[p] - U[p], room)
                     for a in anc[p]:
                         h = self.lim[a] - U[a]
                         if h < b:
@@ -361,7 +362,9 @@ class _Pass:
                 q = None
                 ceiling = res[p]
                 while True:
-                    b = min(res[p] - U[p], ceiling, ceiling if reach is None else reach)
+                    b = min(res[p] - U[p], ceiling)
+                    if reach is not None and reach < b:
+                        b = reach
                     if b < ms or not self._budget_ok(p, w):
                         break
                     if q is None:
@@ -372,7 +375,9 @@ class _Pass:
                     task = q.tasks[i]
                     room = cap[pi] - occ[pi]
                     if room < task.size:
-                        reach = room + self._freeable(pi)
+                        reach = room + self._borrowed_on(pi)
+                        if reach >= task.size:
+                            reach = room + self._freeable(pi)
                         if reach < task.size:
                             continue
                     fits = room >= task.size and all(U[a] + task.size <= lim[a] for a in anc[p])
@@ -388,7 +393,7 @@ class _Pass:
         """Running work with GPUs on pool pi, in placement order (grouped on first use)."""
         if self.on_pool is None:
             self.on_pool = [[] for _ in self.s.pools]
-            for k, (pool, size, gone) in enumerate(zip(self.run_pool, self.run_size, self.gone)):
+            for k, (pool, size, gone) in enumerate(zip(self.run_pool, self.run_size, self.gone, strict=True)):
                 if size and not gone:
                     self.on_pool[pool].append(k)
         return self.on_pool[pi]
@@ -408,7 +413,7 @@ class _Pass:
         if self.by_policy is None:
             self.by_policy = {}
             cr_pol, run_cr = self.cr_pol, self.run_cr
-            for k, (c, size) in enumerate(zip(run_cr, self.run_size)):
+            for k, (c, size) in enumerate(zip(run_cr, self.run_size, strict=True)):
                 if size:
                     self.by_policy.setdefault(cr_pol[c], []).append(k)
         return self.by_policy
@@ -424,6 +429,19 @@ class _Pass:
                     q = cr_pol[run_cr[k]]
                     got[q] = got.get(q, 0) + run_size[k]
         return got
+
+    def _borrowed_on(self, pi: int) -> int:
+        """A quick upper bound on what reclaim could free on pool pi, fixed when first asked in
+        the reclaim phase: the GPUs there of policies that borrow or have children (whose usage
+        can still rise in this phase)."""
+        if self.borrowed is None:
+            U, res, cr_pol = self.U, self.res, self.cr_pol
+            lender = [U[q] > res[q] or bool(self.children[q]) for q in range(len(U))]
+            self.borrowed = borrowed = [0] * len(self.s.pools)
+            for c, pool, size, gone in zip(self.run_cr, self.run_pool, self.run_size, self.gone, strict=True):
+                if not gone and lender[cr_pol[c]]:
+                    borrowed[pool] += size
+        return self.borrowed[pi]
 
     def _freeable(self, pi: int) -> int:
         """An upper bound on the room reclaim could free on pool pi: each borrowing policy's

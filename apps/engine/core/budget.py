@@ -53,8 +53,10 @@ def period_bounds(now: datetime, period: str) -> tuple[datetime, datetime]:
         return start, start + timedelta(days=7)
     if period == "month":
         start = day.replace(day=1)
-        end = start.replace(year=start.year + 1, month=1) if start.month == 12 else start.replace(
-            month=start.month + 1
+        end = (
+            start.replace(year=start.year + 1, month=1)
+            if start.month == 12
+            else start.replace(month=start.month + 1)
         )
         return start, end
     raise ValueError(f"unknown budget period {period!r}")

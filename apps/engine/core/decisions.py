@@ -74,6 +74,8 @@ class VerdictSource(Protocol):
 
     def verdicts(self) -> Iterator[Verdict]: ...
 
+    def group(self, resource_id: str, size: int) -> Verdict | None: ...
+
 
 @dataclass(frozen=True)
 class Decisions:
@@ -93,3 +95,8 @@ class Decisions:
     def verdicts(self) -> Iterator[Verdict]:
         """Every task still waiting, by compute resource (snapshot order), then queue order."""
         return self.source.verdicts()
+
+    def group_verdict(self, resource_id: str, size: int) -> Verdict | None:
+        """The rule holding every waiting task of `size` in a compute resource, without reading
+        the queue: a loader that stores verdicts per group pays per group, not per task."""
+        return self.source.group(resource_id, size)

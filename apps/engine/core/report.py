@@ -25,28 +25,58 @@ def write_report(sim: Simulation, path: str) -> None:
     )
     for i, p in enumerate(sim.sc.policies):
         fig.add_trace(
-            go.Scatter(x=s.times, y=[row[i] / 1000 for row in s.policy_use], name=p.name,
-                       legendgroup="policy", legendgrouptitle_text="policy", stackgroup="policy", line_shape="hv"),
-            row=1, col=1,
+            go.Scatter(
+                x=s.times,
+                y=[row[i] / 1000 for row in s.policy_use],
+                name=p.name,
+                legendgroup="policy",
+                legendgrouptitle_text="policy",
+                stackgroup="policy",
+                line_shape="hv",
+            ),
+            row=1,
+            col=1,
         )
         fig.add_trace(
-            go.Scatter(x=s.times, y=[row[i] for row in s.queued], name=p.name, legendgroup="queued",
-                       legendgrouptitle_text="waiting", line_shape="hv"),
-            row=3, col=1,
+            go.Scatter(
+                x=s.times,
+                y=[row[i] for row in s.queued],
+                name=p.name,
+                legendgroup="queued",
+                legendgrouptitle_text="waiting",
+                line_shape="hv",
+            ),
+            row=3,
+            col=1,
         )
     for i, p in enumerate(sim.sc.pools):
         fig.add_trace(
-            go.Scatter(x=s.times, y=[row[i] / 1000 for row in s.pool_use], name=p.name, legendgroup="pool",
-                       legendgrouptitle_text="pool", line_shape="hv"),
-            row=2, col=1,
+            go.Scatter(
+                x=s.times,
+                y=[row[i] / 1000 for row in s.pool_use],
+                name=p.name,
+                legendgroup="pool",
+                legendgrouptitle_text="pool",
+                line_shape="hv",
+            ),
+            row=2,
+            col=1,
         )
         fig.add_trace(
-            go.Scatter(x=s.times, y=[row[i] / 1000 for row in s.capacity], name=f"{p.name} capacity",
-                       legendgroup="pool", line={"dash": "dot", "shape": "hv"}),
-            row=2, col=1,
+            go.Scatter(
+                x=s.times,
+                y=[row[i] / 1000 for row in s.capacity],
+                name=f"{p.name} capacity",
+                legendgroup="pool",
+                line={"dash": "dot", "shape": "hv"},
+            ),
+            row=2,
+            col=1,
         )
     fig.update_xaxes(title_text="seconds since start", row=3, col=1)
     fig.update_layout(
-        title=f"Simulation from {sim.sc.start.isoformat()}", hovermode="x unified", height=900,
+        title=f"Simulation from {sim.sc.start.isoformat()}",
+        hovermode="x unified",
+        height=900,
     )
     fig.write_html(path, include_plotlyjs=True, full_html=True)

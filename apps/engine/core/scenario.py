@@ -139,20 +139,37 @@ def parse(data) -> Scenario:
     _names(resources, "compute_resources")
 
     execution_order = _order(
-        top.get("execution_order", {}), "execution_order",
+        top.get("execution_order", {}),
+        "execution_order",
         {p.name: [f.name for f in profiles if p.name in f.pools] for p in pools},
-        "pool", "profile", set(profile_by), must_use=True,
+        "pool",
+        "profile",
+        set(profile_by),
+        must_use=True,
     )
     connected = {(r.policy, r.profile) for r in resources}
     queuing_order = _order(
-        top.get("queuing_order", {}), "queuing_order",
+        top.get("queuing_order", {}),
+        "queuing_order",
         {f.name: [p.name for p in policies if (p.name, f.name) in connected] for f in profiles},
-        "profile", "policy", set(policy_by), must_use=False,
+        "profile",
+        "policy",
+        set(policy_by),
+        must_use=False,
     )
     events = _events(top.get("events", []), pools, profile_by, policies, {r.name: r for r in resources})
     return Scenario(
-        start, duration_us, step_us, low_watermark, pools, profiles, policies, resources,
-        execution_order, queuing_order, events,
+        start,
+        duration_us,
+        step_us,
+        low_watermark,
+        pools,
+        profiles,
+        policies,
+        resources,
+        execution_order,
+        queuing_order,
+        events,
     )
 
 
@@ -216,10 +233,15 @@ def _check_parents(policies: tuple[PolicySpec, ...], by: dict[str, PolicySpec]) 
             up = by[up].parent
 
 
-def _resource(v, field: str, policies: dict[str, PolicySpec], profiles: dict[str, ProfileSpec]) -> ResourceSpec:
+def _resource(
+    v, field: str, policies: dict[str, PolicySpec], profiles: dict[str, ProfileSpec]
+) -> ResourceSpec:
     o = _object(v, field, ("name", "policy", "profile"), ())
-    r = ResourceSpec(_name(o["name"], f"{field}.name"), _name(o["policy"], f"{field}.policy"),
-                     _name(o["profile"], f"{field}.profile"))
+    r = ResourceSpec(
+        _name(o["name"], f"{field}.name"),
+        _name(o["policy"], f"{field}.policy"),
+        _name(o["profile"], f"{field}.profile"),
+    )
     if r.policy not in policies:
         raise ScenarioError(f"{field}.policy: unknown policy {r.policy!r}")
     if r.profile not in profiles:
@@ -233,13 +255,16 @@ def _resource(v, field: str, policies: dict[str, PolicySpec], profiles: dict[str
     return r
 
 
-def _order(v, field: str, default: dict[str, list[str]], key_kind: str, kind: str, known: set[str],
-           must_use: bool) -> dict[str, tuple[str, ...]]:
+def _order(
+    v, field: str, default: dict[str, list[str]], key_kind: str, kind: str, known: set[str], must_use: bool
+) -> dict[str, tuple[str, ...]]:
     """An order per key: the names given first, then the others in the order they are listed."""
     o = _object(v, field, (), tuple(default), unknown=f"unknown {key_kind}")
     result = {}
     for key, others in default.items():
-        given = tuple(_name(n, f"{field}.{key}[{i}]") for i, n in enumerate(_list(o.get(key, []), f"{field}.{key}")))
+        given = tuple(
+            _name(n, f"{field}.{key}[{i}]") for i, n in enumerate(_list(o.get(key, []), f"{field}.{key}"))
+        )
         for i, n in enumerate(given):
             if n not in known:
                 raise ScenarioError(f"{field}.{key}[{i}]: unknown {kind} {n!r}")
@@ -283,7 +308,7 @@ def _events(v, pools, profiles, policies, resources) -> tuple[Event, ...]:
             what = Change("cancel", task, 0)
         elif kind == "engine":
             if body not in ("disable", "enable"):
-                raise ScenarioError(f"{field}: must be \"disable\" or \"enable\"")
+                raise ScenarioError(f'{field}: must be "disable" or "enable"')
             what = Change("engine", None, 1 if body == "enable" else 0)
         elif kind == "set_capacity":
             o = _object(body, field, ("pool", "capacity"), ())
@@ -309,8 +334,8 @@ def _events(v, pools, profiles, policies, resources) -> tuple[Event, ...]:
             for r in resources.values():
                 if r.policy == policy and profiles[r.profile].size > new_lim:
                     raise ScenarioError(
-                        f"{field}.{key}: profile {r.profile!r} ({_g(profiles[r.profile].size)}) would be larger "
-                        f"than the limit ({_g(new_lim)}) of policy {policy!r}"
+                        f"{field}.{key}: profile {r.profile!r} ({_g(profiles[r.profile].size)}) would be "
+                        f"larger than the limit ({_g(new_lim)}) of policy {policy!r}"
                     )
             reservation[policy], limit[policy] = new_res, new_lim
             what = Change(kind, policy, amount)
@@ -336,12 +361,17 @@ def _submit(body, field, resources, profiles, limit, submitted) -> Submit:
         raise ScenarioError(f"{field}.gpus: must be > 0")
     policy = resources[resource].policy
     if size > limit[policy]:
-        raise ScenarioError(f"{field}.gpus: {_g(size)} is larger than the limit ({_g(limit[policy])}) of policy {policy!r}")
+        raise ScenarioError(
+            f"{field}.gpus: {_g(size)} is larger than the limit ({_g(limit[policy])}) of policy {policy!r}"
+        )
     for key in ("user", "project"):
         if key in o:
             _name(o[key], f"{field}.{key}")
     return Submit(
-        task, resource, size, _us(o["duration_s"], f"{field}.duration_s"),
+        task,
+        resource,
+        size,
+        _us(o["duration_s"], f"{field}.duration_s"),
         _bool(o.get("checkpoint", False), f"{field}.checkpoint"),
     )
 
@@ -349,7 +379,9 @@ def _submit(body, field, resources, profiles, limit, submitted) -> Submit:
 # -- values ---------------------------------------------------------------------------------
 
 
-def _object(v, field: str, required: tuple[str, ...], optional: tuple[str, ...], unknown: str = "unknown field"):
+def _object(
+    v, field: str, required: tuple[str, ...], optional: tuple[str, ...], unknown: str = "unknown field"
+):
     if not isinstance(v, dict):
         raise ScenarioError(f"{field}: must be an object")
     for key in required:

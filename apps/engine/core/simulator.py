@@ -236,8 +236,15 @@ class Simulation:
 
     def _submit(self, s: Submit, t: int) -> None:
         self.seq += 1
-        task = _Task(s.id, self.cr_ix[s.resource], s.size, s.duration_us, s.checkpoint, self.seq,
-                     WaitingTask(s.id, self.seq, s.size, self.at(t)))
+        task = _Task(
+            s.id,
+            self.cr_ix[s.resource],
+            s.size,
+            s.duration_us,
+            s.checkpoint,
+            self.seq,
+            WaitingTask(s.id, self.seq, s.size, self.at(t)),
+        )
         task.left_us = s.duration_us
         task.since_us = t
         self.tasks[s.id] = task
@@ -361,8 +368,14 @@ class Simulation:
         for i, acc in self.accounts.items():
             policies[i] = self._policy(i, acc.used(e_now))
         return Snapshot(
-            self.at(t), self.pools, self.profiles, tuple(policies), self.resources,
-            self.queue_cache, tuple(self.placed.values()), self.sc.low_watermark_s,
+            self.at(t),
+            self.pools,
+            self.profiles,
+            tuple(policies),
+            self.resources,
+            self.queue_cache,
+            tuple(self.placed.values()),
+            self.sc.low_watermark_s,
         )
 
     def _pass(self, t: int) -> bool:
@@ -391,8 +404,9 @@ class Simulation:
         now = self.at(t)
         for task in sorted(started, key=lambda x: x.seq):
             r = self.resources[task.cr]
-            self.placed[task.id] = PlacedTask(task.id, r.id, self.sc.pools[task.pool].name, task.size,
-                                              task.seq, now)
+            self.placed[task.id] = PlacedTask(
+                task.id, r.id, self.sc.pools[task.pool].name, task.size, task.seq, now
+            )
 
     # -- output ---------------------------------------------------------------------------------
 
@@ -427,13 +441,17 @@ class Simulation:
                 task.id: {
                     "state": task.state,
                     "preemptions": task.preemptions,
-                    "wait_s": self.seconds(task.wait_us + (end - task.since_us if task.state == "waiting" else 0)),
+                    "wait_s": self.seconds(
+                        task.wait_us + (end - task.since_us if task.state == "waiting" else 0)
+                    ),
                 }
                 for task in self.tasks.values()
             },
             "pools": {
                 p.name: {
-                    "utilization": round(self.pool_area[i] / self.capacity_area[i], 6) if self.capacity_area[i] else 0
+                    "utilization": round(self.pool_area[i] / self.capacity_area[i], 6)
+                    if self.capacity_area[i]
+                    else 0
                 }
                 for i, p in enumerate(self.sc.pools)
             },

@@ -67,6 +67,14 @@ class VerdictBook:
                 position += 1
                 yield Verdict(t.id, rid, position, *self._rule(c, t.size))
 
+    def group(self, resource_id: str, size: int) -> Verdict | None:
+        """The verdict shared by the waiting tasks of one size in one compute resource (position
+        0: it stands for the group, not a task); None for an unknown compute resource."""
+        c = self.run.cr_ix.get(resource_id)
+        if c is None:
+            return None
+        return Verdict("", resource_id, 0, *self._rule(c, size))
+
     def _placed(self, c: int) -> list[int]:
         got = self.placed.get(c)
         if got is None:

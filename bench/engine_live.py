@@ -1,0 +1,194 @@
+"""Benchmark of the live engine on PostgreSQL: one pass at 10k waiting, 5k running, 500 policies
+and 50 pools, split into load, decide and apply, with the queries per pass.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/klique_bench .venv/bin/python bench/engine_live.py
+
+The database named in DATABASE_URL is dropped and created afresh. Two kinds of pass are timed:
+steady passes (the estate is full, nothing can move: the cost of looking) and churn passes
+(before each, 50 running tasks finish, so the pass places about 50 tasks and writes their
+events, intervals and the changed verdicts). Wall-clock times; the machine is shared, so
+medians and p99 over the runs are reported.
+"""
+
+import argparse
+import os
+import platform
+import random
+import statistics
+import sys
+import time
+from decimal import Decimal
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def fresh_database(url: str) -> None:
+    import psycopg
+
+    name = url.rsplit("/", 1)[1]
+    admin = url.rsplit("/", 1)[0] + "/postgres"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def build(waiting: int, running: int, n_policies: int, n_pools: int, seed: int = 7) -> None:
+    from django.utils import timezone
+
+    from apps.accounts.models import Group, User
+    from apps.engine import services as engine
+    from apps.policies.models import ComputeResource, Profile, ProfilePool, ResourcePolicy
+    from apps.pools.models import GpuType, Pool
+    from apps.tasks.models import Task
+
+    rng = random.Random(seed)
+    gpu = GpuType.objects.create(name="H100")
+    sizes = [1, 2, 4, 8]
+    regions = 5
+    per_pool = round(running * 2 / n_pools)  # small tasks fill first: about `running` fit
+    pools = Pool.objects.bulk_create(
+        Pool(name=f"pool-{i:03}", kind="kubernetes", gpu_type=gpu, capacity=per_pool) for i in range(n_pools)
+    )
+    capacity = per_pool * n_pools
+    profiles = Profile.objects.bulk_create(
+        Profile(name=f"gpu-{s}-r{r}", gpus=s, time_weight=1) for s in sizes for r in range(regions)
+    )
+    links = []
+    for f, profile in enumerate(profiles):
+        region = [pool for i, pool in enumerate(pools) if i % regions == f % regions]
+        shift = f % len(region)
+        for rank, pool in enumerate(region[shift:] + region[:shift]):
+            links.append(ProfilePool(profile=profile, pool=pool, pool_rank=rank))
+    ProfilePool.objects.bulk_create(links)
+    for pool in pools:
+        for rank, link in enumerate(ProfilePool.objects.filter(pool=pool).order_by("profile_id")):
+            link.profile_rank = rank
+            link.save(update_fields=["profile_rank"])
+
+    org = Group.objects.create(name="Org", slug="org", kind="organisation")
+    top = ResourcePolicy.objects.create(group=org, reservation=int(capacity * 0.8), limit=capacity)
+    teams = n_policies - 1
+    groups = Group.objects.bulk_create(
+        Group(name=f"team-{i:04}", slug=f"team-{i:04}", parent=org) for i in range(teams)
+    )
+    reservation = Decimal(int(capacity * 0.8) // teams)
+    team_policies = ResourcePolicy.objects.bulk_create(
+        ResourcePolicy(
+            group=g,
+            reservation=reservation,
+            limit=min(capacity, reservation * 4 + 8),
+            budget_hours=Decimal(100000) if i % 5 == 0 else None,
+            budget_period="month" if i % 5 == 0 else "",
+        )
+        for i, g in enumerate(groups)
+    )
+    resources = ComputeResource.objects.bulk_create(
+        ComputeResource(name=f"{p.group_id}/{f.name}", policy=p, profile=f, queuing_rank=i)
+        for i, p in enumerate(team_policies)
+        for f in rng.sample(profiles, 2)
+    )
+    user = User.objects.create(username="bench")
+    now = timezone.now()
+    tasks = Task.objects.bulk_create(
+        Task(user=user, compute_resource=r, gpus=r.profile.gpus, command="sleep 600", state="queued")
+        for r in (rng.choice(resources) for _ in range(waiting + running))
+    )
+    for t in tasks:
+        t.queue_seq = t.pk
+    Task.objects.bulk_update(tasks, ["queue_seq"], batch_size=5000)
+    del top
+    # Fill the estate with real passes: capacity is sized for about `running` tasks.
+    while engine.run_pass(now=now).placed:
+        pass
+
+
+def churn(n: int, rng: random.Random) -> None:
+    from django.utils import timezone
+
+    from apps.tasks import services as lifecycle
+    from apps.tasks.models import Task
+
+    ids = list(Task.objects.filter(state="placed").values_list("pk", flat=True))
+    for pk in rng.sample(ids, min(n, len(ids))):
+        lifecycle.finish(Task.objects.get(pk=pk), exit_code=0, at=timezone.now())
+
+
+def summarize(records) -> dict:
+    def stats(values):
+        values = sorted(values)
+        p99 = values[min(len(values) - 1, round(0.99 * (len(values) - 1)))]
+        return statistics.median(values), p99
+
+    out = {}
+    for field in ("duration_ms", "load_ms", "decide_ms", "apply_ms"):
+        out[field] = stats([getattr(r, field) for r in records])
+    out["queries"] = stats([r.queries for r in records])
+    out["placed"] = statistics.median(r.placed for r in records)
+    out["waiting"] = statistics.median(r.waiting for r in records)
+    out["running"] = statistics.median(r.running for r in records)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--waiting", type=int, default=10_000)
+    parser.add_argument("--running", type=int, default=5_000)
+    parser.add_argument("--policies", type=int, default=500)
+    parser.add_argument("--pools", type=int, default=50)
+    parser.add_argument("--passes", type=int, default=30)
+    args = parser.parse_args()
+    url = os.environ.get("DATABASE_URL", "")
+    if not url.startswith("postgres"):
+        sys.exit("set DATABASE_URL to a PostgreSQL database that may be dropped (e.g. .../klique_bench)")
+    fresh_database(url)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "klique.settings.base")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    from apps.engine import services as engine
+
+    call_command("migrate", verbosity=0)
+    t0 = time.perf_counter()
+    build(args.waiting, args.running, args.policies, args.pools)
+    print(f"estate built in {time.perf_counter() - t0:.1f} s")
+    rng = random.Random(11)
+    steady = [engine.run_pass() for _ in range(args.passes)]
+    churned = []
+    for _ in range(args.passes):
+        churn(50, rng)
+        churned.append(engine.run_pass())
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}, PostgreSQL"
+    )
+    header = [
+        "pass",
+        "waiting",
+        "running",
+        "placed",
+        "total ms (median / p99)",
+        "load ms",
+        "decide ms",
+        "apply ms",
+        "queries",
+    ]
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for name, records in (("steady", steady), ("churn (50 finish first)", churned)):
+        s = summarize(records)
+        cells = [name, f"{s['waiting']:.0f}", f"{s['running']:.0f}", f"{s['placed']:.0f}"]
+        cells += [
+            f"{s[f][0]:.1f} / {s[f][1]:.1f}" for f in ("duration_ms", "load_ms", "decide_ms", "apply_ms")
+        ]
+        cells.append(f"{s['queries'][0]:.0f}")
+        print("| " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
