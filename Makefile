@@ -19,12 +19,25 @@ migrate: install
 	$(PY) manage.py migrate --no-input
 
 seed: migrate
+	mkdir -p var
 	$(PY) manage.py seed_demo
 
-## The portal and admin on the embedded SQLite default, with the demo estate.
+# The demo shortens the low watermark (default 900 s) so that its budget story fits in minutes.
+run: export LOW_WATERMARK_S ?= 120
+
+## The portal and admin on the embedded SQLite default, with the demo estate, the engine (a loop
+## in one process, or Celery worker and beat when REDIS_URL is set), worker daemons and demo load.
 run: seed
-	@echo "Klique: portal http://$(HOST):$(PORT)/  admin http://$(HOST):$(PORT)/admin/"
-	$(PY) manage.py runserver $(HOST):$(PORT)
+	@echo "Klique: portal http://$(HOST):$(PORT)/  admin http://$(HOST):$(PORT)/admin/  (Ctrl-C stops all)"
+	@trap 'kill 0' INT TERM EXIT; \
+	if [ -n "$$REDIS_URL" ]; then \
+	  $(VENV)/bin/celery -A klique worker -B -Q engine,meter,celery --concurrency 2 --loglevel INFO \
+	    --schedule var/celerybeat-schedule & \
+	else \
+	  $(PY) manage.py run_engine & \
+	fi; \
+	$(PY) manage.py demo_load --workers --server http://$(HOST):$(PORT) & \
+	$(PY) manage.py runserver --noreload $(HOST):$(PORT)
 
 ## The whole suite. With DATABASE_URL / REDIS_URL set it runs against PostgreSQL and Redis.
 test: install

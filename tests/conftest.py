@@ -41,7 +41,7 @@ def require_slurm() -> None:
         _fail_or_skip("needs Slurm: run deploy/slurm-dev/start.sh and export the SLURM_CONF it prints")
     done = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=10)
     if done.returncode or not done.stdout.strip():
-        _fail_or_skip(f"the Slurm cluster at {os.environ['SLURM_CONF']} does not answer: {done.stderr.strip()}")
+        _fail_or_skip(f"Slurm at {os.environ['SLURM_CONF']} does not answer: {done.stderr.strip()}")
 
 
 @pytest.fixture(autouse=True)

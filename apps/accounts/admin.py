@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
 
 from apps.accounts import services
-from apps.accounts.models import Group, Membership, Project, User
+from apps.accounts.models import ApiToken, Group, Membership, Project, User
 
 
 class MembershipInline(admin.TabularInline):
@@ -80,3 +80,24 @@ class ProjectAdmin(admin.ModelAdmin):
     list_filter = ["group"]
     autocomplete_fields = ["group"]
     list_select_related = ["group"]
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """IT sees personal tokens (never the tokens themselves) and can revoke them; only their user
+    creates them, in the portal, where each is shown once."""
+
+    list_display = ["name", "user", "prefix", "created_at", "expires_at", "last_used_at", "revoked_at"]
+    search_fields = ["name", "prefix", "user__username"]
+    list_select_related = ["user"]
+    readonly_fields = ["user", "name", "prefix", "created_at", "expires_at", "last_used_at", "revoked_at"]
+    exclude = ["token_hash"]
+    actions = ["revoke"]
+
+    def has_add_permission(self, request):
+        return False
+
+    @admin.action(description="Revoke the selected tokens")
+    def revoke(self, request, queryset):
+        for token in queryset:
+            services.revoke_api_token(token)

@@ -7,7 +7,7 @@ EXPIRY_CHOICES = [("30", "30 days"), ("90", "90 days"), ("365", "1 year"), ("", 
 
 
 class ApiTokenForm(forms.Form):
-    name = forms.CharField(max_length=100, help_text="What the token is for, e.g. laptop or nightly pipeline.")
+    name = forms.CharField(max_length=100, help_text="What the token is for, e.g. laptop or pipeline.")
     expires_in = forms.ChoiceField(choices=EXPIRY_CHOICES, initial="90", required=False, label="Expires in")
 
     def expires_at(self):

@@ -97,7 +97,9 @@ def _charged_by_policy(start: datetime, end: datetime, now: datetime) -> dict[in
     """Budget units charged in [start, end) with disabled-engine windows taken out (GPU time is
     the ledger's and keeps them)."""
     charged = _overlap_by_policy(start, end, now)
-    windows = DisabledWindow.objects.filter(start__lt=min(end, now)).filter(Q(end__isnull=True) | Q(end__gt=start))
+    windows = DisabledWindow.objects.filter(start__lt=min(end, now)).filter(
+        Q(end__isnull=True) | Q(end__gt=start)
+    )
     for window in windows:
         w_start, w_end = max(window.start, start), min(window.end or now, end)
         for pk, (units, _) in _overlap_by_policy(w_start, w_end, now).items():

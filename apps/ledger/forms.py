@@ -49,7 +49,7 @@ class ReportForm(forms.Form):
         widget=forms.TextInput(attrs={"placeholder": "2026-05-01"}),
         help_text="Custom range: until, not included.",
     )
-    currency = forms.CharField(max_length=3, required=False, widget=forms.Select)
+    currency = forms.CharField(required=False, widget=forms.Select)
     group = forms.ModelChoiceField(
         Group.objects.all(), to_field_name="slug", required=False, error_messages=_unknown("group")
     )

@@ -78,8 +78,8 @@ def _derived(to: str, **kwargs) -> models.ForeignKey:
     )
 
 
-class UsageRollup(models.Model):
-    """The usage of one policy, user, project, pool and GPU type over one period, summed from the
+class GroupRollup(models.Model):
+    """The usage of one policy (and its group), pool and GPU type over one period, summed from the
     usage intervals by ``apps.ledger.rollups``. Derived data: rebuilt from the intervals at will.
 
     Amounts are exact integers: ``gpu_us`` in GPU-microseconds (milli-GPUs x milliseconds) and
@@ -91,12 +91,20 @@ class UsageRollup(models.Model):
 
     policy = _derived("policies.ResourcePolicy")
     group = _derived("accounts.Group")
-    user = _derived(settings.AUTH_USER_MODEL)
-    project = _derived("accounts.Project", null=True)
     pool = _derived("pools.Pool")
     gpu_type = _derived("pools.GpuType")
     gpu_us = models.BigIntegerField("GPU-microseconds")
     budget_us = models.BigIntegerField("budget-microseconds")
+
+    class Meta:
+        abstract = True
+
+
+class UsageRollup(GroupRollup):
+    """A rollup row that also names the user and the project."""
+
+    user = _derived(settings.AUTH_USER_MODEL)
+    project = _derived("accounts.Project", null=True)
 
     class Meta:
         abstract = True
@@ -130,6 +138,19 @@ class DailyRollup(UsageRollup):
 
     def __str__(self) -> str:
         return f"usage of {self.user_id} on {self.pool_id} on {self.day:%Y-%m-%d}"
+
+
+class DailyGroupRollup(GroupRollup):
+    """A UTC day's usage without the user and the project: a few hundred rows a day however many
+    users, for the estate-wide cuts by group, GPU type or pool over months and years."""
+
+    day = models.DateField()
+
+    class Meta:
+        indexes = [models.Index(fields=["day"], name="daily_group_rollup_day")]
+
+    def __str__(self) -> str:
+        return f"usage of policy {self.policy_id} on {self.pool_id} on {self.day:%Y-%m-%d}"
 
 
 class RollupState(models.Model):

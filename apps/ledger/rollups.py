@@ -4,8 +4,8 @@ Each usage interval is cut at UTC hour boundaries; each piece adds its GPU-micro
 x milliseconds) and budget-microseconds (milli time weight x milliseconds) to the row of its hour,
 policy, group, user, project, pool and GPU type. Time is counted in whole milliseconds: an
 interval's start and end are truncated to the millisecond, so its pieces add up to exactly its
-length. Running intervals count up to the end of the last closed hour. A day's row is the sum of
-its 24 hourly rows.
+length. Running intervals count up to the end of the last closed hour. A day's rows are the sums
+of its 24 hourly rows, with the user and project (``DailyRollup``) and without (``DailyGroupRollup``).
 
 ``refresh(now)`` (the Celery task ``klique.ledger.rollup``) keeps the tables current; ``rebuild``
 (the ``rollup_usage`` command) recomputes any range. Both are idempotent: a range is deleted and
@@ -22,13 +22,14 @@ from django.db.models.functions import TruncDate
 from django.utils import timezone
 
 from apps.core.gpus import to_milli
-from apps.ledger.models import DailyRollup, HourlyRollup, RollupState, UsageInterval
+from apps.ledger.models import DailyGroupRollup, DailyRollup, HourlyRollup, RollupState, UsageInterval
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MILLISECOND = timedelta(milliseconds=1)
 HOUR_MS = 3_600_000
 US_PER_HOUR = 3_600_000_000  # GPU-microseconds in a GPU-hour (and budget-microseconds in a budget hour)
 KEY_FIELDS = ("policy_id", "group_id", "user_id", "project_id", "pool_id", "gpu_type_id")
+GROUP_KEY_FIELDS = ("policy_id", "group_id", "pool_id", "gpu_type_id")
 LOOKBACK = timedelta(hours=1)  # a refresh recomputes the last built hour too: late commits land there
 LOCK_KEY = 0x6B6C6472  # "kldr"
 BATCH = 20_000
@@ -112,20 +113,26 @@ def _lock() -> None:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [LOCK_KEY])
 
 
+def _sum_into(model, key: tuple[str, ...], rows) -> int:
+    """Write the sums of the rollup rows ``rows``, grouped by ``key``, into ``model``."""
+    sums = rows.values(*key).annotate(gpu=Sum("gpu_us"), budget=Sum("budget_us")).order_by()
+    values = ((*(row[f] for f in key), row["gpu"], row["budget"]) for row in sums.iterator())
+    return _write(model, (*key, "gpu_us", "budget_us"), values)
+
+
 def _rebuild_days(first, last) -> int:
-    """Recompute the daily rows of the days in [first, last) from their hourly rows."""
-    DailyRollup.objects.filter(day__gte=first, day__lt=last).delete()
+    """Recompute the daily rows of the days in [first, last) from their hourly rows, then the
+    daily rows without user and project from those."""
+    days = {"day__gte": first, "day__lt": last}
+    DailyRollup.objects.filter(**days).delete()
+    DailyGroupRollup.objects.filter(**days).delete()
     start = datetime.combine(first, datetime.min.time(), tzinfo=UTC)
     end = datetime.combine(last, datetime.min.time(), tzinfo=UTC)
-    sums = (
-        HourlyRollup.objects.filter(hour__gte=start, hour__lt=end)
-        .annotate(day=TruncDate("hour"))
-        .values("day", *KEY_FIELDS)
-        .annotate(gpu=Sum("gpu_us"), budget=Sum("budget_us"))
-        .order_by()
+    hours = HourlyRollup.objects.filter(hour__gte=start, hour__lt=end).annotate(day=TruncDate("hour"))
+    written = _sum_into(DailyRollup, ("day", *KEY_FIELDS), hours)
+    return written + _sum_into(
+        DailyGroupRollup, ("day", *GROUP_KEY_FIELDS), DailyRollup.objects.filter(**days)
     )
-    rows = ((s["day"], *(s[f] for f in KEY_FIELDS), s["gpu"], s["budget"]) for s in sums.iterator())
-    return _write(DailyRollup, ("day", *KEY_FIELDS, "gpu_us", "budget_us"), rows)
 
 
 def _rebuild(start: datetime, end: datetime) -> tuple[int, list[int]]:
@@ -170,9 +177,10 @@ def _refresh_start(state: RollupState, until: datetime) -> datetime:
         first = UsageInterval.objects.aggregate(first=Min("start"))["first"]
         return floor_hour(first) if first else until
     start = state.built_until - LOOKBACK
+    # By primary key, then min() here: MIN(end) in SQL would walk the whole index on end.
     closed = UsageInterval.objects.filter(pk__in=state.open_interval_ids, end__isnull=False)
-    earliest_end = closed.aggregate(earliest=Min("end"))["earliest"]
-    return min(start, floor_hour(earliest_end)) if earliest_end else start
+    ends = closed.order_by().values_list("end")
+    return min([start, *(floor_hour(end) for (end,) in ends)])
 
 
 def refresh(now: datetime | None = None) -> int:

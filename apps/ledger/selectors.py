@@ -13,14 +13,14 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from fractions import Fraction
 
-from django.db.models import Case, IntegerField, Q, Sum, Value, When
+from django.db.models import Q, Sum
 from django.utils import timezone
 
 from apps.accounts.models import Group, Project, User
 from apps.accounts.selectors import managed_group_ids, member_group_ids, subtree_ids
 from apps.core.gpus import to_milli
 from apps.ledger.budgets import period_bounds
-from apps.ledger.models import DailyRollup, HourlyRollup, UsageInterval
+from apps.ledger.models import DailyGroupRollup, DailyRollup, HourlyRollup, UsageInterval
 from apps.ledger.rollups import US_PER_HOUR, built_until, hourly_usage, overlapping, to_ms
 from apps.pools.models import GpuType, Pool
 from apps.pricing.selectors import Segment, midnight, price_segments
@@ -193,6 +193,11 @@ def visible(viewer: User) -> Q:
     return Q(user_id=viewer.pk) | Q(group_id__in=managed)
 
 
+def may_see_unused_capacity(viewer: User) -> bool:
+    """Unused capacity is estate-wide: IT, leadership and finance."""
+    return managed_group_ids(viewer) is None
+
+
 def refusal(viewer: User, spec: ReportSpec) -> str | None:
     """Why the viewer may not see this report (a 403), or None."""
     managed = managed_group_ids(viewer)
@@ -242,17 +247,29 @@ def _filters(spec: ReportSpec) -> Q:
     return q
 
 
-def _segment_case(segments: list[Segment], field_name: str, by_day: bool) -> Case:
-    """SQL that gives a rollup row the index of its price segment. Segments of a GPU type are in
-    time order and CASE takes the first match, so each needs only its end."""
-    last = {s.gpu_type_id: i for i, s in enumerate(segments)}
-    whens = []
+def _segment_filters(segments: list[Segment], field_name: str, by_day: bool) -> list[Q]:
+    """The rollup rows of each price segment: its GPU type, from its start, until its end. Inner
+    bounds are price changes, at midnight UTC, so they hold for daily rows too."""
+    first, last = {}, {}
+    for i, segment in enumerate(segments):
+        first.setdefault(segment.gpu_type_id, i)
+        last[segment.gpu_type_id] = i
+    filters = []
     for i, segment in enumerate(segments):
         condition = Q(gpu_type_id=segment.gpu_type_id)
+        if i != first[segment.gpu_type_id]:
+            condition &= Q(**{f"{field_name}__gte": segment.start.date() if by_day else segment.start})
         if i != last[segment.gpu_type_id]:
             condition &= Q(**{f"{field_name}__lt": segment.end.date() if by_day else segment.end})
-        whens.append(When(condition, then=Value(i)))
-    return Case(*whens, default=Value(-1), output_field=IntegerField())
+        filters.append(condition)
+    return filters
+
+
+def _fields_of(where: Q) -> set[str]:
+    names = set()
+    for child in where.children:
+        names |= _fields_of(child) if isinstance(child, Q) else {child[0].split("__")[0]}
+    return names
 
 
 def _segment_of(segments: list[Segment]):
@@ -266,9 +283,9 @@ def _segment_of(segments: list[Segment]):
     return lookup
 
 
-def _parts(start: datetime, stop: datetime, rolled: datetime | None):
+def _parts(start: datetime, stop: datetime, rolled: datetime | None, daily):
     """Split [start, stop) into rollup reads (model, period field, low, high) and the tail that
-    is read from the intervals."""
+    is read from the intervals. Whole days come from ``daily``."""
     rolled_end = max(start, min(stop, rolled)) if rolled else start
     first_day = midnight(start.date()) + (
         timedelta(days=1) if start.time() != datetime.min.time() else timedelta()
@@ -277,7 +294,7 @@ def _parts(start: datetime, stop: datetime, rolled: datetime | None):
     if first_day < last_day:
         reads = [
             (HourlyRollup, "hour", start, first_day),
-            (DailyRollup, "day", first_day.date(), last_day.date()),
+            (daily, "day", first_day.date(), last_day.date()),
             (HourlyRollup, "hour", last_day, rolled_end),
         ]
     else:
@@ -286,32 +303,47 @@ def _parts(start: datetime, stop: datetime, rolled: datetime | None):
 
 
 def usage_by(names: list[str], where: Q, start: datetime, stop: datetime, segments: list[Segment], rolled):
-    """{(values of ``names``, segment index): [gpu_us, budget_us]} of the usage in [start, stop),
-    from the rollups up to ``rolled`` and from the intervals after it. ``names`` must include
-    ``gpu_type_id``."""
+    """{(values of ``names``, price segment index): [gpu_us, budget_us]} of the usage in
+    [start, stop), from the rollups up to ``rolled`` and from the intervals after it.
+
+    Whole days come from the daily rows without user and project when neither ``names`` nor
+    ``where`` needs them. Rollup rows are grouped by ``names`` alone, with one filtered sum per
+    price segment, so the database groups on plain columns (and plans for the real number of
+    groups)."""
     sums: dict[tuple, list[int]] = defaultdict(lambda: [0, 0])
-    reads, (live_start, live_stop) = _parts(start, stop, rolled)
+    needs_user = {"user_id", "project_id"} & ({*names} | _fields_of(where))
+    reads, (live_start, live_stop) = _parts(
+        start, stop, rolled, DailyRollup if needs_user else DailyGroupRollup
+    )
     for model, field_name, low, high in reads:
-        case = _segment_case(segments, field_name, by_day=field_name == "day")
+        sums_per_segment = {}
+        for i, condition in enumerate(_segment_filters(segments, field_name, by_day=field_name == "day")):
+            sums_per_segment[f"gpu_{i}"] = Sum("gpu_us", filter=condition)
+            sums_per_segment[f"budget_{i}"] = Sum("budget_us", filter=condition)
         rows = (
             model.objects.filter(where, **{f"{field_name}__gte": low, f"{field_name}__lt": high})
-            .values(*names, segment=case)
-            .annotate(gpu=Sum("gpu_us"), budget=Sum("budget_us"))
+            .values(*names)
+            .annotate(**sums_per_segment)
             .order_by()
         )
         for row in rows:
-            entry = sums[(tuple(row[n] for n in names), row["segment"])]
-            entry[0] += row["gpu"]
-            entry[1] += row["budget"]
+            key = tuple(row[n] for n in names)
+            for i in range(len(segments)):
+                if row[f"gpu_{i}"] is not None:
+                    entry = sums[(key, i)]
+                    entry[0] += row[f"gpu_{i}"]
+                    entry[1] += row[f"budget_{i}"]
     if live_start < live_stop:
-        segment_of, type_at = _segment_of(segments), names.index("gpu_type_id")
+        segment_of = _segment_of(segments)
         intervals = (
             overlapping(UsageInterval.objects.filter(where), live_start, live_stop)
             .order_by("start")
-            .values_list("start", "end", "gpus", "time_weight", *names)
+            .values_list("start", "end", "gpus", "time_weight", "gpu_type_id", *names)
         )
-        for hour, key, gpu, budget in hourly_usage(intervals.iterator(), to_ms(live_start), to_ms(live_stop)):
-            entry = sums[(key, segment_of(key[type_at], hour))]
+        # A plain fetch (the open hour is small) lets the database plan for all of its rows.
+        pieces = hourly_usage(list(intervals), to_ms(live_start), to_ms(live_stop))
+        for hour, (gpu_type_id, *key), gpu, budget in pieces:
+            entry = sums[(tuple(key), segment_of(gpu_type_id, hour))]
             entry[0] += gpu
             entry[1] += budget
     return sums
@@ -333,11 +365,9 @@ def unused_capacity(spec: ReportSpec, stop: datetime, segments: list[Segment], r
     if spec.gpu_type:
         pools = pools.filter(gpu_type_id=spec.gpu_type.pk)
     pools = list(pools)
-    used = usage_by(
-        ["pool_id", "gpu_type_id"], Q(pool_id__in=[p.pk for p in pools]), spec.start, stop, segments, rolled
-    )
+    used = usage_by(["pool_id"], Q(pool_id__in=[p.pk for p in pools]), spec.start, stop, segments, rolled)
     used_in: dict[tuple[int, int], int] = defaultdict(int)
-    for ((pool_id, _), segment), (gpu, _) in used.items():
+    for ((pool_id,), segment), (gpu, _) in used.items():
         used_in[(pool_id, segment)] += gpu
     result = UnusedCapacity({}, {}, {})
     for pool in pools:
@@ -425,9 +455,7 @@ def usage_report(viewer: User, spec: ReportSpec, now: datetime | None = None) ->
     rolled = built_until()
     segments = price_segments(spec.currency, spec.start, stop)
     spread = spec.idle == IDLE_SPREAD
-    names = list(
-        dict.fromkeys([*(DIMENSIONS[d] for d in spec.dims), "gpu_type_id", *(["pool_id"] if spread else [])])
-    )
+    names = list(dict.fromkeys([*(DIMENSIONS[d] for d in spec.dims), *(["pool_id"] if spread else [])]))
     sums = usage_by(names, visible(viewer) & _filters(spec), spec.start, stop, segments, rolled)
     unused = unused_capacity(spec, stop, segments, rolled) if spec.idle else None
     parents, groups = _group_tree()
@@ -466,8 +494,8 @@ def _aggregate(spec, names, sums, segments, unused, parents, shown):
         cost = Fraction(0)
         if price is not None:
             cost = Fraction(gpu * int(price * PRICE_SCALE), MONEY_DENOMINATOR)
-        elif gpu:
-            unpriced[values[names.index("gpu_type_id")]] += gpu
+        elif gpu and segment >= 0:
+            unpriced[segments[segment].gpu_type_id] += gpu
         share = Fraction(0)
         if spec.idle == IDLE_SPREAD:
             pool_id = values[names.index("pool_id")]

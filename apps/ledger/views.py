@@ -27,7 +27,11 @@ def _link(request, **changes) -> str:
 @login_required
 def report(request):
     form = ReportForm(request.GET)
-    context = {"form": form, "scope": selectors.scope(request.user)}
+    context = {
+        "form": form,
+        "scope": selectors.scope(request.user),
+        "estate_view": selectors.may_see_unused_capacity(request.user),
+    }
     status = 200
     if form.is_valid():
         spec = form.spec()

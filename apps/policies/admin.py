@@ -71,7 +71,7 @@ class PolicyComputeResourceInline(admin.TabularInline):
     show_change_link = True
 
 
-_budget_statuses: ContextVar[dict] = ContextVar("budget_statuses", default={})
+_budget_statuses: ContextVar[dict | None] = ContextVar("budget_statuses", default=None)
 
 
 @admin.register(ResourcePolicy)
@@ -79,14 +79,25 @@ class ResourcePolicyAdmin(admin.ModelAdmin):
     """Policies with live columns: GPUs in use (subtree), borrowed, waiting, budget used and left."""
 
     list_display = [
-        "group", "reservation", "limit", "in_use", "borrowed", "waiting", "budget_hours", "budget_period",
-        "budget_used", "budget_left", "projected_run_out", "alert_threshold",
+        "group",
+        "reservation",
+        "limit",
+        "in_use",
+        "borrowed",
+        "waiting",
+        "budget_hours",
+        "budget_period",
+        "budget_used",
+        "budget_left",
+        "projected_run_out",
+        "alert_threshold",
     ]
     list_filter = ["budget_period", "group__kind"]
     search_fields = ["group__name"]
     autocomplete_fields = ["group"]
     list_select_related = ["group"]
     inlines = [PolicyComputeResourceInline]
+
     def changelist_view(self, request, extra_context=None):
         from apps.ledger.budgets import budget_status
 
@@ -102,7 +113,7 @@ class ResourcePolicyAdmin(admin.ModelAdmin):
         return super().get_queryset(request).annotate(waiting_count=waiting)
 
     def _status(self, policy):
-        return _budget_statuses.get().get(policy.pk)
+        return (_budget_statuses.get() or {}).get(policy.pk)
 
     @admin.display(description="in use")
     def in_use(self, policy):

@@ -137,11 +137,12 @@ def _stop_command(task: Task) -> dict:
     }
 
 
-@transaction.atomic
 def heartbeat(
     worker: Worker, *, tasks: list[int], gpus=None, free_gpus=None, gpu_stats=None, now: datetime
 ) -> dict:
-    """Record that the worker is alive and answer with its commands.
+    """Record that the worker is alive and answer with its commands. The update of the worker's
+    row stands alone (it serialises with the sweep on the row lock); only a requeue is a
+    transaction.
 
     A stop command for each of its tasks being stopped; an ``orphaned`` stop for work it runs that
     is no longer its own (requeued while it was lost, canceled, claimed elsewhere); and tasks it
@@ -155,7 +156,8 @@ def heartbeat(
     if gpu_stats is not None:
         fields["gpu_stats"] = gpu_stats
     Worker.objects.filter(pk=worker.pk).update(**fields)
-    held = {t.pk: t for t in Task.objects.filter(worker=worker, state__in=Task.ACTIVE_STATES)}
+    active = Task.objects.filter(worker=worker, state__in=Task.ACTIVE_STATES)
+    held = {t.pk: t for t in active.only("state", "stop_reason", "claimed_at")}
     reported = set(tasks)
     commands = [_stop_command(t) for t in held.values() if t.state == Task.State.STOPPING]
     grace = settings.WORKER_STOP_GRACE_S
@@ -165,12 +167,10 @@ def heartbeat(
     cutoff = now - _seconds("WORKER_HEARTBEAT_TIMEOUT_S") / 2
     missing = [pk for pk, t in held.items() if pk not in reported and t.claimed_at and t.claimed_at <= cutoff]
     if missing:
-        gone = list(
-            Task.objects.select_for_update().filter(
-                pk__in=missing, worker=worker, state__in=Task.ACTIVE_STATES
-            )
-        )
-        lifecycle.requeue_lost(gone, Task.StopReason.WORKER_LOST, now, ended_at=now)
+        with transaction.atomic():
+            locked = Task.objects.select_for_update().filter(pk__in=missing, worker=worker)
+            gone = list(locked.filter(state__in=Task.ACTIVE_STATES))
+            lifecycle.requeue_lost(gone, Task.StopReason.WORKER_LOST, now, ended_at=now)
     return {
         "worker": worker.pk,
         "state": Worker.State.ACTIVE,

@@ -62,7 +62,7 @@ PROFILES = [
         ["onprem-k8s"],
         "A quarter of an A100 for sessions and endpoints",
     ),
-    ("a100-1", "1", "1", False, ["onprem-k8s", "cloud-h100"], "One A100, cloud H100 as overflow"),
+    ("a100-1", "1", "1", False, ["onprem-k8s"], "One A100 on the on-prem cluster"),
     ("l40s-1", "1", "0.5", False, ["baremetal"], "One L40S on bare metal"),
     (
         "gpu-flex",
@@ -93,7 +93,7 @@ POLICIES = {
     "ranking": (16, 48, 1500, "week"),
     "retrieval": (16, 48, None, ""),
     "serving": (20, 40, None, ""),
-    "agents": (8, 24, 24, "day"),
+    "agents": (8, 24, 2, "day"),
 }
 
 # team slug -> profiles it may submit to
@@ -137,6 +137,7 @@ DEMO_USERS = [
     DemoUser("dev-pretraining", Role.MEMBER, "pretraining", "Dara Perez"),
     DemoUser("dev-alignment", Role.MEMBER, "alignment", "Ali Amari"),
     DemoUser("dev-vision", Role.MEMBER, "perception", "Vera Vogel"),
+    DemoUser("dev-generation", Role.MEMBER, "generation", "Gael Moreau"),
     DemoUser("dev-agents", Role.MEMBER, "agents", "Aiko Gunnarsson"),
     DemoUser("dev-ranking", Role.MEMBER, "ranking", "Raj Keller"),
 ]

@@ -3,7 +3,7 @@ from django.contrib import admin
 from django.core.exceptions import ValidationError
 
 from apps.tasks import services
-from apps.tasks.models import Channel, Task, TaskEvent
+from apps.tasks.models import Channel, Schedule, ScheduleRun, Task, TaskEvent
 
 
 class TaskEventInline(admin.TabularInline):
@@ -113,3 +113,38 @@ class TaskEventAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None):
         return False
+
+
+class ScheduleRunInline(admin.TabularInline):
+    model = ScheduleRun
+    fields = ["due_at", "task", "created_at"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    ordering = ["-due_at"]
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Schedule)
+class ScheduleAdmin(admin.ModelAdmin):
+    """Schedules act as their owner, so IT reads them and can pause them but does not write them."""
+
+    list_display = ["name", "owner", "cron", "compute_resource", "active", "next_run_at", "stopped_reason"]
+    list_filter = ["active"]
+    search_fields = ["name", "owner__username", "compute_resource__name"]
+    list_select_related = ["owner", "compute_resource"]
+    inlines = [ScheduleRunInline]
+    actions = ["pause"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    @admin.action(description="Pause the selected schedules")
+    def pause(self, request, queryset):
+        for schedule in queryset:
+            services.update_schedule(schedule, active=False)

@@ -1,32 +1,15 @@
 """Reads of tasks and queues."""
 
-from django.db.models import Count, F, OuterRef, Q, Subquery, Window
-from django.db.models.functions import RowNumber
+from django.db.models import Count, OuterRef, Q, Subquery
 
 from apps.accounts.models import User
 from apps.accounts.selectors import cancellable_group_ids, managed_group_ids
 from apps.tasks.models import Schedule, Task, TaskEvent
 
 
-def waiting_with_positions(queryset=None):
-    """Waiting tasks annotated with ``position``: 1-based place in their compute resource's queue."""
-    waiting = Task.objects.filter(state=Task.State.QUEUED)
-    ranked = waiting.annotate(
-        position=Window(RowNumber(), partition_by=[F("compute_resource_id")], order_by=[F("queue_seq").asc()])
-    )
-    if queryset is None:
-        return ranked
-    ids = queryset.filter(state=Task.State.QUEUED).values("pk")
-    return ranked.filter(pk__in=ids)
-
-
 def queue_position(task: Task) -> int | None:
-    if task.state != Task.State.QUEUED:
-        return None
-    ahead = Task.objects.filter(
-        state=Task.State.QUEUED, compute_resource_id=task.compute_resource_id, queue_seq__lt=task.queue_seq
-    ).count()
-    return ahead + 1
+    """1-based place of a waiting task in its compute resource's queue; None when not waiting."""
+    return queue_positions([task]).get(task.pk)
 
 
 # Channels: what each person may see and do through the API, the CLI, the SDK and MCP.

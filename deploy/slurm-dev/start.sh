@@ -81,6 +81,10 @@ wait_for() {
   exit 1
 }
 
+if ! mysqladmin -h 127.0.0.1 -u root ping >/dev/null 2>&1; then
+  echo "slurm-dev: slurmdbd needs MariaDB on 127.0.0.1:3306 (root, no password)" >&2
+  exit 1
+fi
 if ! pgrep -x munged >/dev/null; then
   install -d -o munge -g munge -m 755 /run/munge
   runuser -u munge -- /usr/sbin/munged

@@ -101,6 +101,9 @@ def cmd_login(args) -> int:
     stored = config.load()
     url = args.url or input(f"Klique URL [{stored['url'] or 'http://127.0.0.1:8000'}]: ").strip()
     url = url or stored["url"] or "http://127.0.0.1:8000"
+    if not url.startswith(("http://", "https://")):
+        print(f"klique login: the URL must start with http:// or https://, not {url!r}", file=sys.stderr)
+        return USAGE
     token = args.token
     if token == "-" or (token is None and not sys.stdin.isatty()):
         token = sys.stdin.readline()
@@ -147,7 +150,7 @@ def wait_for(args, client: Client, task: Task) -> int:
         if current.preemption_count > last["preemptions"]:
             reason = REASONS.get(current.last_preemption_reason, current.last_preemption_reason)
             print(("\n" if live else "") + f"task {current.id}: requeued: {reason}", file=out, flush=True)
-            last["preemptions"] = current.preemption_count
+            last["preemptions"], last["state"] = current.preemption_count, None
         line = f"task {current.id}: {describe(current)}"
         if live:
             end = "\n" if current.done else ""
@@ -367,8 +370,8 @@ def parser() -> argparse.ArgumentParser:
     )
     commands = root.add_subparsers(dest="command_name", required=True, metavar="COMMAND")
 
-    def command(name, handler, help_text, parent=commands):
-        sub = parent.add_parser(name, parents=[common], help=help_text, description=help_text)
+    def command(name, handler, help_text, parent=commands, usage=None):
+        sub = parent.add_parser(name, parents=[common], help=help_text, description=help_text, usage=usage)
         sub.set_defaults(handler=handler)
         return sub
 
@@ -389,7 +392,9 @@ def parser() -> argparse.ArgumentParser:
     login.add_argument("--url", help="the Klique server, e.g. https://klique.example.org")
     login.add_argument("--token", help="the token ('-' reads it from standard input); asked for if left out")
     command("resources", cmd_resources, "the compute resources you may submit to")
-    submit = command("submit", cmd_submit, "submit a task: klique submit RESOURCE -- COMMAND...")
+    submit = command(
+        "submit", cmd_submit, "submit a task", usage="klique submit [options] RESOURCE -- COMMAND..."
+    )
     task_template(submit)
     submit.add_argument("--name", default="", help="a name for the task")
     waiting(submit)
@@ -410,8 +415,9 @@ def parser() -> argparse.ArgumentParser:
     add = command(
         "add",
         cmd_schedule_add,
-        "add a schedule: klique schedule add RESOURCE --cron CRON -- COMMAND",
+        "add a schedule that submits the task at each due time",
         schedules,
+        usage="klique schedule add [options] RESOURCE --cron CRON --name NAME -- COMMAND...",
     )
     add.add_argument("--cron", required=True, help="five fields, UTC, e.g. '0 2 * * *'")
     add.add_argument("--name", required=True)

@@ -56,7 +56,7 @@ def build_server(client: Client) -> MCPServer:
             str | None,
             Field(
                 pattern=r"^\d{1,7}(\.\d{1,3})?$",
-                description="GPUs, e.g. '2' or '0.5'; only for a compute resource whose size is set per task.",
+                description="GPUs, e.g. '2' or '0.5'; only for a compute resource sized per task.",
             ),
         ] = None,
         project: Annotated[str | None, Field(max_length=120, description="A project of the group.")] = None,

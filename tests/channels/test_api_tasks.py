@@ -1,5 +1,6 @@
 """The task API: submit, list, get, cancel; who may do what; bad input answers 400 naming the field."""
 
+from datetime import timedelta
 from decimal import Decimal
 
 import pytest
@@ -188,3 +189,22 @@ def test_filters_narrow_the_list_and_bad_filter_values_answer_400(estate, api):
 def test_fractions_stay_exact(estate, api):
     body = submit(api(estate.member), "vision/a100-quarter").json()
     assert body["gpus"] == "0.250" and Task.objects.get(pk=body["id"]).gpus == Decimal("0.25")
+
+
+@pytest.mark.parametrize(
+    "moment",
+    ["5673-09-03T13:09:31.4-16:57", "9999-12-31T23:00:00-16:00", "0001-01-01T00:30:00+01:00", "yesterday"],
+)
+def test_time_filters_outside_what_the_database_takes_answer_400_or_match_nothing(estate, api, moment):
+    response = api(estate.member).get("/api/v1/tasks/", {"submitted_after": moment})
+    assert response.status_code in (200, 400)
+    if response.status_code == 400:
+        assert "submitted_after" in response.json()
+
+
+def test_time_filters_compare_in_utc(estate, api):
+    task = make_task(estate.member, estate.vision_a100)
+    before = (task.submitted_at - timedelta(minutes=1)).astimezone(timezone.get_fixed_timezone(-16 * 60 - 57))
+    client = api(estate.member)
+    assert client.get("/api/v1/tasks/", {"submitted_after": before.isoformat()}).json()["count"] == 1
+    assert client.get("/api/v1/tasks/", {"submitted_before": before.isoformat()}).json()["count"] == 0

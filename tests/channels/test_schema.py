@@ -30,7 +30,11 @@ def in_process_requests():
 def member_headers(estate, in_process_requests):
     services.submit(user=estate.member, compute_resource=estate.vision_a100, command="train")
     services.create_schedule(
-        owner=estate.member, name="nightly", cron="0 2 * * *", compute_resource=estate.vision_a100, command="x"
+        owner=estate.member,
+        name="nightly",
+        cron="0 2 * * *",
+        compute_resource=estate.vision_a100,
+        command="x",
     )
     return {"Authorization": f"Bearer {token_for(estate.member)}"}
 

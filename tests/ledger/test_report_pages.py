@@ -253,3 +253,8 @@ def test_the_group_filter_lists_only_the_groups_a_viewer_may_see(client, estate)
 def test_the_page_offers_the_previous_and_next_period(client, estate):
     response = get(client, estate.users["fin"], f"/reports/?{APRIL}")
     assert "date=2026-03-31" in response.context["previous"] and "date=2026-05-01" in response.context["next"]
+
+
+def test_only_the_estate_roles_are_offered_unused_capacity(client, estate):
+    assert 'name="idle"' in get(client, estate.users["cio"], "/reports/").content.decode()
+    assert 'name="idle"' not in get(client, estate.users["head"], "/reports/").content.decode()

@@ -8,7 +8,7 @@ from django.core.management import call_command
 from django.db.models import Sum
 
 from apps.ledger import rollups
-from apps.ledger.models import DailyRollup, HourlyRollup, RollupState
+from apps.ledger.models import DailyGroupRollup, DailyRollup, HourlyRollup, RollupState
 from tests.ledger.ledger_data import make_estate, record
 
 pytestmark = pytest.mark.django_db
@@ -102,6 +102,29 @@ def test_a_day_row_is_the_sum_of_its_hours_once_the_day_has_closed(estate):
     rollups.refresh(T0 + timedelta(hours=4))
     days = dict(DailyRollup.objects.values_list("day", "gpu_us"))
     assert days == {(T0 - timedelta(days=1)).date(): 2 * US_PER_HOUR, T0.date(): 24 * US_PER_HOUR}
+
+
+def test_the_daily_rows_without_user_and_project_are_the_sums_of_the_daily_rows(estate):
+    u = estate.users
+    day = T0 - timedelta(hours=22)  # 30 March 00:00
+    record(
+        estate,
+        estate.team_a,
+        u["alice"],
+        estate.onprem,
+        day,
+        day + timedelta(hours=5),
+        project=estate.project_a,
+    )
+    record(estate, estate.team_a, u["lead"], estate.onprem, day, day + timedelta(hours=2), gpus="0.5")
+    record(estate, estate.team_b, u["bob"], estate.cloud, day, day + timedelta(hours=1))
+    rollups.refresh(T0 + timedelta(hours=3))
+    by_group = DailyGroupRollup.objects.values_list("group_id", "pool_id", "gpu_us", "budget_us")
+    assert sorted(by_group) == [
+        (estate.team_a.pk, estate.onprem.pk, 6 * US_PER_HOUR, 7 * US_PER_HOUR),
+        (estate.team_b.pk, estate.cloud.pk, US_PER_HOUR, US_PER_HOUR),
+    ]
+    assert DailyRollup.objects.count() == 3
 
 
 def test_rebuilding_is_idempotent_and_recomputes_whatever_the_tables_hold(estate):
@@ -216,5 +239,5 @@ def test_on_postgresql_rows_are_written_with_copy_and_refreshes_take_turns(estat
             T0 + timedelta(hours=hour, minutes=30),
             gpus="0.5",
         )
-    assert rollups.refresh(T0 + timedelta(days=3)) == 30 + 3  # 30 hourly rows, 3 daily rows
+    assert rollups.refresh(T0 + timedelta(days=3)) == 30 + 3 + 3  # 30 hourly rows, 3 + 3 daily rows
     assert HourlyRollup.objects.aggregate(s=Sum("gpu_us"))["s"] == 30 * US_PER_HOUR // 4

@@ -118,6 +118,6 @@ def test_a_task_cannot_be_placed_twice(resource):
 def test_positions_follow_seq_per_compute_resource(resource):
     tasks = submit(resource, 3)
     other = submit(ComputeResourceFactory(), 1)
-    positions = {t.pk: t.position for t in selectors.waiting_with_positions()}
+    positions = selectors.queue_positions(tasks + other)
     assert [positions[t.pk] for t in tasks] == [1, 2, 3]
     assert positions[other[0].pk] == 1

@@ -88,17 +88,24 @@ class Proxy:
         self.lock = threading.Lock()
         threading.Thread(target=self._accept, daemon=True).start()
 
+    def close(self) -> None:
+        self.set_down(True)
+        self.listener.close()
+
     def set_down(self, down: bool) -> None:
         self.down = down
         if down:
             with self.lock:
                 for sock in self.open:
-                    sock.close()
+                    _hang_up(sock)
                 self.open.clear()
 
     def _accept(self) -> None:
         while True:
-            client, _ = self.listener.accept()
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
             if self.down:
                 client.close()
                 continue
@@ -115,11 +122,17 @@ class Proxy:
         except OSError:
             pass
         finally:
-            for sock in (source, sink):
-                try:
-                    sock.close()
-                except OSError:
-                    pass
+            _hang_up(source)
+            _hang_up(sink)
+
+
+def _hang_up(sock: socket.socket) -> None:
+    """Shut down before closing: a plain close leaves a recv blocked in another thread waiting."""
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    sock.close()
 
 
 def wait_for(check, timeout: float = 60, every: float = 0.2, what: str = "the condition"):
@@ -130,3 +143,18 @@ def wait_for(check, timeout: float = 60, every: float = 0.2, what: str = "the co
             return value
         time.sleep(every)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def other_sessions_closed() -> None:
+    """Wait until no other process or server thread holds a session on the test database."""
+    from django.db import connection
+
+    def closed() -> bool:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+            return cursor.fetchone()[0] == 0
+
+    wait_for(closed, timeout=15, what="the other database sessions to close")

@@ -32,6 +32,7 @@ from tests.worker import live
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 
 PASS_S = 0.5
+SLACK_S = 3  # what a pass and a sweep may take on a shared, loaded machine
 
 
 @pytest.fixture
@@ -44,6 +45,7 @@ def stack(settings, tmp_path, live_server):
     profile = policies.create_profile(name="1gpu", gpus=1, pools=[pool])
     token = pools.issue_enrolment_token(EnrolmentToken(pool=pool, name="e2e"), now=timezone.now())
     processes: list[live.Process] = []
+    proxies: list[live.Proxy] = []
 
     class Stack:
         def __init__(self):
@@ -70,6 +72,11 @@ def stack(settings, tmp_path, live_server):
             assert answer.status_code == 201, answer.text
             return answer.json()["id"]
 
+        def proxy(self) -> live.Proxy:
+            proxy = live.Proxy(self.server)
+            proxies.append(proxy)
+            return proxy
+
         def engine(self) -> live.Process:
             process = live.engine(self.folder / "engine.log", PASS_S)
             processes.append(process)
@@ -83,12 +90,15 @@ def stack(settings, tmp_path, live_server):
     yield Stack()
     for process in reversed(processes):
         process.stop()
+    for proxy in proxies:
+        proxy.close()
     for ledger in tmp_path.glob("*/running.json"):
         for pgid in json.loads(ledger.read_text() or "{}").values():
             try:
                 os.killpg(pgid, 9)
             except (ProcessLookupError, PermissionError):
                 pass
+    live.other_sessions_closed()
 
 
 def task(pk: int) -> Task:
@@ -123,7 +133,8 @@ def test_work_runs_is_reclaimed_with_sigterm_requeued_and_completes_with_each_in
     (victim,) = preempted
     assert (terms / str(victim)).read_text().strip() == "TERM"
     assert task(victim).last_preemption_reason == "reclaim"
-    kinds = list(task(victim).events.order_by("at", "pk").values_list("kind", flat=True))
+    changes = task(victim).events.exclude(kind=TaskEvent.Kind.VERDICT).order_by("at", "pk")
+    kinds = list(changes.values_list("kind", flat=True))
     assert kinds == [
         "submitted", "placed", "claimed", "started", "preempted", "requeued",
         "placed", "claimed", "started", "succeeded",
@@ -156,7 +167,7 @@ def test_a_worker_killed_with_sigkill_has_its_work_requeued_and_not_charged_afte
     holder.refresh_from_db()
     requeued = task(pk).events.get(kind="requeued")
     assert holder.state == Worker.State.LOST and requeued.reason == "worker_lost"
-    assert requeued.at - holder.last_heartbeat <= timedelta(seconds=3 + PASS_S + 2)
+    assert requeued.at - holder.last_heartbeat <= timedelta(seconds=3 + PASS_S + SLACK_S)
     assert holder.last_heartbeat <= killed_at
     first_run = UsageInterval.objects.filter(task_id=pk).order_by("start").first()
     assert first_run.end == holder.last_heartbeat
@@ -170,7 +181,7 @@ def test_a_worker_killed_with_sigkill_has_its_work_requeued_and_not_charged_afte
 
 def test_the_daemon_keeps_its_work_through_a_control_plane_outage_and_reports_when_back(stack):
     group = stack.group("Team", reservation=2, limit=2)
-    proxy = live.Proxy(stack.server)
+    proxy = stack.proxy()
     engine = stack.engine()
     daemon = stack.worker("w1", server=proxy.url, gpus=2)
     short = stack.submit(group, "sleep 2")

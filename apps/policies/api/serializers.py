@@ -21,7 +21,9 @@ class GroupRefSerializer(serializers.Serializer):
 class ComputeResourceSerializer(serializers.ModelSerializer):
     group = GroupRefSerializer(source="policy.group")
     profile = serializers.CharField(source="profile.name")
-    gpus = gpus_field(source="profile.gpus", help_text="The profile's GPU size (the default when sized by task).")
+    gpus = gpus_field(
+        source="profile.gpus", help_text="The profile's GPU size (the default if sized by task)."
+    )
     size_from_task = serializers.BooleanField(source="profile.size_from_task")
     time_weight = serializers.DecimalField(source="profile.time_weight", max_digits=6, decimal_places=3)
     reservation = gpus_field(source="policy.reservation")
@@ -57,7 +59,7 @@ class UsageSerializer(serializers.Serializer):
     gpus_in_use = gpus_field()
     gpu_hours = hours_field(help_text="GPU-hours in the current period (the month without a budget).")
     has_budget = serializers.BooleanField()
-    period = serializers.CharField(allow_null=True, help_text="day, week or month (UTC); null without a budget.")
+    period = serializers.CharField(allow_null=True, help_text="day, week or month (UTC); null if no budget.")
     period_start = serializers.DateTimeField()
     resets_at = serializers.DateTimeField()
     budget_hours = hours_field(allow_null=True)

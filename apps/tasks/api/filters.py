@@ -1,6 +1,28 @@
+from datetime import UTC
+
+from django.core.exceptions import ValidationError
 from django_filters import rest_framework as filters
+from django_filters.fields import IsoDateTimeField
 
 from apps.tasks.models import Channel, Schedule, Task
+
+
+class UtcDateTimeField(IsoDateTimeField):
+    """An ISO 8601 time turned into UTC before it reaches the database (PostgreSQL refuses
+    offsets beyond 15:59 hours)."""
+
+    def to_python(self, value):
+        moment = super().to_python(value)
+        if moment is None:
+            return None
+        try:
+            return moment.astimezone(UTC)
+        except OverflowError as error:
+            raise ValidationError("Enter a time between the years 1 and 9999 in UTC.") from error
+
+
+class UtcDateTimeFilter(filters.IsoDateTimeFilter):
+    field_class = UtcDateTimeField
 
 
 class TaskFilter(filters.FilterSet):
@@ -10,8 +32,8 @@ class TaskFilter(filters.FilterSet):
     group = filters.CharFilter(field_name="compute_resource__policy__group__slug", help_text="Group slug.")
     user = filters.CharFilter(field_name="user__username")
     project = filters.CharFilter(field_name="project__name")
-    submitted_after = filters.IsoDateTimeFilter(field_name="submitted_at", lookup_expr="gte")
-    submitted_before = filters.IsoDateTimeFilter(field_name="submitted_at", lookup_expr="lt")
+    submitted_after = UtcDateTimeFilter(field_name="submitted_at", lookup_expr="gte")
+    submitted_before = UtcDateTimeFilter(field_name="submitted_at", lookup_expr="lt")
     mine = filters.BooleanFilter(method="filter_mine", help_text="Only the tasks you submitted.")
 
     class Meta:

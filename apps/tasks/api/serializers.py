@@ -29,7 +29,9 @@ class ComputeResourceField(serializers.CharField):
 
     def run_validation(self, data=serializers.empty):
         name = super().run_validation(data)
-        resource = ComputeResource.objects.select_related("policy__group", "profile").filter(name=name).first()
+        resource = (
+            ComputeResource.objects.select_related("policy__group", "profile").filter(name=name).first()
+        )
         if resource is None or not resource_is_visible(self.context["request"].user, resource):
             self.fail("unknown", name=name)
         return resource

@@ -36,7 +36,7 @@ def channel_of(request) -> str:
     value = request.headers.get(CHANNEL_HEADER, Channel.API).strip().lower()
     if value not in CLIENT_CHANNELS:
         allowed = ", ".join(CLIENT_CHANNELS)
-        raise serializers.ValidationError({CHANNEL_HEADER: [f"Unknown channel {value!r}; use one of {allowed}."]})
+        raise serializers.ValidationError({CHANNEL_HEADER: [f"Unknown channel {value!r}; use {allowed}."]})
     return value
 
 
