@@ -46,6 +46,15 @@ def test_lend_then_reclaim_in_the_same_pass():
     ]
 
 
+def test_a_team_reclaims_from_its_sibling_while_their_department_is_below_its_reservation():
+    lines = check("sibling_reclaim")
+    assert [(e["task"], e["event"]) for e in lines if e.get("at") == 2] == [
+        ("b3", "preempted"),
+        ("a1", "placed"),
+        ("a2", "placed"),
+    ]
+
+
 def test_reclaim_never_takes_the_borrower_below_its_reservation():
     lines = check("never_below_reservation")
     assert len(events(lines, "preempted")) == 2

@@ -21,6 +21,7 @@ OWN = Path(__file__).parent / "scenarios"
 NOT_VALID_IN_THE_PORTAL = {"ancestor_limits"}
 MIRRORED = [
     "lend_then_reclaim",
+    "sibling_reclaim",
     "never_below_reservation",
     "requeue_old_order",
     "first_pool_first",

@@ -480,7 +480,9 @@ class _Pass:
         that ancestor's subtree, on any pool, can give headroom there). Victims come from the
         policy furthest above its reservation (recomputed as victims are taken), newest placed
         first, skipping work that would not help or would take its policy, or an ancestor not
-        shared with the task's policy, below its reservation. Victims that turn out not to be
+        shared with the task's policy, below its reservation (a shared ancestor's GPUs stay in its
+        subtree: a team takes back from its sibling what the sibling borrowed of its reservation,
+        even while their department as a whole is below its own). Victims that turn out not to be
         needed are handed back, last taken first.
         """
         key = (pi, p)
@@ -548,7 +550,8 @@ class _Pass:
             helps = (pool_short and self.run_pool[k] == pi) or any(
                 a in chain and U[a] + s > lim[a] for a in needy
             )
-            if helps and all(U[b] - size + (s if b in inside else 0) >= res[b] for b in chain):
+            keeps = U[q] - size >= res[q] and all(U[b] - size >= res[b] for b in chain if b not in inside)
+            if helps and keeps:
                 cursor[q] = i
                 return k
         cursor[q] = i
