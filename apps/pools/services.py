@@ -24,7 +24,7 @@ from klique.worker import slots as gpu_slots
 
 ENROLMENT_PREFIX = "kqe_"
 WORKER_PREFIX = "kqw_"
-RELEASED = "released"
+RELEASED = Task.StopReason.RELEASED
 CLAIM_SCAN_MARGIN = 8
 
 
@@ -266,17 +266,18 @@ def report_started(worker: Worker, task_id: int, *, at=None, detail=None, now: d
 
 @transaction.atomic
 def report_exited(worker: Worker, task_id: int, *, exit_code: int, at=None, log_tail=None, now) -> Task:
-    """The work ended on its own. If a stop had been asked for meanwhile, it counts as stopped."""
+    """The work ended on its own. If a stop had been asked for meanwhile, a success is kept (the
+    work is done; running it again would redo it) and a failure counts as stopped (it may well
+    be the stop that ended it), so the task is requeued or canceled as the stop intended."""
     task = _locked_task(worker, task_id)
     _save_log(worker, task, log_tail, now)
     if not _is_held(worker, task):
         return task
     at = _clamp(at, task, now)
-    if task.state == Task.State.STOPPING:
+    if task.state == Task.State.STOPPING and exit_code != 0:
         lifecycle.stopped_many([task], at)
-    else:
-        lifecycle.finish(task, exit_code=exit_code, at=at)
-    return task
+        return task
+    return lifecycle.finish(task, exit_code=exit_code, at=at)
 
 
 @transaction.atomic

@@ -8,6 +8,7 @@ a team borrowing idle GPUs, another reclaiming its reservation, a daily budget r
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -43,7 +44,7 @@ class Wave:
 STORY = [
     Wave(0, "dev-vision", "perception/gpu-flex", 12, "4", (5, 8), "detector sweep"),
     Wave(0, "dev-pretraining", "pretraining/h100-8", 14, None, (6, 10), "llm pretraining shard"),
-    Wave(5, "dev-agents", "agents/gpu-flex", 16, "1", (4, 6), "agent eval"),
+    Wave(5, "dev-agents", "agents/gpu-flex", 16, "1", (8, 12), "agent eval"),
     Wave(90, "dev-generation", "generation/a100-1", 24, None, (2, 4), "diffusion finetune"),
 ]
 BACKGROUND = [
@@ -116,13 +117,24 @@ def start_workers(server: str, state_root: Path) -> list[subprocess.Popen]:
         ]
         log = open(state_dir / "worker.log", "ab")  # noqa: SIM115 - kept open for the child's life
         processes.append(
-            subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            subprocess.Popen(
+                command, env=env, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_ignore_ctrl_c
+            )
         )
     return processes
 
 
+def _ignore_ctrl_c() -> None:
+    """The daemons stay in the terminal's process group, so ``make run``'s clean-up reaches them
+    with SIGTERM, but Ctrl-C alone does not cut them off before they stop their tasks."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def stop_workers(processes: list[subprocess.Popen], grace_s: float = 60) -> None:
-    """SIGTERM each daemon (it stops its tasks, which are requeued), then SIGKILL stragglers."""
+    """SIGTERM each daemon (it stops its tasks, which are requeued), then SIGKILL stragglers.
+    Further signals to this process are ignored meanwhile, so a second Ctrl-C cannot orphan them."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     for process in processes:
         process.terminate()
     for process in processes:

@@ -35,6 +35,7 @@ class Task(models.Model):
         CANCELED = "canceled", "Canceled"
         WORKER_LOST = "worker_lost", "Worker lost"
         UNCLAIMED = "unclaimed", "Not claimed in time"
+        RELEASED = "released", "Released by the pool (e.g. requeued by Slurm)"
 
     name = models.CharField(max_length=200, blank=True)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="tasks")
@@ -96,6 +97,13 @@ class Task(models.Model):
         ordering = ["-pk"]
         indexes = [
             models.Index(fields=["state", "compute_resource", "queue_seq"], name="task_queue_idx"),
+            # A worker's claim: the placed, unclaimed tasks of its pool in claim order (partial, so
+            # it holds only the few placements waiting for a worker).
+            models.Index(
+                fields=["pool", "placed_at", "queue_seq", "id"],
+                condition=models.Q(state="placed", worker__isnull=True),
+                name="task_claimable_idx",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -225,14 +225,16 @@ def requeue_lost(tasks, reason: str, at, *, ended_at) -> None:
 
 @transaction.atomic
 def finish(task: Task, *, exit_code: int, at) -> Task:
-    """The work ended on its own: succeeded with exit code 0, failed otherwise."""
+    """The work ended on its own: succeeded with exit code 0, failed otherwise. Work that ends on
+    its own while a stop is pending (it finished before its worker got the stop) is done, not
+    requeued: running it again would redo finished work."""
     if task.state in Task.FINAL_STATES:
         return task
-    if task.state == Task.State.STOPPING:
-        raise ValueError(f"task {task.pk} is stopping; report it stopped instead")
+    if task.state not in Task.ACTIVE_STATES:
+        raise ValueError(f"task {task.pk} is {task.state}: no work of it runs")
     ledger.close_intervals([task.pk], at)
     task.state = Task.State.SUCCEEDED if exit_code == 0 else Task.State.FAILED
-    task.exit_code, task.ended_at = exit_code, at
+    task.exit_code, task.ended_at, task.stop_reason = exit_code, at, ""
     task.save(update_fields=LIFECYCLE_FIELDS)
     kind = TaskEvent.Kind.SUCCEEDED if exit_code == 0 else TaskEvent.Kind.FAILED
     _events([task], kind, at, detail={"exit_code": exit_code})

@@ -232,12 +232,21 @@ def test_a_canceled_task_that_stopped_is_canceled(pool, enrol, place):
     assert report(client, task, "stopped").json()["state"] == "canceled"
 
 
-def test_an_exit_while_a_stop_was_asked_for_counts_as_stopped(pool, enrol, place):
+def test_a_failed_exit_while_a_stop_was_asked_for_counts_as_stopped(pool, enrol, place):
     worker, client = enrol()
     (task,) = place(pool)
     claim_one(worker)
     lifecycle.request_stop_many([Task.objects.get(pk=task.pk)], Task.StopReason.BUDGET, timezone.now())
     assert report(client, task, "exited", exit_code=143).json()["state"] == "queued"
+
+
+def test_a_success_while_a_stop_was_asked_for_is_kept_not_run_again(pool, enrol, place):
+    worker, client = enrol()
+    (task,) = place(pool)
+    claim_one(worker)
+    lifecycle.request_stop_many([Task.objects.get(pk=task.pk)], Task.StopReason.RECLAIM, timezone.now())
+    assert report(client, task, "exited", exit_code=0).json()["state"] == "succeeded"
+    assert not UsageInterval.objects.filter(task_id=task.pk, end__isnull=True).exists()
 
 
 def test_stopped_without_a_stop_command_means_the_pool_released_the_work(pool, enrol, place):
