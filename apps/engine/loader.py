@@ -1,7 +1,9 @@
 """Load the engine core's snapshot from the database in a fixed number of queries.
 
-Ids in the snapshot are the database primary keys as strings. Queues come out of the database
-already in seq order and placed work in placement order, as the core expects.
+Ids in the snapshot are the database primary keys as strings. A task's seq in the snapshot is its
+queue rank (project priority, then queue seq: ``apps.tasks.selectors.with_queue_rank``). Queues
+come out of the database already in that order and placed work in placement order, as the core
+expects.
 """
 
 from collections import defaultdict
@@ -21,6 +23,7 @@ from apps.policies.models import ComputeResource, Profile, ProfilePool, Resource
 from apps.policies.selectors import parent_policy_ids
 from apps.pools.models import Pool
 from apps.tasks.models import Task
+from apps.tasks.selectors import with_queue_rank
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -158,10 +161,10 @@ def load(now) -> Loaded:
 def _placed() -> tuple[core.PlacedTask, ...]:
     """Work on pools in placement order; a task being stopped is marked ``preempting``."""
     rows = _rows(
-        Task.objects.filter(state__in=Task.ACTIVE_STATES)
-        .order_by("placed_at", "queue_seq")
+        with_queue_rank(Task.objects.filter(state__in=Task.ACTIVE_STATES))
+        .order_by("placed_at", "queue_rank")
         .annotate(milli=_milli("gpus"), instant=_instant("placed_at")),
-        ("id", "compute_resource_id", "pool_id", "milli", "queue_seq", "instant", "state"),
+        ("id", "compute_resource_id", "pool_id", "milli", "queue_rank", "instant", "state"),
     )
     return tuple(
         core.PlacedTask(
@@ -185,10 +188,10 @@ def _waiting() -> tuple[dict[str, tuple[core.WaitingTask, ...]], dict[tuple[str,
     queues: dict[str, list[core.WaitingTask]] = defaultdict(list)
     keys: dict[tuple[str, int], set[str | None]] = defaultdict(set)
     rows = _rows(
-        Task.objects.filter(state=Task.State.QUEUED)
-        .order_by("compute_resource_id", "queue_seq")
+        with_queue_rank(Task.objects.filter(state=Task.State.QUEUED))
+        .order_by("compute_resource_id", "queue_rank")
         .annotate(milli=_milli("gpus"), instant=_instant("submitted_at"), key=KT("verdict__key")),
-        ("id", "compute_resource_id", "queue_seq", "milli", "instant", "key"),
+        ("id", "compute_resource_id", "queue_rank", "milli", "instant", "key"),
     )
     for pk, resource, seq, milli, submitted_at, key in rows:
         resource = str(resource)

@@ -1,6 +1,7 @@
 """Reads of tasks and queues."""
 
-from django.db.models import Count, OuterRef, Q, Subquery
+from django.db.models import BigIntegerField, Count, ExpressionWrapper, F, OuterRef, Q, Subquery, Value
+from django.db.models.functions import Coalesce
 
 from apps.accounts.models import User
 from apps.accounts.selectors import cancellable_group_ids, managed_group_ids
@@ -38,23 +39,38 @@ def may_cancel(user: User, task: Task) -> bool:
     return groups is None or task.compute_resource.policy.group_id in groups
 
 
+QUEUE_SEQ_SPAN = 2**40
+DEFAULT_PROJECT_PRIORITY = 100
+
+
+def with_queue_rank(queryset):
+    """Annotate ``queue_rank``: the order of a compute resource's queue. The team lead's project
+    priority comes first (lower first; no project counts as the default 100), then the queue seq,
+    which a preempted task keeps, so it returns to the front of its project's work."""
+    priority = Coalesce(F("project__priority"), Value(DEFAULT_PROJECT_PRIORITY))
+    return queryset.annotate(
+        queue_rank=ExpressionWrapper(
+            priority * QUEUE_SEQ_SPAN + F("queue_seq"), output_field=BigIntegerField()
+        )
+    )
+
+
 def queue_positions(tasks) -> dict[int, int]:
     """1-based place of each waiting task in its compute resource's queue, in one query."""
     waiting_ids = [t.pk for t in tasks if t.state == Task.State.QUEUED]
     if not waiting_ids:
         return {}
     ahead = (
-        Task.objects.filter(
-            state=Task.State.QUEUED,
-            compute_resource_id=OuterRef("compute_resource_id"),
-            queue_seq__lte=OuterRef("queue_seq"),
+        with_queue_rank(
+            Task.objects.filter(state=Task.State.QUEUED, compute_resource_id=OuterRef("compute_resource_id"))
         )
+        .filter(queue_rank__lte=OuterRef("queue_rank"))
         .order_by()
         .values("compute_resource_id")
         .annotate(n=Count("pk"))
         .values("n")
     )
-    rows = Task.objects.filter(pk__in=waiting_ids).annotate(position=Subquery(ahead))
+    rows = with_queue_rank(Task.objects.filter(pk__in=waiting_ids)).annotate(position=Subquery(ahead))
     return dict(rows.values_list("pk", "position"))
 
 

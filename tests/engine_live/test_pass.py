@@ -180,3 +180,21 @@ def test_every_pass_is_recorded():
     services.run_pass(now=T0)
     record = PassRecord.objects.get()
     assert not record.skipped and record.queries > 0 and record.duration_ms >= record.decide_ms
+
+
+def test_project_priority_orders_a_queue_before_the_queue_seq():
+    from apps.tasks.selectors import queue_positions
+    from tests.factories import ProjectFactory
+
+    pool, ra, rb = estate(capacity=1)
+    group = ra.policy.group
+    routine = ProjectFactory(group=group, name="routine", priority=200)
+    urgent = ProjectFactory(group=group, name="urgent", priority=10)
+    user = UserFactory()
+    first = tasks.submit(user=user, compute_resource=ra, command="a", project=routine)
+    plain = tasks.submit(user=user, compute_resource=ra, command="b")
+    last = tasks.submit(user=user, compute_resource=ra, command="c", project=urgent)
+    assert queue_positions([first, plain, last]) == {last.pk: 1, plain.pk: 2, first.pk: 3}
+    services.run_pass(now=T0)
+    assert states([last, plain, first]) == ["placed", "queued", "queued"]
+    assert queue_positions([first, plain]) == {plain.pk: 1, first.pk: 2}
