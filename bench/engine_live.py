@@ -35,19 +35,21 @@ def fresh_database(url: str) -> None:
 
 
 def build(waiting: int, running: int, n_policies: int, n_pools: int, seed: int = 7) -> None:
+    from django.db.models import Sum
     from django.utils import timezone
 
     from apps.accounts.models import Group, User
     from apps.engine import services as engine
     from apps.policies.models import ComputeResource, Profile, ProfilePool, ResourcePolicy
     from apps.pools.models import GpuType, Pool
+    from apps.tasks import services as lifecycle
     from apps.tasks.models import Task
 
     rng = random.Random(seed)
     gpu = GpuType.objects.create(name="H100")
     sizes = [1, 2, 4, 8]
     regions = 5
-    per_pool = round(running * 2 / n_pools)  # small tasks fill first: about `running` fit
+    per_pool = round(running * 2.5 / n_pools)
     pools = Pool.objects.bulk_create(
         Pool(name=f"pool-{i:03}", kind="kubernetes", gpu_type=gpu, capacity=per_pool) for i in range(n_pools)
     )
@@ -99,9 +101,15 @@ def build(waiting: int, running: int, n_policies: int, n_pools: int, seed: int =
         t.queue_seq = t.pk
     Task.objects.bulk_update(tasks, ["queue_seq"], batch_size=5000)
     del top
-    # Fill the estate with real passes: capacity is sized for about `running` tasks.
+    # Fill the estate with real passes, keep exactly `running` of the placed tasks (the others go
+    # back to their queues) and declare each pool's capacity as what it holds: a full estate.
     while engine.run_pass(now=now).placed:
         pass
+    extra = list(Task.objects.filter(state="placed").order_by("-placed_at", "-queue_seq")[running:])
+    lifecycle.request_stop_many(extra, "reclaim", now)
+    for pool in pools:
+        held = Task.objects.filter(state="placed", pool=pool).aggregate(g=Sum("gpus"))["g"] or 0
+        Pool.objects.filter(pk=pool.pk).update(capacity=held)
 
 
 def churn(n: int, rng: random.Random) -> None:

@@ -5,14 +5,16 @@ between the load and the apply: a task canceled meanwhile is not placed, work th
 meanwhile is not preempted. Skipping is always safe; the next pass sees the new state.
 """
 
+import json
 from collections import defaultdict
 from dataclasses import dataclass
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
+from django.db.models.fields.json import KT
 
 from apps.accounts.models import Notification
-from apps.core.gpus import from_milli
+from apps.core.gpus import from_milli, to_milli
 from apps.engine import core
 from apps.engine.loader import Loaded
 from apps.pools.models import Pool
@@ -139,13 +141,16 @@ def _place(placements, now) -> int:
 
 def _verdicts(loaded: Loaded, decisions: core.Decisions, now) -> int:
     """Store the verdict of each group of waiting tasks (one size in one compute resource: the core
-    decides per group) where it changed, with one UPDATE per changed group and an event per task.
+    decides per group) on the tasks whose stored verdict differs, and write a task event for each.
+
+    Groups whose tasks all show the new verdict already are skipped without a query; the rest are
+    read in one query and written in one statement, whatever the number of groups.
 
     The two rules that mean "waiting for room in its pools" (no room; room taken this pass by
     higher-priority work) share a key: in a busy estate a queue swings between them every pass,
     and rewriting thousands of rows for that would tell the user nothing new."""
     shown: dict[tuple, dict] = {}
-    changed = 0
+    changed: dict[tuple[int, int], dict] = {}
     for (resource, size), stored in loaded.verdict_keys.items():
         verdict = decisions.group_verdict(resource, size)
         shape = (
@@ -159,26 +164,57 @@ def _verdicts(loaded: Loaded, decisions: core.Decisions, now) -> int:
         new = shown.get(shape)
         if new is None:
             new = shown[shape] = verdict_json(verdict, loaded)
-        if stored == {new["key"]}:
-            continue
-        stale = Task.objects.filter(
-            Q(verdict__key__isnull=True) | ~Q(verdict__key=new["key"]),
-            state=Task.State.QUEUED, compute_resource_id=int(resource), gpus=from_milli(size),
-        )
-        ids = list(stale.values_list("pk", flat=True))
-        Task.objects.filter(pk__in=ids).update(verdict=new)
-        TaskEvent.objects.bulk_create(
-            (
-                TaskEvent(
-                    task_id=pk,
-                    at=now,
-                    kind=TaskEvent.Kind.VERDICT,
-                    reason=new["rule"],
-                    detail={"message": new["message"]},
+        if stored != {new["key"]}:
+            changed[(int(resource), size)] = new
+    if not changed:
+        return 0
+    groups = Q()
+    for resource, size in changed:
+        groups |= Q(compute_resource_id=resource, gpus=from_milli(size))
+    rows = (
+        Task.objects.filter(groups, state=Task.State.QUEUED)
+        .annotate(key=KT("verdict__key"))
+        .values_list("pk", "compute_resource_id", "gpus", "key")
+    )
+    updates = []
+    for pk, resource, gpus, key in rows:
+        new = changed[(resource, to_milli(gpus))]
+        if key != new["key"]:
+            updates.append((pk, new))
+    _store_verdicts(updates)
+    TaskEvent.objects.bulk_create(
+        (
+            TaskEvent(
+                task_id=pk,
+                at=now,
+                kind=TaskEvent.Kind.VERDICT,
+                reason=new["rule"],
+                detail={"message": new["message"]},
+            )
+            for pk, new in updates
+        ),
+        batch_size=2000,
+    )
+    return len(updates)
+
+
+def _store_verdicts(updates: list[tuple[int, dict]], chunk: int = 5000) -> None:
+    """Write many tasks' verdicts: one ``UPDATE ... FROM (VALUES ...)`` per chunk on PostgreSQL,
+    one ORM update per distinct verdict elsewhere."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            for start in range(0, len(updates), chunk):
+                part = updates[start : start + chunk]
+                values = ", ".join(["(%s, %s::jsonb)"] * len(part))
+                params = [value for pk, new in part for value in (pk, json.dumps(new))]
+                cursor.execute(
+                    f"UPDATE tasks_task AS t SET verdict = v.doc FROM (VALUES {values}) AS v(id, doc) "
+                    "WHERE t.id = v.id",
+                    params,
                 )
-                for pk in ids
-            ),
-            batch_size=2000,
-        )
-        changed += len(ids)
-    return changed
+        return
+    by_verdict: dict[str, tuple[dict, list[int]]] = {}
+    for pk, new in updates:
+        by_verdict.setdefault(new["key"] + new["message"], (new, []))[1].append(pk)
+    for new, ids in by_verdict.values():
+        Task.objects.filter(pk__in=ids).update(verdict=new)

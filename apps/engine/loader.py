@@ -190,13 +190,11 @@ def _waiting() -> tuple[dict[str, tuple[core.WaitingTask, ...]], dict[tuple[str,
     rows = _rows(
         with_queue_rank(Task.objects.filter(state=Task.State.QUEUED))
         .order_by("compute_resource_id", "queue_rank")
-        .annotate(milli=_milli("gpus"), instant=_instant("submitted_at"), key=KT("verdict__key")),
-        ("id", "compute_resource_id", "queue_rank", "milli", "instant", "key"),
+        .annotate(milli=_milli("gpus"), key=KT("verdict__key")),
+        ("id", "compute_resource_id", "queue_rank", "milli", "key"),
     )
-    for pk, resource, seq, milli, submitted_at, key in rows:
+    for pk, resource, seq, milli, key in rows:
         resource = str(resource)
-        queues[resource].append(
-            core.WaitingTask(id=str(pk), seq=seq, size=milli, submitted_at=_as_datetime(submitted_at))
-        )
+        queues[resource].append(core.WaitingTask(id=str(pk), seq=seq, size=milli))
         keys[(resource, milli)].add(key)
     return {resource: tuple(queue) for resource, queue in queues.items()}, dict(keys)

@@ -39,8 +39,8 @@ def cr(id, policy_id, profile_id):
     return ComputeResource(id, policy_id, profile_id)
 
 
-def waiting(id, seq, gpus, ago_s=0):
-    return WaitingTask(id, seq, round(gpus * G), NOW - timedelta(seconds=ago_s))
+def waiting(id, seq, gpus):
+    return WaitingTask(id, seq, round(gpus * G))
 
 
 def placed(id, resource, pool_id, gpus, seq, ago_s=0, preempting=False):

@@ -118,7 +118,7 @@ def estates(draw):
                 PlacedTask(f"t{k}", r.id, pool, size, seqs[k], NOW - timedelta(seconds=ago), preempting)
             )
         else:
-            queues[r.id].append(WaitingTask(f"t{k}", seqs[k], size, NOW))
+            queues[r.id].append(WaitingTask(f"t{k}", seqs[k], size))
     return Snapshot(
         NOW,
         tuple(

@@ -243,7 +243,7 @@ class Simulation:
             s.duration_us,
             s.checkpoint,
             self.seq,
-            WaitingTask(s.id, self.seq, s.size, self.at(t)),
+            WaitingTask(s.id, self.seq, s.size),
         )
         task.left_us = s.duration_us
         task.since_us = t

@@ -83,7 +83,6 @@ class WaitingTask:
     id: str
     seq: int
     size: int
-    submitted_at: datetime
 
 
 @dataclass(frozen=True, slots=True)
