@@ -82,6 +82,9 @@ class Project(models.Model):
 
     group = models.ForeignKey(Group, on_delete=models.PROTECT, related_name="projects")
     name = models.CharField(max_length=120)
+    priority = models.PositiveSmallIntegerField(
+        default=100, help_text="Which of the group's projects runs first: lower runs first. Set by the team lead."
+    )
 
     class Meta:
         ordering = ["group__name", "name"]

@@ -100,3 +100,8 @@ def mark_api_token_used(token: ApiToken, now: datetime) -> None:
     if token.last_used_at is None or now - token.last_used_at >= LAST_USED_EVERY:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
         token.last_used_at = now
+
+
+def set_project_priority(project: Project, priority) -> Project:
+    """Which of the group's projects runs first (lower first); the engine orders waiting work by it."""
+    return validated_save(project, priority=priority)
