@@ -83,7 +83,7 @@ class Project(models.Model):
     group = models.ForeignKey(Group, on_delete=models.PROTECT, related_name="projects")
     name = models.CharField(max_length=120)
     priority = models.PositiveSmallIntegerField(
-        default=100, help_text="Which of the group's projects runs first: lower runs first. Set by the team lead."
+        default=100, help_text="Lower runs first among the group's projects. Set by the team lead."
     )
 
     class Meta:

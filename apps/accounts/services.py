@@ -1,5 +1,6 @@
-"""Writes for groups and memberships. An IT admin membership makes the user staff in the admin
-with the permissions of the "IT admins" auth group; losing the last one takes it away."""
+"""Writes for groups and memberships. An IT admin or finance membership makes the user staff in
+the admin with that role's auth group ("IT admins": everything; "Finance": prices); losing the
+last such membership takes both away."""
 
 import hashlib
 import secrets
@@ -26,30 +27,42 @@ def create_project(*, group: Group, name: str) -> Project:
     return validated_save(Project(group=group, name=name))
 
 
-def it_admin_auth_group() -> AuthGroup:
-    """The auth group holding every permission on Klique's own models (and users)."""
-    group, _ = AuthGroup.objects.get_or_create(name=IT_ADMIN_AUTH_GROUP)
-    perms = Permission.objects.filter(content_type__app_label__in=KLIQUE_APP_LABELS)
-    group.permissions.set(perms)
+# Roles that work in the Django admin, each with the auth group that holds its permissions.
+STAFF_ROLES = {
+    Membership.Role.IT_ADMIN: ("IT admins", None),
+    Membership.Role.FINANCE: ("Finance", ("pricing",)),
+}
+
+
+def staff_auth_group(role: str) -> AuthGroup:
+    """The auth group of a staff role: IT admins hold every permission on Klique's own models;
+    finance holds the pricing permissions (prices and their audit trail)."""
+    name, labels = STAFF_ROLES[role]
+    group, _ = AuthGroup.objects.get_or_create(name=name)
+    group.permissions.set(Permission.objects.filter(content_type__app_label__in=labels or KLIQUE_APP_LABELS))
     return group
 
 
 def sync_staff(user: User) -> None:
-    is_it = user.memberships.filter(role=Membership.Role.IT_ADMIN).exists()
-    auth_group = it_admin_auth_group()
-    if is_it:
-        user.groups.add(auth_group)
-    else:
-        user.groups.remove(auth_group)
-    if user.is_staff != is_it and not user.is_superuser:
-        user.is_staff = is_it
+    """Staff in the admin, with each staff role's permissions, exactly while a membership gives
+    the user an IT admin or finance role."""
+    held = set(user.memberships.filter(role__in=STAFF_ROLES).values_list("role", flat=True))
+    for role in STAFF_ROLES:
+        auth_group = staff_auth_group(role)
+        if role in held:
+            user.groups.add(auth_group)
+        else:
+            user.groups.remove(auth_group)
+    staff = bool(held)
+    if user.is_staff != staff and not user.is_superuser:
+        user.is_staff = staff
         user.save(update_fields=["is_staff"])
 
 
 @transaction.atomic
 def add_membership(*, user: User, group: Group, role: str) -> Membership:
     membership, _ = Membership.objects.get_or_create(user=user, group=group, role=role)
-    if role == Membership.Role.IT_ADMIN:
+    if role in STAFF_ROLES:
         sync_staff(user)
     return membership
 
@@ -58,7 +71,7 @@ def add_membership(*, user: User, group: Group, role: str) -> Membership:
 def remove_membership(membership: Membership) -> None:
     user, role = membership.user, membership.role
     membership.delete()
-    if role == Membership.Role.IT_ADMIN:
+    if role in STAFF_ROLES:
         sync_staff(user)
 
 

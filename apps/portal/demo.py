@@ -14,6 +14,7 @@ from apps.policies import services as policies
 from apps.policies.models import ComputeResource, Profile, ResourcePolicy
 from apps.pools import services as pools
 from apps.pools.models import GpuType, Pool
+from apps.pricing import services as pricing
 from apps.pricing.models import Price
 
 DEMO_PASSWORD_ENV = "KLIQUE_DEMO_PASSWORD"
@@ -222,12 +223,15 @@ def seed() -> dict[str, int]:
                 accounts.create_project(group=groups[slug], name=name)
 
     for gpu_type, amount in PRICES:
-        Price.objects.get_or_create(
-            gpu_type=gpu_types[gpu_type],
-            currency="EUR",
-            effective_from=PRICES_FROM,
-            defaults={"per_gpu_hour": Decimal(amount)},
-        )
+        kept = Price.objects.filter(gpu_type=gpu_types[gpu_type], currency="EUR", effective_from=PRICES_FROM)
+        if not kept.exists():
+            pricing.create_price(
+                gpu_type=gpu_types[gpu_type],
+                per_gpu_hour=Decimal(amount),
+                effective_from=PRICES_FROM,
+                currency="EUR",
+                via="system",
+            )
 
     for demo in DEMO_USERS:
         user = User.objects.filter(username=demo.username).first()

@@ -140,3 +140,17 @@ def test_admin_execution_order_inline_saves_in_order(client, it_admin):
     assert response.status_code == 302, response.content.decode()[:2000]
     ranked = pool.profile_links.order_by("profile_rank")
     assert [link.profile.name for link in ranked] == ["first", "second"]
+
+
+def test_finance_works_on_prices_in_the_admin_and_nothing_else(client):
+    user = UserFactory(username="fin")
+    accounts.add_membership(user=user, group=GroupFactory(kind="organisation"), role=Membership.Role.FINANCE)
+    user.refresh_from_db()
+    assert user.is_staff
+    client.force_login(user)
+    assert client.get(reverse("admin:pricing_price_changelist")).status_code == 200
+    assert client.get(reverse("admin:pricing_price_add")).status_code == 200
+    assert client.get(reverse("admin:pools_pool_changelist")).status_code == 403
+    accounts.remove_membership(user.memberships.get())
+    user.refresh_from_db()
+    assert not user.is_staff and not user.groups.exists()

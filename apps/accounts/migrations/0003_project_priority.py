@@ -13,6 +13,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='project',
             name='priority',
-            field=models.PositiveSmallIntegerField(default=100, help_text="Which of the group's projects runs first: lower runs first. Set by the team lead."),
+            field=models.PositiveSmallIntegerField(default=100, help_text="Lower runs first among the group's projects. Set by the team lead."),
         ),
     ]
