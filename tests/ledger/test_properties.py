@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from apps.accounts.selectors import subtree_ids
 from apps.ledger import rollups
-from apps.ledger.models import DailyRollup, HourlyRollup, RollupState, UsageInterval
+from apps.ledger.models import DailyGroupRollup, DailyRollup, HourlyRollup, RollupState, UsageInterval
 from apps.ledger.selectors import ReportSpec, period_range, usage_report
 from apps.pricing.models import Price
 from tests.ledger.ledger_data import expected, make_estate, record
@@ -59,7 +59,7 @@ def exact(figures) -> dict:
 def test_every_cut_totals_exactly_what_the_intervals_say(
     estate, drawn, now_us, built_fraction, change_day, new_price
 ):
-    for model in (UsageInterval, HourlyRollup, DailyRollup, RollupState, Price):
+    for model in (UsageInterval, HourlyRollup, DailyRollup, DailyGroupRollup, RollupState, Price):
         model.objects.all().delete()
     now = WINDOW_START + timedelta(microseconds=now_us)
     groups = [estate.dept, estate.team_a, estate.team_b, estate.team_c]
