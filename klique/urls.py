@@ -16,6 +16,7 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("api/redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
+    path("accounts/", include("allauth.urls")),
     path("account/", include("apps.accounts.urls")),
     path("reports/", include("apps.ledger.urls")),
     path("prices/", include("apps.pricing.urls")),

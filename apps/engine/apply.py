@@ -58,8 +58,10 @@ def verdict_json(verdict: core.Verdict, loaded: Loaded) -> dict:
     elif verdict.rule == "ancestor_limit":
         message = f"{group}, above this group, is at its limit."
     elif verdict.rule == "budget_start_check":
-        data["hours_left"] = round(verdict.hours_left, 3)
-        data["hours_needed"] = round(verdict.hours_needed, 3)
+        # Tenths of an hour: the figures move as the group's work burns budget, and finer ones
+        # would rewrite the verdict of every waiting task of the group every few seconds.
+        data["hours_left"] = round(verdict.hours_left, 1)
+        data["hours_needed"] = round(verdict.hours_needed, 1)
         message = (
             f"The time budget of {group} has {data['hours_left']} h left; starting needs "
             f"{data['hours_needed']} h (the low watermark at the group's rate with this task)."
@@ -99,8 +101,10 @@ def _preempt(preemptions, now) -> int:
     if not preemptions:
         return 0
     ids = [int(p.task) for p in preemptions]
-    rows = Task.objects.select_for_update().filter(
-        pk__in=ids, state__in=(Task.State.PLACED, Task.State.RUNNING)
+    rows = (
+        Task.objects.select_for_update()
+        .filter(pk__in=ids, state__in=(Task.State.PLACED, Task.State.RUNNING))
+        .order_by("pk")
     )
     found = {task.pk: task for task in rows}
     by_reason = defaultdict(list)
@@ -131,6 +135,7 @@ def _place(placements, now) -> int:
         Task.objects.select_for_update(of=("self",))
         .select_related("compute_resource__policy", "compute_resource__profile")
         .filter(pk__in=ids, state=Task.State.QUEUED)
+        .order_by("pk")
     )
     found = {task.pk: task for task in rows}
     pools = {str(pool.pk): pool for pool in Pool.objects.all()}
@@ -141,7 +146,8 @@ def _place(placements, now) -> int:
 
 def _verdicts(loaded: Loaded, decisions: core.Decisions, now) -> int:
     """Store the verdict of each group of waiting tasks (one size in one compute resource: the core
-    decides per group) on the tasks whose stored verdict differs, and write a task event for each.
+    decides per group) on the tasks whose stored verdict differs, and a task event for each task
+    whose rule changed (a new figure under the same rule, such as the budget left, is no event).
 
     Groups whose tasks all show the new verdict already are skipped without a query; the rest are
     read in one query and written in one statement, whatever the number of groups.
@@ -176,11 +182,13 @@ def _verdicts(loaded: Loaded, decisions: core.Decisions, now) -> int:
         .annotate(key=KT("verdict__key"))
         .values_list("pk", "compute_resource_id", "gpus", "key")
     )
-    updates = []
+    updates, noted = [], []
     for pk, resource, gpus, key in rows:
         new = changed[(resource, to_milli(gpus))]
         if key != new["key"]:
             updates.append((pk, new))
+            if (key or "").split("|", 1)[0] != new["key"].split("|", 1)[0]:
+                noted.append((pk, new))
     _store_verdicts(updates)
     TaskEvent.objects.bulk_create(
         (
@@ -191,7 +199,7 @@ def _verdicts(loaded: Loaded, decisions: core.Decisions, now) -> int:
                 reason=new["rule"],
                 detail={"message": new["message"]},
             )
-            for pk, new in updates
+            for pk, new in noted
         ),
         batch_size=2000,
     )

@@ -75,10 +75,6 @@ class Loaded:
     group_names: dict[str, str]
 
 
-def milli_weight(weight) -> int:
-    return int(weight * 1000)
-
-
 def load(now) -> Loaded:
     pools = list(Pool.objects.order_by("pk").values("pk", "name", "capacity", "enabled"))
     links = list(ProfilePool.objects.values("profile_id", "pool_id", "pool_rank", "profile_rank"))
@@ -124,7 +120,7 @@ def load(now) -> Loaded:
                 size=to_milli(f["gpus"]),
                 pools=ids(pool_order[f["pk"]]),
                 policies=tuple(str(policy) for _, _, policy in sorted(queuing[f["pk"]])),
-                time_weight=milli_weight(f["time_weight"]),
+                time_weight=to_milli(f["time_weight"]),
                 size_from_task=f["size_from_task"],
             )
             for f in profiles

@@ -154,13 +154,13 @@ def run_pass(now=None) -> PassRecord:
     """
     started = timezone.now()
     now = now or started
-    if not engine_enabled():
-        return PassRecord.objects.create(started_at=started, skipped=True, skip_reason="disabled")
     with exclusive_pass() as acquired:
         if not acquired:
             return PassRecord.objects.create(
                 started_at=started, skipped=True, skip_reason="another pass running"
             )
+        if not engine_enabled():
+            return PassRecord.objects.create(started_at=started, skipped=True, skip_reason="disabled")
         with _counting_queries() as queries:
             t0 = time.perf_counter()
             loaded = _load_consistent(now)

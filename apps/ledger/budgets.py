@@ -16,6 +16,7 @@ from django.db.models import DateTimeField, DurationField, ExpressionWrapper, F,
 from django.db.models.functions import Coalesce, Greatest, Least
 from django.utils import timezone
 
+from apps.core.gpus import to_milli
 from apps.engine.core import UNITS_PER_HOUR, period_bounds
 from apps.engine.models import DisabledWindow
 from apps.ledger.models import UsageInterval
@@ -88,7 +89,7 @@ def _overlap_by_policy(start: datetime, end: datetime, now: datetime) -> dict[in
     result: dict[int, list] = defaultdict(lambda: [0, Decimal(0)])
     for row in rows:
         micros = max(_micros(row["span"]), 0)
-        result[row["policy_id"]][0] += micros * int(row["time_weight"] * 1000)
+        result[row["policy_id"]][0] += micros * to_milli(row["time_weight"])
         result[row["policy_id"]][1] += micros * row["gpus"]
     return {pk: (units, gpu_us) for pk, (units, gpu_us) in result.items()}
 

@@ -12,6 +12,7 @@ The three orderings IT sets live on two link tables:
 
 from decimal import Decimal
 
+from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
@@ -152,3 +153,26 @@ class ComputeResource(models.Model):
         from apps.policies import rules
 
         rules.raise_if(rules.compute_resource_errors(self))
+
+
+class PolicyChange(models.Model):
+    """The audit trail of quota changes: who changed a policy's reservation, limit or time budget,
+    when, through which channel, and each field's value before and after."""
+
+    class Via(models.TextChoices):
+        PORTAL = "portal", "Portal quota split"
+
+    policy = models.ForeignKey(ResourcePolicy, on_delete=models.CASCADE, related_name="changes")
+    at = models.DateTimeField(db_index=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    via = models.CharField(max_length=10, choices=Via.choices, default=Via.PORTAL)
+    changes = models.JSONField(help_text="{field: [before, after]} of each field that changed.")
+
+    class Meta:
+        ordering = ["-at", "-pk"]
+        verbose_name = "quota change"
+
+    def __str__(self) -> str:
+        return f"{self.policy} changed at {self.at:%Y-%m-%d %H:%M:%S}"

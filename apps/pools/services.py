@@ -83,7 +83,9 @@ def revoke_enrolment_token(token: EnrolmentToken, now: datetime) -> None:
 
 def _release_all(worker: Worker, now: datetime) -> int:
     """Requeue the active tasks of a worker that is gone; they are charged until it was last heard."""
-    tasks = list(Task.objects.select_for_update().filter(worker=worker, state__in=Task.ACTIVE_STATES))
+    tasks = list(
+        Task.objects.select_for_update().filter(worker=worker, state__in=Task.ACTIVE_STATES).order_by("pk")
+    )
     lifecycle.requeue_lost(
         tasks, Task.StopReason.WORKER_LOST, now, ended_at=worker.last_heartbeat or worker.enrolled_at
     )
@@ -155,7 +157,8 @@ def heartbeat(
         fields["free_gpus"] = free_gpus
     if gpu_stats is not None:
         fields["gpu_stats"] = gpu_stats
-    Worker.objects.filter(pk=worker.pk).update(**fields)
+    if not Worker.objects.filter(pk=worker.pk).exclude(state=Worker.State.RETIRED).update(**fields):
+        raise InvalidToken  # retired meanwhile: its token no longer acts
     active = Task.objects.filter(worker=worker, state__in=Task.ACTIVE_STATES)
     held = {t.pk: t for t in active.only("state", "stop_reason", "claimed_at")}
     reported = set(tasks)
@@ -168,9 +171,9 @@ def heartbeat(
     missing = [pk for pk, t in held.items() if pk not in reported and t.claimed_at and t.claimed_at <= cutoff]
     if missing:
         with transaction.atomic():
-            locked = Task.objects.select_for_update().filter(pk__in=missing, worker=worker)
+            locked = Task.objects.select_for_update().filter(pk__in=missing, worker=worker).order_by("pk")
             gone = list(locked.filter(state__in=Task.ACTIVE_STATES))
-            lifecycle.requeue_lost(gone, Task.StopReason.WORKER_LOST, now, ended_at=now)
+            lifecycle.requeue_lost(gone, Task.StopReason.UNCLAIMED, now, ended_at=now)
     return {
         "worker": worker.pk,
         "state": Worker.State.ACTIVE,
@@ -248,7 +251,9 @@ def _is_held(worker: Worker, task: Task) -> bool:
 
 
 def _save_log(worker: Worker, task: Task, tail: str | None, now: datetime) -> None:
-    if tail is None:
+    """Keep the output of the worker's own task (a retried report after the end included); another
+    worker of the pool cannot overwrite it."""
+    if tail is None or task.worker_id != worker.pk:
         return
     TaskLog.objects.update_or_create(
         task=task, defaults={"worker": worker, "tail": tail[-TaskLog.MAX_CHARS :], "updated_at": now}

@@ -207,19 +207,18 @@ def stopped_many(tasks, at, *, ended_at=None) -> None:
 @transaction.atomic
 def requeue_lost(tasks, reason: str, at, *, ended_at) -> None:
     """Work that can no longer be reached (its worker was lost, or it was never claimed) goes back
-    to the front of its queue; it is charged only until ``ended_at``."""
+    to the front of its queue; it is charged only until ``ended_at``. A task already being stopped
+    keeps its stop: it was preempted (or canceled) once, for that reason."""
     for task in tasks:
         if task.state not in Task.ACTIVE_STATES:
             raise ValueError(f"task {task.pk} is {task.state}, not active")
-    lost = [t for t in tasks if t.stop_reason != Task.StopReason.CANCELED]
+    lost = [t for t in tasks if t.state != Task.State.STOPPING]
     for task in lost:
         task.preemption_count += 1
         task.last_preemption_reason = task.stop_reason = reason
-    for task in tasks:
         task.state = Task.State.STOPPING
     _update(lost, preemption_count=F("preemption_count") + 1, last_preemption_reason=reason)
-    if tasks:
-        _events(tasks, TaskEvent.Kind.PREEMPTED, at, reason=reason)
+    _events(lost, TaskEvent.Kind.PREEMPTED, at, reason=reason)
     stopped_many(tasks, at, ended_at=ended_at)
 
 

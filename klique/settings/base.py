@@ -45,6 +45,10 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_tables2",
+    "allauth",
+    "allauth.account",
+    "allauth.socialaccount",
+    "allauth.socialaccount.providers.openid_connect",
     "apps.accounts",
     "apps.pools",
     "apps.policies",
@@ -62,6 +66,7 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "allauth.account.middleware.AccountMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
@@ -79,6 +84,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "apps.portal.context_processors.portal",
             ],
         },
     },
@@ -114,7 +120,43 @@ STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", BASE_DIR / "staticfiles"))
 
-LOGIN_URL = "/admin/login/"
+# Portal login (django-allauth): username or email and a password, password reset by email, and
+# single sign-on through an OpenID Connect provider when OIDC_PROVIDER_URL and OIDC_CLIENT_ID are
+# set. Accounts come from IT or from the SSO provider: there is no self sign-up. The admin keeps
+# its own login page. See docs/portal.md.
+LOGIN_URL = "account_login"
+LOGIN_REDIRECT_URL = "/"
+AUTHENTICATION_BACKENDS = [
+    "django.contrib.auth.backends.ModelBackend",
+    "allauth.account.auth_backends.AuthenticationBackend",
+]
+ACCOUNT_LOGIN_METHODS = {"username", "email"}
+ACCOUNT_SIGNUP_FIELDS = ["email*", "username*", "password1*", "password2*"]
+ACCOUNT_EMAIL_VERIFICATION = "none"
+ACCOUNT_ADAPTER = "apps.portal.auth.AccountAdapter"
+ACCOUNT_LOGOUT_REDIRECT_URL = "account_login"
+ACCOUNT_PASSWORD_RESET_BY_CODE_ENABLED = False
+SOCIALACCOUNT_ADAPTER = "apps.portal.auth.SocialAccountAdapter"
+SOCIALACCOUNT_EMAIL_AUTHENTICATION = True
+SOCIALACCOUNT_EMAIL_AUTHENTICATION_AUTO_CONNECT = True
+OIDC_PROVIDER_URL = os.environ.get("OIDC_PROVIDER_URL", "")
+OIDC_CLIENT_ID = os.environ.get("OIDC_CLIENT_ID", "")
+SOCIALACCOUNT_PROVIDERS = {
+    "openid_connect": {
+        "APPS": [
+            {
+                "provider_id": os.environ.get("OIDC_PROVIDER_ID", "sso"),
+                "name": os.environ.get("OIDC_PROVIDER_NAME", "Single sign-on"),
+                "client_id": OIDC_CLIENT_ID,
+                "secret": os.environ.get("OIDC_CLIENT_SECRET", ""),
+                "settings": {"server_url": OIDC_PROVIDER_URL},
+            }
+        ]
+        if OIDC_PROVIDER_URL and OIDC_CLIENT_ID
+        else [],
+        "OAUTH_PKCE_ENABLED": True,
+    }
+}
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
 METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")

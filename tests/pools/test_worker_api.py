@@ -152,7 +152,7 @@ def test_claimed_work_the_worker_does_not_run_goes_back_to_its_queue(pool, enrol
     client.post(HEARTBEAT, {"tasks": []}, format="json")
     lost_answer.refresh_from_db()
     fresh.refresh_from_db()
-    assert lost_answer.state == Task.State.QUEUED and lost_answer.last_preemption_reason == "worker_lost"
+    assert lost_answer.state == Task.State.QUEUED and lost_answer.last_preemption_reason == "unclaimed"
     assert fresh.state == Task.State.PLACED and fresh.worker == worker
 
 
@@ -275,11 +275,20 @@ def test_a_worker_cannot_report_or_see_another_pools_task(pool, enrol, place):
     assert foreign.state == Task.State.PLACED
 
 
-def test_a_report_on_a_task_that_does_not_exist_is_404(enrol):
+def test_a_missing_task_and_another_pools_task_get_the_same_answer(pool, enrol, place):
     _, client = enrol()
-    assert (
-        client.post("/api/v1/workers/tasks/424242/exited", {"exit_code": 0}, format="json").status_code == 404
-    )
+    (foreign,) = place(PoolFactory(name="elsewhere"))
+    missing = client.post("/api/v1/workers/tasks/424242/exited", {"exit_code": 0}, format="json")
+    other = client.post(f"/api/v1/workers/tasks/{foreign.pk}/exited", {"exit_code": 0}, format="json")
+    assert missing.status_code == other.status_code == 403
+
+
+def test_a_retired_workers_heartbeat_is_refused(pool, enrol):
+    worker, client = enrol()
+    services.retire(worker, timezone.now())
+    assert client.post("/api/v1/workers/heartbeat", {"tasks": []}, format="json").status_code == 401
+    worker.refresh_from_db()
+    assert worker.state == worker.State.RETIRED
 
 
 def test_a_report_on_a_task_of_another_worker_changes_nothing(pool, enrol, place):

@@ -8,7 +8,7 @@ from django.conf import settings
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
-from rest_framework.exceptions import NotFound, PermissionDenied
+from rest_framework.exceptions import AuthenticationFailed, PermissionDenied
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -67,7 +67,10 @@ class HeartbeatView(WorkerView):
     @extend_schema(request=serializers.HeartbeatSerializer)
     def post(self, request):
         data = _valid(serializers.HeartbeatSerializer, request)
-        return Response(services.heartbeat(request.auth, now=timezone.now(), **data))
+        try:
+            return Response(services.heartbeat(request.auth, now=timezone.now(), **data))
+        except services.InvalidToken as error:
+            raise AuthenticationFailed("This worker was retired; enrol again.") from error
 
 
 class ClaimView(WorkerView):
@@ -100,10 +103,9 @@ class TaskReportView(WorkerView):
         worker = request.auth
         try:
             task = self.service(worker, task_id, now=timezone.now(), **data)
-        except Task.DoesNotExist as error:
-            raise NotFound(f"No task {task_id}.") from error
-        except services.NotThisPool as error:
-            raise PermissionDenied(f"Task {task_id} is not in pool {worker.pool}.") from error
+        except (Task.DoesNotExist, services.NotThisPool) as error:
+            # The same answer whether the task exists elsewhere or not at all.
+            raise PermissionDenied(f"Task {task_id} is not a task of pool {worker.pool}.") from error
         held = task.worker_id == worker.pk and task.state in Task.ACTIVE_STATES
         return Response({"task": task.pk, "state": task.state, "yours": held})
 

@@ -1,0 +1,89 @@
+"""Portal forms. They check the shape of the input; the rules are the services'."""
+
+from django import forms
+
+from apps.accounts.models import Project, User
+from apps.core.gpus import GPU_DECIMAL_PLACES, GPU_MAX_DIGITS
+from apps.policies.models import ResourcePolicy
+
+
+def gpu_field(label: str, **kwargs) -> forms.DecimalField:
+    return forms.DecimalField(
+        label=label, max_digits=GPU_MAX_DIGITS, decimal_places=GPU_DECIMAL_PLACES, min_value=0, **kwargs
+    )
+
+
+class QuotaForm(forms.Form):
+    """One team's row of the quota split."""
+
+    reservation = gpu_field("Reservation (GPUs)")
+    limit = gpu_field("Limit (GPUs)")
+    budget_hours = forms.DecimalField(
+        label="Time budget (budget hours)", max_digits=12, decimal_places=3, min_value=0, required=False
+    )
+    budget_period = forms.ChoiceField(
+        label="Period", choices=[("", "no budget"), *ResourcePolicy.Period.choices], required=False
+    )
+
+    def __init__(self, *args, policy: ResourcePolicy, **kwargs):
+        self.policy = policy
+        initial = {
+            "reservation": policy.reservation,
+            "limit": policy.limit,
+            "budget_hours": policy.budget_hours,
+            "budget_period": policy.budget_period,
+        }
+        super().__init__(*args, prefix=f"p{policy.pk}", initial=initial, **kwargs)
+
+    def named_errors(self) -> list[str]:
+        """Each error with the name of the field it is about."""
+        return [
+            f"{self.fields[name].label if name in self.fields else 'quota'}: {error}"
+            for name, errors in self.errors.items()
+            for error in errors
+        ]
+
+
+def quota_forms(policies: list[ResourcePolicy], data=None) -> list[QuotaForm]:
+    return [QuotaForm(data, policy=policy) for policy in policies]
+
+
+class SubmitForm(forms.Form):
+    compute_resource = forms.ModelChoiceField(
+        queryset=None, help_text="Your group's compute resource for the GPU size."
+    )
+    gpus = gpu_field(
+        "GPUs",
+        required=False,
+        help_text="Only for a profile that takes the size from the task; empty: the profile's.",
+    )
+    name = forms.CharField(max_length=200, required=False)
+    command = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), help_text="What the worker runs.")
+    project = forms.ModelChoiceField(queryset=None, required=False)
+    checkpoint = forms.BooleanField(
+        required=False, help_text="The work checkpoints, so a preempted run resumes."
+    )
+
+    def __init__(self, *args, resources, projects, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["compute_resource"].queryset = resources
+        self.fields["project"].queryset = projects
+
+
+class AddMemberForm(forms.Form):
+    user = forms.CharField(label="Username or email", max_length=254)
+
+    def clean_user(self) -> User:
+        wanted = self.cleaned_data["user"].strip()
+        found = (
+            User.objects.filter(username=wanted).first() or User.objects.filter(email__iexact=wanted).first()
+        )
+        if found is None:
+            raise forms.ValidationError(f"No one with the username or email {wanted!r}.")
+        return found
+
+
+class PriorityForm(forms.ModelForm):
+    class Meta:
+        model = Project
+        fields = ["priority"]

@@ -1,0 +1,455 @@
+"""Reads for the portal: who may open which view, the navigation by role, and the figures of each
+role's view. Figures come from the owners' selectors: budgets from ``apps.ledger.budgets``, usage
+and cost from ``apps.ledger.selectors``, queues from ``apps.tasks.selectors``."""
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from django.db.models import Count, Min, Q, Sum
+from django.urls import reverse
+from django.utils import timezone
+
+from apps.accounts.models import Group, Membership, Notification, Project, User
+from apps.accounts.selectors import (
+    groups_with_role,
+    has_role,
+    managed_group_ids,
+    member_group_ids,
+    roles,
+    subtree_ids,
+)
+from apps.engine.models import EngineSwitch, PassRecord
+from apps.ledger.budgets import BudgetStatus, budget_status
+from apps.ledger.selectors import Report, ReportSpec, period_range, usage_report
+from apps.policies.models import ComputeResource, PolicyChange, ResourcePolicy
+from apps.policies.selectors import child_policies, parent_policy_ids, submittable_resources
+from apps.pools.models import Pool, Worker
+from apps.pricing.selectors import currencies, midnight
+from apps.tasks.models import Task, TaskEvent
+
+Role = Membership.Role
+ZERO = Decimal(0)
+
+# Who may open which view. A forbidden view answers 403.
+
+
+def may_see_leadership(user: User) -> bool:
+    return has_role(user, Role.LEADERSHIP, Role.IT_ADMIN)
+
+
+def may_see_it(user: User) -> bool:
+    return has_role(user, Role.IT_ADMIN)
+
+
+def may_see_finance(user: User) -> bool:
+    return has_role(user, Role.FINANCE, Role.LEADERSHIP, Role.IT_ADMIN)
+
+
+def may_see_group(user: User, group: Group) -> bool:
+    """Estate roles see every group; heads and leads their subtrees; members none."""
+    managed = managed_group_ids(user)
+    return managed is None or group.pk in managed
+
+
+def _decides_for(user: User, group: Group, *wanted: str) -> bool:
+    if has_role(user, Role.IT_ADMIN):
+        return True
+    return group.pk in subtree_ids(groups_with_role(user, *wanted))
+
+
+def may_split_quota(user: User, group: Group) -> bool:
+    """IT, and the heads of the department (or of a department above it), share out its quota."""
+    return _decides_for(user, group, Role.DEPARTMENT_HEAD)
+
+
+def may_manage_team(user: User, group: Group) -> bool:
+    """IT, the team's lead and the heads above it decide its members and its projects' priority."""
+    return _decides_for(user, group, Role.DEPARTMENT_HEAD, Role.TEAM_LEAD)
+
+
+# Navigation by role.
+
+
+@dataclass(frozen=True)
+class NavLink:
+    label: str
+    url: str
+    sees: str
+
+
+def navigation(user: User) -> list[NavLink]:
+    """The person's views, in the order of the reference's "who decides what" table."""
+    held = roles(user)
+    memberships = list(user.memberships.select_related("group"))
+    links = []
+    if held & {Role.LEADERSHIP, Role.IT_ADMIN}:
+        links.append(
+            NavLink("Leadership", reverse("portal:leadership"), "Use of the estate, spend by business unit")
+        )
+    if Role.IT_ADMIN in held:
+        links.append(
+            NavLink("IT", reverse("portal:it"), "Pools, queues, budgets near their limit, the engine")
+        )
+    for m in memberships:
+        if m.role == Role.DEPARTMENT_HEAD:
+            url = reverse("portal:department", args=[m.group.slug])
+            links.append(NavLink(m.group.name, url, "Use per team, work waiting, the quota split"))
+    if held & {Role.FINANCE, Role.LEADERSHIP, Role.IT_ADMIN}:
+        links.append(
+            NavLink("Finance", reverse("portal:finance"), "Prices, GPU-hours and cost for chargeback")
+        )
+    for m in memberships:
+        if m.role == Role.TEAM_LEAD:
+            url = reverse("portal:team", args=[m.group.slug])
+            links.append(NavLink(m.group.name, url, "Use against the quota, run-out, members, priorities"))
+    links.append(NavLink("My work", reverse("portal:work"), "Your tasks: waiting, running, requeued, done"))
+    return links
+
+
+# Notifications.
+
+
+def notifications(user: User):
+    return Notification.objects.filter(user=user)
+
+
+def unread_count(user: User) -> int:
+    return notifications(user).filter(read_at__isnull=True).count()
+
+
+# Pools and what runs on them.
+
+
+def active_tasks():
+    return Task.objects.filter(state__in=Task.ACTIVE_STATES)
+
+
+def borrowed_gpus(policy_ids: set[int] | None = None) -> dict[int, Decimal]:
+    """Per active task, its GPUs on borrowed capacity. A policy borrows the GPUs it uses above its
+    reservation; they are counted on its most recently placed tasks, the ones a reclaim takes first."""
+    policies = ResourcePolicy.objects.all()
+    tasks = active_tasks()
+    if policy_ids is not None:
+        policies = policies.filter(pk__in=policy_ids)
+        tasks = tasks.filter(compute_resource__policy_id__in=policy_ids)
+    reservations = dict(policies.values_list("pk", "reservation"))
+    used: dict[int, Decimal] = defaultdict(Decimal)
+    borrowed = {}
+    rows = tasks.order_by("placed_at", "pk").values_list("pk", "gpus", "compute_resource__policy_id")
+    for pk, gpus, policy_id in rows:
+        used[policy_id] += gpus
+        borrowed[pk] = max(ZERO, min(gpus, used[policy_id] - reservations[policy_id]))
+    return borrowed
+
+
+@dataclass(frozen=True)
+class PoolUse:
+    pool: Pool
+    in_use: Decimal
+    borrowed: Decimal
+    workers: int
+
+    @property
+    def free(self) -> Decimal:
+        return max(ZERO, self.pool.capacity - self.in_use)
+
+    @property
+    def utilisation(self) -> Decimal:
+        return self.in_use / self.pool.capacity * 100 if self.pool.capacity else ZERO
+
+
+def pool_usage(kind: str | None = None) -> list[PoolUse]:
+    """Declared capacity, GPUs in use and GPUs lent (in use on borrowed capacity) per pool, now."""
+    borrowed = borrowed_gpus()
+    in_use: dict[int, Decimal] = defaultdict(Decimal)
+    lent: dict[int, Decimal] = defaultdict(Decimal)
+    for pk, pool_id, gpus in active_tasks().values_list("pk", "pool_id", "gpus"):
+        in_use[pool_id] += gpus
+        lent[pool_id] += borrowed.get(pk, ZERO)
+    active = Worker.objects.filter(state=Worker.State.ACTIVE).values("pool_id").annotate(n=Count("pk"))
+    workers = {row["pool_id"]: row["n"] for row in active}
+    pools = Pool.objects.select_related("gpu_type")
+    if kind:
+        pools = pools.filter(kind=kind)
+    return [PoolUse(p, in_use[p.pk], lent[p.pk], workers.get(p.pk, 0)) for p in pools]
+
+
+# Queues and budgets.
+
+
+def budget_holds(statuses: dict[int, BudgetStatus]) -> dict[int, datetime]:
+    """Policies held by a used-up budget, their own or an ancestor's: policy id -> its reset."""
+    parents = parent_policy_ids()
+    holds = {}
+    for pk in statuses:
+        node = pk
+        while node is not None:
+            status = statuses.get(node)
+            if status is not None and status.used_up:
+                holds[pk] = status.resets_at
+                break
+            node = parents.get(node)
+    return holds
+
+
+def queues(group_ids: set[int] | None = None):
+    """Compute resources with their work waiting and running and the oldest wait."""
+    waiting = Q(tasks__state=Task.State.QUEUED)
+    running = Q(tasks__state__in=Task.ACTIVE_STATES)
+    resources = ComputeResource.objects.select_related("policy__group", "profile").annotate(
+        waiting=Count("tasks", filter=waiting),
+        waiting_gpus=Sum("tasks__gpus", filter=waiting, default=ZERO),
+        running=Count("tasks", filter=running),
+        running_gpus=Sum("tasks__gpus", filter=running, default=ZERO),
+        oldest_wait=Min("tasks__submitted_at", filter=waiting),
+    )
+    if group_ids is not None:
+        resources = resources.filter(policy__group_id__in=group_ids)
+    return resources
+
+
+@dataclass(frozen=True)
+class PolicyUse:
+    """A policy with its budget status and what waits in its subtree."""
+
+    policy: ResourcePolicy
+    status: BudgetStatus
+    waiting: int = 0
+
+    @property
+    def borrowed(self) -> Decimal:
+        return max(ZERO, self.status.gpus_in_use - self.policy.reservation)
+
+
+def budgets_near_limit(statuses: dict[int, BudgetStatus]) -> list[PolicyUse]:
+    """Budgeted policies past their alert threshold, the most used first."""
+    budgeted = ResourcePolicy.objects.filter(budget_hours__isnull=False).select_related("group")
+    near = [PolicyUse(p, statuses[p.pk]) for p in budgeted if statuses[p.pk].over_threshold]
+    return sorted(near, key=lambda row: row.status.used_fraction, reverse=True)
+
+
+def waiting_by_group() -> dict[int, int]:
+    rows = (
+        Task.objects.filter(state=Task.State.QUEUED)
+        .values("compute_resource__policy__group_id")
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
+    return {row["compute_resource__policy__group_id"]: row["n"] for row in rows}
+
+
+def child_quotas(policy: ResourcePolicy) -> list[PolicyUse]:
+    """The policies directly below ``policy`` (a department's teams) with their use and waiting work."""
+    children = child_policies(policy)
+    statuses = budget_status(children)
+    waiting = waiting_by_group()
+    return [
+        PolicyUse(child, statuses[child.pk], sum(waiting.get(g, 0) for g in subtree_ids([child.group_id])))
+        for child in sorted(children, key=lambda c: c.group.name)
+    ]
+
+
+def quota_changes(group: Group):
+    """The audit trail of the quota changes in the group's subtree, newest first."""
+    return PolicyChange.objects.filter(policy__group_id__in=subtree_ids([group.pk])).select_related(
+        "policy__group", "actor"
+    )
+
+
+# The engine and the event log.
+
+
+@dataclass(frozen=True)
+class EngineStatus:
+    switch: EngineSwitch | None
+    last_pass: PassRecord | None
+    recent: list[PassRecord]
+    skipped_last_hour: int
+
+    @property
+    def enabled(self) -> bool:
+        return self.switch is None or self.switch.enabled
+
+
+def engine_status(now: datetime | None = None, recent: int = 120) -> EngineStatus:
+    now = now or timezone.now()
+    passes = list(PassRecord.objects.all()[:recent])
+    return EngineStatus(
+        switch=EngineSwitch.objects.select_related("changed_by").filter(pk=1).first(),
+        last_pass=next((p for p in passes if not p.skipped), None),
+        recent=passes,
+        skipped_last_hour=PassRecord.objects.filter(
+            skipped=True, started_at__gte=now - timedelta(hours=1)
+        ).count(),
+    )
+
+
+def passes():
+    return PassRecord.objects.all()
+
+
+def events():
+    return TaskEvent.objects.select_related("task__compute_resource", "pool", "actor").order_by("-at", "-pk")
+
+
+# Usage and cost, from the ledger's reports.
+
+
+def report(viewer: User, dims: tuple[str, ...], start: datetime, end: datetime, **filters) -> Report:
+    spec = ReportSpec(dims=dims, start=start, end=end, currency=currencies()[0], **filters)
+    return usage_report(viewer, spec)
+
+
+def this_month(now: datetime | None = None) -> tuple[datetime, datetime]:
+    return period_range("month", (now or timezone.now()).date())
+
+
+def last_days(count: int, now: datetime | None = None) -> list[datetime]:
+    """Midnights (UTC) of the last ``count`` days, today's last."""
+    today = midnight((now or timezone.now()).date())
+    return [today - timedelta(days=n) for n in range(count - 1, -1, -1)]
+
+
+@dataclass(frozen=True)
+class EstateHistory:
+    days: list[datetime]
+    gpu_hours: dict[str, list[Decimal]]  # business unit -> GPU-hours per day
+    cost: dict[str, list[Decimal]]  # business unit -> cost per day
+    owned_utilisation: list[Decimal]  # % of the owned pools' declared capacity used, per day
+    currency: str
+
+
+def estate_history(viewer: User, days: int = 14, now: datetime | None = None) -> EstateHistory:
+    """Use of the estate per UTC day by business unit, and the use of owned (not cloud) pools
+    against their declared capacity today."""
+    now = now or timezone.now()
+    starts = last_days(days, now)
+    owned = {p.pk: p.capacity for p in Pool.objects.filter(enabled=True).exclude(kind=Pool.Kind.CLOUD)}
+    owned_names = set(Pool.objects.filter(pk__in=owned).values_list("name", flat=True))
+    capacity = sum(owned.values(), ZERO)
+    gpu_hours: dict[str, list[Decimal]] = defaultdict(lambda: [ZERO] * days)
+    cost: dict[str, list[Decimal]] = defaultdict(lambda: [ZERO] * days)
+    utilisation = []
+    for i, start in enumerate(starts):
+        end = start + timedelta(days=1)
+        by_unit = report(viewer, ("group",), start, end, level=Group.Kind.BUSINESS_UNIT)
+        for row in by_unit.rows:
+            gpu_hours[row.labels["group"]][i] = row.figures.gpu_hours
+            cost[row.labels["group"]][i] = row.figures.cost_amount
+        by_pool = report(viewer, ("pool",), start, end)
+        used = sum((r.figures.gpu_hours for r in by_pool.rows if r.labels["pool"] in owned_names), ZERO)
+        hours = Decimal((min(end, now) - start).total_seconds()) / 3600
+        utilisation.append(used / (capacity * hours) * 100 if capacity and hours > 0 else ZERO)
+    return EstateHistory(starts, dict(gpu_hours), dict(cost), utilisation, currencies()[0])
+
+
+# A team: its members, projects and budget.
+
+
+@dataclass(frozen=True)
+class MemberUse:
+    membership: Membership
+    gpus_in_use: Decimal
+    gpu_hours: Decimal
+    waiting: int
+    running: int
+
+
+def team_members(viewer: User, group: Group, start: datetime, end: datetime) -> list[MemberUse]:
+    """The group's memberships, each with the person's work in the group's subtree and their
+    GPU-hours in [start, end)."""
+    in_group = Task.objects.filter(compute_resource__policy__group_id__in=subtree_ids([group.pk]))
+    work = in_group.values("user_id").annotate(
+        waiting=Count("pk", filter=Q(state=Task.State.QUEUED)),
+        running=Count("pk", filter=Q(state__in=Task.ACTIVE_STATES)),
+        gpus=Sum("gpus", filter=Q(state__in=Task.ACTIVE_STATES), default=ZERO),
+    )
+    by_user = {row["user_id"]: row for row in work.order_by()}
+    hours = {
+        r.labels["user"]: r.figures.gpu_hours for r in report(viewer, ("user",), start, end, group=group).rows
+    }
+    members = []
+    for membership in group.memberships.select_related("user"):
+        row = by_user.get(membership.user_id, {})
+        members.append(
+            MemberUse(
+                membership,
+                row.get("gpus", ZERO),
+                hours.get(membership.user.username, ZERO),
+                row.get("waiting", 0),
+                row.get("running", 0),
+            )
+        )
+    return members
+
+
+@dataclass(frozen=True)
+class ProjectUse:
+    project: Project
+    gpu_hours: Decimal
+    waiting: int
+
+
+def team_projects(viewer: User, group: Group, start: datetime, end: datetime) -> list[ProjectUse]:
+    hours = {
+        r.key[0]: r.figures.gpu_hours for r in report(viewer, ("project",), start, end, group=group).rows
+    }
+    waiting = dict(
+        Task.objects.filter(project__group=group, state=Task.State.QUEUED)
+        .values("project_id")
+        .annotate(n=Count("pk"))
+        .order_by()
+        .values_list("project_id", "n")
+    )
+    return [
+        ProjectUse(p, hours.get(p.pk, ZERO), waiting.get(p.pk, 0))
+        for p in group.projects.order_by("priority", "name")
+    ]
+
+
+# A developer's work.
+
+WORK_STATES = {
+    "waiting": Q(state=Task.State.QUEUED, preemption_count=0),
+    "requeued": Q(state=Task.State.QUEUED, preemption_count__gt=0),
+    "running": Q(state__in=Task.ACTIVE_STATES),
+    "done": Q(state__in=Task.FINAL_STATES),
+}
+
+
+def my_tasks(user: User):
+    return Task.objects.filter(user=user).select_related(
+        "compute_resource__policy__group", "compute_resource__profile", "pool", "project"
+    )
+
+
+def my_resources(user: User) -> list[tuple[ComputeResource, datetime | None]]:
+    """Where the user may submit, each with the reset time when a used-up budget holds it."""
+    holds = budget_holds(budget_status())
+    resources = submittable_resources(user).filter(enabled=True).order_by("name")
+    return [(r, holds.get(r.policy_id)) for r in resources]
+
+
+def my_projects(user: User):
+    return Project.objects.filter(group_id__in=member_group_ids(user)).select_related("group")
+
+
+def task_history(task: Task):
+    return task.events.select_related("pool", "actor").order_by("at", "pk")
+
+
+def work_counts(user: User) -> dict[str, dict[str, int]]:
+    """The user's tasks per state (waiting, requeued, running, done) and compute resource."""
+    counts = {}
+    for state, condition in WORK_STATES.items():
+        rows = (
+            my_tasks(user)
+            .filter(condition)
+            .values("compute_resource__name")
+            .annotate(n=Count("pk"))
+            .order_by()
+        )
+        counts[state] = {row["compute_resource__name"]: row["n"] for row in rows}
+    return counts

@@ -1,0 +1,107 @@
+"""Writes from the portal: the quota split, a team's members, notifications read."""
+
+from decimal import Decimal
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from apps.accounts import services as accounts
+from apps.accounts.models import Group, Membership, User
+from apps.policies import services as policies
+from apps.policies.models import PolicyChange, ResourcePolicy
+from apps.policies.selectors import child_policies
+
+QUOTA_FIELDS = ("reservation", "limit", "budget_hours", "budget_period")
+THOUSANDTH = Decimal("0.001")
+
+
+class SplitRefused(Exception):
+    """A quota split broke a rule and nothing was saved. ``errors``: policy id -> {field: [message]}."""
+
+    def __init__(self, errors: dict[int, dict[str, list[str]]]):
+        super().__init__(errors)
+        self.errors = errors
+
+
+def _lowered(before: dict, after: dict) -> dict:
+    """The decreases of a change alone. Applying every team's decreases before any increase makes
+    a split that moves GPUs or hours from one team to another independent of the order of the rows."""
+    step = {
+        "reservation": min(before["reservation"], after["reservation"]),
+        "limit": min(before["limit"], after["limit"]),
+    }
+    if after["budget_hours"] is None:
+        step.update(budget_hours=None, budget_period="")
+    elif before["budget_hours"] is not None and before["budget_period"] == after["budget_period"]:
+        step["budget_hours"] = min(before["budget_hours"], after["budget_hours"])
+    return step
+
+
+def _text(value) -> str | None:
+    """A quota value for the audit trail: decimals with their three places."""
+    if isinstance(value, Decimal):
+        return str(value.quantize(THOUSANDTH))
+    return value
+
+
+def split_quota(parent: ResourcePolicy, values: dict[int, dict], *, actor: User) -> list[PolicyChange]:
+    """Set the reservation, limit and time budget of the policies directly below ``parent`` together,
+    inside its totals. Every rule of ``apps.policies.rules`` is checked on the final split through
+    ``update_policy``; if one is broken nothing is saved and ``SplitRefused`` names each broken rule.
+    Each changed policy gets an audit record with the values before and after."""
+    children = {child.pk: child for child in child_policies(parent)}
+    if set(values) - set(children):
+        raise ValueError(f"policies not directly below {parent}: {sorted(set(values) - set(children))}")
+    before = {pk: {f: getattr(children[pk], f) for f in QUOTA_FIELDS} for pk in values}
+    changed = {pk: new for pk, new in values.items() if any(before[pk][f] != new[f] for f in QUOTA_FIELDS)}
+    errors: dict[int, dict[str, list[str]]] = {}
+    with transaction.atomic():
+        for step in (_lowered, lambda old, new: new):
+            for pk, new in changed.items():
+                if pk in errors:
+                    continue
+                try:
+                    policies.update_policy(children[pk], **step(before[pk], new))
+                except ValidationError as error:
+                    errors[pk] = error.message_dict
+        if errors:
+            raise SplitRefused(errors)
+        at = timezone.now()
+        return [
+            PolicyChange.objects.create(
+                policy=children[pk],
+                at=at,
+                actor=actor,
+                via=PolicyChange.Via.PORTAL,
+                changes={
+                    f: [_text(before[pk][f]), _text(new[f])] for f in QUOTA_FIELDS if before[pk][f] != new[f]
+                },
+            )
+            for pk, new in changed.items()
+        ]
+
+
+def add_member(*, group: Group, user: User) -> Membership:
+    """A team lead lets a person use the group's share: they may then submit to its compute resources."""
+    if not user.is_active:
+        raise ValidationError({"user": f"{user} is deactivated."})
+    if group.memberships.filter(user=user).exists():
+        raise ValidationError({"user": f"{user} is already in {group}."})
+    return accounts.add_membership(user=user, group=group, role=Membership.Role.MEMBER)
+
+
+def remove_member(membership: Membership) -> None:
+    """Only plain memberships are the team lead's to remove; roles are IT's to change."""
+    if membership.role != Membership.Role.MEMBER:
+        raise ValidationError({"membership": f"{membership} is a role, which IT changes in the admin."})
+    accounts.remove_membership(membership)
+
+
+def mark_read(notifications) -> int:
+    """Mark the given notifications read; returns how many were unread."""
+    return notifications.filter(read_at__isnull=True).update(read_at=timezone.now())
+
+
+def mark_unread(notifications) -> int:
+    return notifications.exclude(read_at__isnull=True).update(read_at=None)

@@ -1,0 +1,347 @@
+"""The portal's tables (django-tables2): sortable, paginated, exported as CSV by the views.
+
+Each table has a ``prefix`` so that several can sit on one page, and ``actions`` columns (forms)
+are left out of the exports."""
+
+from decimal import Decimal
+
+import django_tables2 as tables
+from django.utils.html import format_html
+
+from apps.accounts.models import Notification
+from apps.core.gpus import from_milli, to_milli
+from apps.engine.models import PassRecord
+from apps.policies.models import PolicyChange
+from apps.policies.rules import fmt
+from apps.tasks.models import Task, TaskEvent
+
+NUM = {"td": {"class": "num"}, "th": {"class": "num"}}
+THOUSANDTH = Decimal("0.001")
+
+
+def gpus(value) -> str:
+    """A GPU amount with its three decimals."""
+    return str(from_milli(to_milli(value)))
+
+
+def hours(value) -> str:
+    return "—" if value is None else str(Decimal(value).quantize(THOUSANDTH))
+
+
+def when(value) -> str:
+    return f"{value:%Y-%m-%d %H:%M} UTC" if value else "—"
+
+
+class GpuColumn(tables.Column):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, attrs=NUM, **kwargs)
+
+    def render(self, value):
+        return gpus(value)
+
+
+class HoursColumn(tables.Column):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, attrs=NUM, **kwargs)
+
+    def render(self, value):
+        return hours(value)
+
+
+class WhenColumn(tables.Column):
+    def render(self, value):
+        return when(value)
+
+
+class Grid:
+    attrs = {"class": "grid"}
+
+
+def actions_column(template: str, verbose_name: str = "") -> tables.TemplateColumn:
+    """A column of forms (cancel, remove, set): never sorted, never exported."""
+    return tables.TemplateColumn(
+        template_name=template, verbose_name=verbose_name, orderable=False, exclude_from_export=True
+    )
+
+
+# A developer's work.
+
+
+def work_state(task: Task) -> str:
+    """The task in the developer's words: waiting, requeued, starting, running, stopping or how it ended."""
+    if task.state == Task.State.QUEUED:
+        return "requeued" if task.preemption_count else "waiting"
+    if task.state == Task.State.PLACED:
+        return "starting"
+    return task.get_state_display().lower()
+
+
+class TaskTable(tables.Table):
+    id = tables.Column(verbose_name="Task", linkify=("portal:task", {"pk": tables.A("pk")}))
+    compute_resource = tables.Column(order_by="compute_resource__name")
+    gpus = GpuColumn(verbose_name="GPUs")
+    state = tables.Column(verbose_name="State", order_by="state")
+    place = tables.Column(verbose_name="Place in line", empty_values=(), orderable=False, attrs=NUM)
+    why = tables.Column(verbose_name="Why / where", empty_values=(), orderable=False)
+    since = tables.Column(verbose_name="Since", empty_values=(), order_by="placed_at")
+    borrowed = tables.Column(verbose_name="Borrowed GPUs", empty_values=(), orderable=False, attrs=NUM)
+    preemption_count = tables.Column(verbose_name="Preemptions", attrs=NUM)
+    submitted_at = WhenColumn(verbose_name="Submitted")
+    actions = actions_column("portal/_task_actions.html")
+
+    class Meta(Grid):
+        model = Task
+        fields = ["id", "name", "compute_resource", "gpus", "state"]
+        sequence = [
+            "id",
+            "name",
+            "compute_resource",
+            "gpus",
+            "state",
+            "place",
+            "why",
+            "since",
+            "borrowed",
+            "...",
+        ]
+        empty_text = "No tasks here."
+        order_by = "-id"
+
+    def __init__(self, *args, positions: dict[int, int], borrowed: dict[int, Decimal], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.positions, self.borrowed_gpus = positions, borrowed
+
+    def render_state(self, record):
+        return work_state(record)
+
+    def render_place(self, record):
+        return self.positions.get(record.pk, "—")
+
+    def render_why(self, record):
+        if record.state == Task.State.QUEUED:
+            message = (record.verdict or {}).get("message", "Waiting for the engine's next pass.")
+            if record.preemption_count:
+                reason = (
+                    Task.StopReason(record.last_preemption_reason).label
+                    if record.last_preemption_reason
+                    else ""
+                )
+                return f"Requeued: {reason}. {message}"
+            return message
+        if record.state in Task.ACTIVE_STATES:
+            return f"on {record.pool}"
+        if record.exit_code is not None:
+            return f"exit code {record.exit_code}"
+        return "—"
+
+    def render_since(self, record):
+        return when(record.started_at or record.placed_at) if record.state in Task.ACTIVE_STATES else "—"
+
+    def render_borrowed(self, record):
+        share = self.borrowed_gpus.get(record.pk)
+        return gpus(share) if share else ("no" if record.state in Task.ACTIVE_STATES else "—")
+
+
+class ResourceTable(tables.Table):
+    """Where a developer may submit, marked when a used-up budget holds it."""
+
+    name = tables.Column(verbose_name="Compute resource", accessor="0__name")
+    group = tables.Column(verbose_name="Group", accessor="0__policy__group__name")
+    profile = tables.Column(verbose_name="Profile", accessor="0__profile__name")
+    size = tables.Column(verbose_name="GPU size", accessor="0__profile__gpus", attrs=NUM)
+    budget = tables.Column(verbose_name="Budget", accessor="1", empty_values=(), orderable=False)
+
+    class Meta(Grid):
+        prefix = "resources-"
+        empty_text = "You are in no group with a compute resource yet: ask your team lead."
+
+    def render_size(self, value, record):
+        return "set per task" if record[0].profile.size_from_task else gpus(value)
+
+    def render_budget(self, value):
+        if value is None:
+            return "ok"
+        return format_html('<span class="badge over">over budget until {}</span>', when(value))
+
+
+class NotificationTable(tables.Table):
+    created_at = WhenColumn(verbose_name="When")
+    kind = tables.Column()
+    message = tables.Column(orderable=False)
+    read_at = tables.Column(verbose_name="Read", empty_values=())
+    actions = actions_column("portal/_notification_actions.html")
+
+    class Meta(Grid):
+        model = Notification
+        fields = ["created_at", "kind", "message", "read_at"]
+        empty_text = "No notifications."
+        row_attrs = {"class": lambda record: "unread" if record.read_at is None else ""}
+
+    def render_read_at(self, value):
+        return when(value) if value else "unread"
+
+
+# IT.
+
+
+class PoolTable(tables.Table):
+    name = tables.Column(verbose_name="Pool", accessor="pool__name")
+    kind = tables.Column(verbose_name="Kind", accessor="pool__get_kind_display", order_by="pool__kind")
+    gpu_type = tables.Column(verbose_name="GPU type", accessor="pool__gpu_type__name")
+    region = tables.Column(verbose_name="Region", accessor="pool__region")
+    capacity = GpuColumn(verbose_name="Declared", accessor="pool__capacity")
+    in_use = GpuColumn(verbose_name="In use")
+    borrowed = GpuColumn(verbose_name="Borrowed")
+    free = GpuColumn(verbose_name="Free")
+    utilisation = tables.Column(verbose_name="Used %", attrs=NUM)
+    workers = tables.Column(verbose_name="Workers", attrs=NUM)
+
+    class Meta(Grid):
+        prefix = "pools-"
+        empty_text = "No pools."
+
+    def render_utilisation(self, value):
+        return f"{value:.0f}"
+
+
+class QueueTable(tables.Table):
+    name = tables.Column(verbose_name="Compute resource")
+    group = tables.Column(
+        verbose_name="Group", accessor="policy__group__name", order_by="policy__group__name"
+    )
+    profile = tables.Column(verbose_name="Profile", accessor="profile__name", order_by="profile__name")
+    waiting = tables.Column(attrs=NUM)
+    waiting_gpus = GpuColumn(verbose_name="GPUs waiting")
+    running = tables.Column(verbose_name="Placed or running", attrs=NUM)
+    running_gpus = GpuColumn(verbose_name="GPUs in use")
+    oldest_wait = WhenColumn(verbose_name="Waiting since")
+
+    class Meta(Grid):
+        prefix = "queues-"
+        empty_text = "No compute resources."
+        order_by = "-waiting"
+
+
+class PolicyUseTable(tables.Table):
+    """Policies with their use and budget: the IT view's budgets near their limit, a department's teams."""
+
+    group = tables.Column(verbose_name="Group", accessor="policy__group__name")
+    reservation = GpuColumn(verbose_name="Reservation", accessor="policy__reservation")
+    limit = GpuColumn(verbose_name="Limit", accessor="policy__limit")
+    in_use = GpuColumn(verbose_name="In use", accessor="status__gpus_in_use")
+    borrowed = GpuColumn()
+    waiting = tables.Column(attrs=NUM)
+    budget = HoursColumn(verbose_name="Budget (h)", accessor="status__budget_hours")
+    period = tables.Column(verbose_name="Period", accessor="status__period", default="—")
+    used = HoursColumn(verbose_name="Used (h)", accessor="status__used_hours")
+    left = HoursColumn(verbose_name="Left (h)", accessor="status__left_hours")
+    burn_rate = HoursColumn(verbose_name="Burn rate (h/h)", accessor="status__burn_rate")
+    run_out = tables.Column(verbose_name="Projected run-out", accessor="status", orderable=False)
+
+    class Meta(Grid):
+        empty_text = "None."
+
+    def render_run_out(self, value):
+        if not value.has_budget:
+            return "no budget"
+        if value.used_up:
+            return f"used up; resets {when(value.resets_at)}"
+        return when(value.projected_run_out) if value.projected_run_out else "not burning"
+
+
+class PassTable(tables.Table):
+    started_at = tables.DateTimeColumn(format="Y-m-d H:i:s", verbose_name="Started (UTC)")
+    skipped = tables.BooleanColumn()
+    skip_reason = tables.Column()
+    duration_ms = tables.Column(verbose_name="Duration (ms)", attrs=NUM)
+    placed = tables.Column(attrs=NUM)
+    preempted = tables.Column(attrs=NUM)
+    waiting = tables.Column(attrs=NUM)
+    running = tables.Column(attrs=NUM)
+
+    class Meta(Grid):
+        model = PassRecord
+        fields = []
+        prefix = "passes-"
+        empty_text = "The engine has not run a pass yet."
+
+    def render_duration_ms(self, value):
+        return f"{value:.1f}"
+
+
+class EventTable(tables.Table):
+    at = tables.DateTimeColumn(format="Y-m-d H:i:s", verbose_name="At (UTC)")
+    task = tables.Column(linkify=("portal:task", {"pk": tables.A("task_id")}), order_by="task_id")
+    compute_resource = tables.Column(
+        verbose_name="Compute resource", accessor="task__compute_resource__name", orderable=False
+    )
+    kind = tables.Column()
+    reason = tables.Column()
+    pool = tables.Column(order_by="pool__name")
+    actor = tables.Column(verbose_name="By", default="engine")
+
+    class Meta(Grid):
+        model = TaskEvent
+        fields = []
+        prefix = "events-"
+        empty_text = "No events."
+
+
+# A department and a team.
+
+
+class QuotaChangeTable(tables.Table):
+    at = tables.DateTimeColumn(format="Y-m-d H:i:s", verbose_name="At (UTC)")
+    group = tables.Column(
+        verbose_name="Group", accessor="policy__group__name", order_by="policy__group__name"
+    )
+    actor = tables.Column(verbose_name="By", default="—")
+    changes = tables.Column(orderable=False)
+    via = tables.Column()
+
+    class Meta(Grid):
+        model = PolicyChange
+        fields = []
+        prefix = "changes-"
+        empty_text = "No quota changes yet."
+
+    def render_changes(self, value):
+        return "; ".join(f"{field}: {_shown(old)} → {_shown(new)}" for field, (old, new) in value.items())
+
+
+def _shown(value) -> str:
+    if value is None:
+        return "none"
+    if value == "":
+        return "no period"
+    try:
+        return fmt(Decimal(value))
+    except ArithmeticError:
+        return value
+
+
+class MemberTable(tables.Table):
+    user = tables.Column(accessor="membership__user__username", verbose_name="Member")
+    name = tables.Column(verbose_name="Name", accessor="membership__user__get_full_name", orderable=False)
+    role = tables.Column(verbose_name="Role", accessor="membership__get_role_display", orderable=False)
+    gpus_in_use = GpuColumn(verbose_name="GPUs in use")
+    gpu_hours = HoursColumn(verbose_name="GPU-hours in the period")
+    waiting = tables.Column(attrs=NUM)
+    running = tables.Column(verbose_name="Placed or running", attrs=NUM)
+    actions = actions_column("portal/_member_actions.html")
+
+    class Meta(Grid):
+        prefix = "members-"
+        empty_text = "No members yet."
+
+
+class ProjectTable(tables.Table):
+    name = tables.Column(verbose_name="Project", accessor="project__name")
+    priority = tables.Column(verbose_name="Priority", accessor="project__priority", attrs=NUM)
+    gpu_hours = HoursColumn(verbose_name="GPU-hours in the period")
+    waiting = tables.Column(attrs=NUM)
+    actions = actions_column("portal/_project_actions.html", "Set priority")
+
+    class Meta(Grid):
+        prefix = "projects-"
+        empty_text = "No projects in this group."
