@@ -1,7 +1,7 @@
 """The versioned API under ``/api/v1/``: each app contributes its own ``api/urls.py``,
 included here with one line each."""
 
-from django.urls import include, path  # noqa: F401  (used as apps add their includes)
+from django.urls import include, path
 
 urlpatterns = [
     path("", include("apps.accounts.api.urls")),

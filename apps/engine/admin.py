@@ -35,10 +35,15 @@ class EngineSwitchAdmin(admin.ModelAdmin):
 
 @admin.register(DisabledWindow)
 class DisabledWindowAdmin(admin.ModelAdmin):
+    """Read only: deleting a window would charge its time to budgets after the fact."""
+
     list_display = ["start", "end", "disabled_by"]
     date_hierarchy = "start"
 
     def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
         return False
 
     def has_change_permission(self, request, obj=None):

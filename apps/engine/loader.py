@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import BigIntegerField, F, Func, IntegerField
+from django.db.models import BigIntegerField, Count, F, Func, IntegerField, Q
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 
@@ -21,7 +21,7 @@ from apps.engine import core
 from apps.ledger.budgets import budget_units_used
 from apps.policies.models import ComputeResource, Profile, ProfilePool, ResourcePolicy
 from apps.policies.selectors import parent_policy_ids
-from apps.pools.models import Pool
+from apps.pools.models import Pool, Worker
 from apps.tasks.models import Task
 from apps.tasks.selectors import with_queue_rank
 
@@ -77,6 +77,7 @@ class Loaded:
 
 def load(now) -> Loaded:
     pools = list(Pool.objects.order_by("pk").values("pk", "name", "capacity", "enabled"))
+    out_of_service = _pools_without_workers()
     links = list(ProfilePool.objects.values("profile_id", "pool_id", "pool_rank", "profile_rank"))
     profiles = list(Profile.objects.order_by("pk").values("pk", "gpus", "size_from_task", "time_weight"))
     resources = list(
@@ -110,7 +111,7 @@ def load(now) -> Loaded:
                 id=str(p["pk"]),
                 capacity=to_milli(p["capacity"]),
                 profiles=ids(execution[p["pk"]]),
-                enabled=p["enabled"],
+                enabled=p["enabled"] and p["pk"] not in out_of_service,
             )
             for p in pools
         ),
@@ -152,6 +153,15 @@ def load(now) -> Loaded:
         pool_names={str(p["pk"]): p["name"] for p in pools},
         group_names={str(p.pk): p.group.name for p in policies},
     )
+
+
+def _pools_without_workers() -> set[int]:
+    """Pools whose worker daemons are all lost or retired. Work placed there would only come back
+    at the claim timeout, charged meanwhile, so the pass treats them as disabled until a worker is
+    back. A pool that never had a worker (being set up, or served by means outside Klique) keeps
+    its declared capacity."""
+    rows = Worker.objects.values("pool_id").annotate(active=Count("pk", filter=Q(state=Worker.State.ACTIVE)))
+    return {row["pool_id"] for row in rows.order_by() if row["active"] == 0}
 
 
 def _placed() -> tuple[core.PlacedTask, ...]:

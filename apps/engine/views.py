@@ -1,4 +1,5 @@
-"""The Prometheus endpoint. When ``METRICS_TOKEN`` is set, scrapers must send it as a bearer token."""
+"""The Prometheus endpoint. Scrapers send ``METRICS_TOKEN`` as a bearer token; without one set,
+metrics are served in development (DEBUG) only."""
 
 import hmac
 
@@ -13,8 +14,10 @@ def metrics(request):
     token = settings.METRICS_TOKEN
     if token:
         sent = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
-        if not hmac.compare_digest(sent, token):
+        if not hmac.compare_digest(sent.encode(), token.encode()):
             return HttpResponseForbidden("metrics need the scrape token")
+    elif not settings.DEBUG:
+        return HttpResponseForbidden("set METRICS_TOKEN to serve metrics outside development")
     registry = CollectorRegistry(auto_describe=False)
     registry.register(KliqueCollector())
     return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)

@@ -8,6 +8,7 @@ from django.http import HttpResponse
 from openpyxl import Workbook
 from openpyxl.styles import Font
 
+from apps.core.exports import spreadsheet_safe
 from apps.ledger.selectors import Report
 
 XLSX_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
@@ -19,7 +20,7 @@ def table(report: Report) -> list[list]:
     columns = report.columns()
     lines = [[title for _, title, _ in columns]]
     for record in [*report.records(), *report.summary_records()]:
-        lines.append(["" if record[key] is None else record[key] for key, _, _ in columns])
+        lines.append(["" if record[key] is None else spreadsheet_safe(record[key]) for key, _, _ in columns])
     return lines
 
 

@@ -25,6 +25,9 @@ def _unknown(what: str) -> dict[str, str]:
     return {"invalid_choice": f"Unknown {what} %(value)s."}
 
 
+# Reports cover what a ledger can hold; outside this, date arithmetic would overflow.
+MIN_YEAR, MAX_YEAR = 1970, 9000
+
 class ReportForm(forms.Form):
     by = forms.ChoiceField(choices=DIMENSION_CHOICES, required=False, help_text="What each row is.")
     then_by = forms.ChoiceField(
@@ -112,9 +115,11 @@ class ReportForm(forms.Form):
         elif data.get("start") or data.get("end"):
             self.add_error("start", "Start and end go with period=custom.")
         else:
-            data["start"], data["end"] = period_range(
-                data["period"], data.get("date") or timezone.now().date()
-            )
+            day = data.get("date") or timezone.now().date()
+            if not MIN_YEAR <= day.year <= MAX_YEAR:
+                self.add_error("date", f"Choose a date between {MIN_YEAR} and {MAX_YEAR}.")
+            else:
+                data["start"], data["end"] = period_range(data["period"], day)
         return data
 
     def _clean_custom(self, data) -> None:
@@ -124,7 +129,13 @@ class ReportForm(forms.Form):
                 if name not in self.errors:
                     self.add_error(name, f"A custom range needs a {name}.")
                 continue
-            value = value.astimezone(UTC)
+            try:
+                value = value.astimezone(UTC)
+            except OverflowError:
+                value = None
+            if value is None or not MIN_YEAR <= value.year <= MAX_YEAR:
+                self.add_error(name, f"The {name} must fall between {MIN_YEAR} and {MAX_YEAR}.")
+                continue
             if value.minute or value.second or value.microsecond:
                 self.add_error(name, f"The {name} must be on a whole UTC hour.")
             else:

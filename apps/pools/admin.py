@@ -129,6 +129,10 @@ class WorkerAdmin(admin.ModelAdmin):
             request, f"Retired {len(workers)} workers; {requeued} of their tasks were requeued."
         )
 
+    def has_delete_permission(self, request, obj=None):
+        """Retire a worker instead: its tasks are requeued and its history stays."""
+        return False
+
 
 @admin.register(EnrolmentToken)
 class EnrolmentTokenAdmin(admin.ModelAdmin):

@@ -11,9 +11,11 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 from django_tables2 import RequestConfig
 from django_tables2.export import TableExport
+from tablib import Dataset
 
 from apps.accounts import services as accounts
 from apps.accounts.models import Group
+from apps.core.exports import spreadsheet_safe
 from apps.ledger.budgets import budget_status
 from apps.ledger.tables import UsageTable
 from apps.policies.models import ResourcePolicy
@@ -48,6 +50,15 @@ def _allow(allowed: bool, reason: str) -> None:
         raise PermissionDenied(reason)
 
 
+class SafeExport(TableExport):
+    """A table export whose cells cannot run as spreadsheet formulas."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        rows = [tuple(spreadsheet_safe(value) for value in row) for row in self.dataset]
+        self.dataset = Dataset(*rows, headers=self.dataset.headers)
+
+
 def _tables(request, *tables, per_page: int = 25):
     """Sort and paginate the page's tables. ``?export=csv&table=NAME`` answers with that table,
     all of its rows, as CSV; None when no export is asked for."""
@@ -60,7 +71,7 @@ def _tables(request, *tables, per_page: int = 25):
     name = request.GET.get("table", "")
     if wanted != "csv" or name not in names:
         return HttpResponseBadRequest(f"export: use export=csv&table= one of {', '.join(sorted(names))}.")
-    return TableExport("csv", names[name]).response(f"{name}.csv")
+    return SafeExport("csv", names[name]).response(f"{name}.csv")
 
 
 def _page(request, template: str, context: dict, tables=(), status: int = 200):

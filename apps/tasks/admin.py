@@ -82,6 +82,13 @@ class TaskAdmin(admin.ModelAdmin):
     inlines = [TaskEventInline]
     date_hierarchy = "submitted_at"
 
+    def get_readonly_fields(self, request, obj=None):
+        """A submitted task changes only through its lifecycle (placement, stops, cancel), never by
+        editing: its size, compute resource, user and project are what its usage interval records."""
+        if obj is None:
+            return self.readonly_fields
+        return [f.name for f in Task._meta.fields if f.name != "name"]
+
     def save_model(self, request, obj, form, change):
         if change:
             super().save_model(request, obj, form, change)

@@ -69,7 +69,7 @@ class Task(models.Model):
         "pools.Worker",
         null=True,
         blank=True,
-        on_delete=models.SET_NULL,
+        on_delete=models.PROTECT,
         related_name="tasks",
         help_text="The worker daemon that claimed the task.",
     )
@@ -138,6 +138,7 @@ class TaskEvent(models.Model):
 
     class Meta:
         ordering = ["task", "at", "pk"]
+        indexes = [models.Index(fields=["kind", "reason"], name="task_event_kind_idx")]
 
     def __str__(self) -> str:
         return f"{self.task} {self.kind} at {self.at:%Y-%m-%d %H:%M:%S}"

@@ -137,8 +137,10 @@ ACCOUNT_ADAPTER = "apps.portal.auth.AccountAdapter"
 ACCOUNT_LOGOUT_REDIRECT_URL = "account_login"
 ACCOUNT_PASSWORD_RESET_BY_CODE_ENABLED = False
 SOCIALACCOUNT_ADAPTER = "apps.portal.auth.SocialAccountAdapter"
-SOCIALACCOUNT_EMAIL_AUTHENTICATION = True
-SOCIALACCOUNT_EMAIL_AUTHENTICATION_AUTO_CONNECT = True
+# Signing in as the local account whose email the provider asserts is only safe with a provider
+# that fully verifies emails (your own IdP): opt in with OIDC_TRUST_EMAIL=1.
+SOCIALACCOUNT_EMAIL_AUTHENTICATION = env_bool("OIDC_TRUST_EMAIL", False)
+SOCIALACCOUNT_EMAIL_AUTHENTICATION_AUTO_CONNECT = SOCIALACCOUNT_EMAIL_AUTHENTICATION
 OIDC_PROVIDER_URL = os.environ.get("OIDC_PROVIDER_URL", "")
 OIDC_CLIENT_ID = os.environ.get("OIDC_CLIENT_ID", "")
 SOCIALACCOUNT_PROVIDERS = {

@@ -68,7 +68,10 @@ def test_metrics_expose_the_pass_log_queues_use_preemptions_and_budgets(client, 
     submit(resource, 6)
     services.run_pass(now=T0)
     services.run_pass(now=T0 + timedelta(minutes=31))
-    body = client.get("/metrics").content.decode()
+    settings.DEBUG, settings.METRICS_TOKEN = False, ""
+    assert client.get("/metrics").status_code == 403  # production without a scrape token
+    settings.METRICS_TOKEN = "scrape-secret"
+    body = client.get("/metrics", HTTP_AUTHORIZATION="Bearer scrape-secret").content.decode()
     for name in (
         "klique_engine_pass_duration_seconds_count 2.0",
         "klique_engine_passes_skipped_total",
@@ -77,6 +80,5 @@ def test_metrics_expose_the_pass_log_queues_use_preemptions_and_budgets(client, 
         'klique_budget_hours_used{policy="',
     ):
         assert name in body, name
-    settings.METRICS_TOKEN = "scrape-secret"
     assert client.get("/metrics").status_code == 403
-    assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer scrape-secret").status_code == 200
+    assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer naïve").status_code == 403

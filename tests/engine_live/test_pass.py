@@ -198,3 +198,21 @@ def test_project_priority_orders_a_queue_before_the_queue_seq():
     services.run_pass(now=T0)
     assert states([last, plain, first]) == ["placed", "queued", "queued"]
     assert queue_positions([first, plain]) == {plain.pk: 1, first.pk: 2}
+
+
+def test_a_pool_whose_workers_are_all_lost_takes_no_work_until_one_is_back():
+    from apps.pools.models import Worker
+    from tests.factories import WorkerFactory
+
+    pool, ra, rb = estate(capacity=4)
+    spill = PoolFactory(name="spill", capacity=4)
+    policies.link_pool(ra.profile, spill)
+    worker = WorkerFactory(pool=pool, state=Worker.State.LOST)
+    (task,) = submit(ra, 1)
+    services.run_pass(now=T0)
+    assert Task.objects.get(pk=task.pk).pool == spill
+    worker.state = Worker.State.ACTIVE
+    worker.save()
+    (second,) = submit(ra, 1)
+    services.run_pass(now=T0 + timedelta(seconds=1))
+    assert Task.objects.get(pk=second.pk).pool == pool

@@ -190,6 +190,10 @@ def test_the_api_refuses_an_anonymous_caller_with_401(client):
         ("gpu_type=TPU", "gpu_type"),
         ("currency=XYZ", "currency"),
         ("idle=all", "idle"),
+        ("date=9999-12-31&period=month", "date"),
+        ("date=9999-12-31&period=quarter", "date"),
+        ("period=custom&start=0001-01-01T00:00%2B01:00&end=2026-04-01", "start"),
+        ("period=custom&start=2026-04-01&end=9999-12-31T23:00-05:00", "end"),
     ],
 )
 def test_bad_parameters_are_a_400_naming_the_field(client, estate, query, field):
