@@ -2,9 +2,10 @@ from contextvars import ContextVar
 from decimal import Decimal
 
 from django.contrib import admin
-from django.db.models import Count, Max, Q
+from django.db.models import Count, Q
 
-from apps.policies.models import ComputeResource, Profile, ProfilePool, ResourcePolicy
+from apps.policies import services
+from apps.policies.models import ComputeResource, PolicyChange, Profile, ProfilePool, ResourcePolicy
 
 
 class PoolOrderInline(admin.TabularInline):
@@ -54,8 +55,7 @@ class ProfileAdmin(admin.ModelAdmin):
         items = formset.save(commit=False)
         for item in items:
             if item.pk is None and isinstance(item, ProfilePool):
-                last = ProfilePool.objects.filter(pool=item.pool).aggregate(m=Max("profile_rank"))["m"]
-                item.profile_rank = 0 if last is None else last + 1
+                item.profile_rank = services.next_profile_rank(item.pool)
             item.save()
         for obj in formset.deleted_objects:
             obj.delete()
@@ -147,6 +147,12 @@ class ResourcePolicyAdmin(admin.ModelAdmin):
         if status.used_up:
             return f"used up; resets {status.resets_at:%Y-%m-%d %H:%M} UTC"
         return f"{status.projected_run_out:%Y-%m-%d %H:%M} UTC" if status.projected_run_out else "not burning"
+
+    def save_model(self, request, obj, form, change):
+        before = services.quota_of(ResourcePolicy.objects.get(pk=obj.pk)) if change else None
+        super().save_model(request, obj, form, change)
+        if before is not None:
+            services.record_quota_change(obj, before, actor=request.user, via=PolicyChange.Via.ADMIN)
 
     fieldsets = [
         (None, {"fields": ["group"]}),

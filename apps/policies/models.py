@@ -161,6 +161,7 @@ class PolicyChange(models.Model):
 
     class Via(models.TextChoices):
         PORTAL = "portal", "Portal quota split"
+        ADMIN = "admin", "Admin"
 
     policy = models.ForeignKey(ResourcePolicy, on_delete=models.CASCADE, related_name="changes")
     at = models.DateTimeField(db_index=True)

@@ -5,13 +5,15 @@ so a change that breaks one is refused whole, with the field and the reason.
 """
 
 from collections.abc import Sequence
+from decimal import Decimal
 
 from django.db import transaction
 from django.db.models import Max
+from django.utils import timezone
 
 from apps.accounts.models import Group
 from apps.core.writes import validated_save
-from apps.policies.models import ComputeResource, Profile, ProfilePool, ResourcePolicy
+from apps.policies.models import ComputeResource, PolicyChange, Profile, ProfilePool, ResourcePolicy
 from apps.pools.models import Pool
 
 
@@ -50,14 +52,24 @@ def link_pool(profile: Profile, pool: Pool) -> ProfilePool:
         existing = ProfilePool.objects.filter(profile=profile, pool=pool).first()
         if existing:
             return existing
-        last_pool = ProfilePool.objects.filter(profile=profile).aggregate(m=Max("pool_rank"))["m"]
-        last_profile = ProfilePool.objects.filter(pool=pool).aggregate(m=Max("profile_rank"))["m"]
         return ProfilePool.objects.create(
             profile=profile,
             pool=pool,
-            pool_rank=0 if last_pool is None else last_pool + 1,
-            profile_rank=0 if last_profile is None else last_profile + 1,
+            pool_rank=next_pool_rank(profile),
+            profile_rank=next_profile_rank(pool),
         )
+
+
+def next_pool_rank(profile: Profile) -> int:
+    """The place at the end of a profile's pool order."""
+    last = ProfilePool.objects.filter(profile=profile).aggregate(m=Max("pool_rank"))["m"]
+    return 0 if last is None else last + 1
+
+
+def next_profile_rank(pool: Pool) -> int:
+    """The place at the end of a pool's execution order."""
+    last = ProfilePool.objects.filter(pool=pool).aggregate(m=Max("profile_rank"))["m"]
+    return 0 if last is None else last + 1
 
 
 def _renumber(rows, field: str) -> None:
@@ -133,3 +145,33 @@ def connect(*, policy: ResourcePolicy, profile: Profile, name: str = "") -> Comp
                 queuing_rank=0 if last is None else last + 1,
             )
         )
+
+
+QUOTA_FIELDS = ("reservation", "limit", "budget_hours", "budget_period")
+
+
+def quota_of(policy: ResourcePolicy) -> dict:
+    return {field: getattr(policy, field) for field in QUOTA_FIELDS}
+
+
+def _audit_text(value):
+    """A quota value for the audit trail: decimals with their three places."""
+    if isinstance(value, Decimal):
+        return str(value.quantize(Decimal("0.001")))
+    return value
+
+
+def record_quota_change(
+    policy: ResourcePolicy, before: dict, *, actor, via: str, at=None
+) -> PolicyChange | None:
+    """Write the audit record of a change to a policy's reservation, limit or time budget (each
+    changed field before and after); None when none of them changed."""
+    after = quota_of(policy)
+    changes = {
+        f: [_audit_text(before[f]), _audit_text(after[f])] for f in QUOTA_FIELDS if before[f] != after[f]
+    }
+    if not changes:
+        return None
+    return PolicyChange.objects.create(
+        policy=policy, at=at or timezone.now(), actor=actor, via=via, changes=changes
+    )

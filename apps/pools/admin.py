@@ -1,8 +1,9 @@
 from django.contrib import admin, messages
-from django.db.models import Max, Q, Sum
+from django.db.models import Q, Sum
 from django.template.response import TemplateResponse
 from django.utils import timezone
 
+from apps.policies import services as policies
 from apps.policies.models import ProfilePool
 from apps.pools import services
 from apps.pools.models import EnrolmentToken, GpuType, Pool, TaskLog, Worker
@@ -84,8 +85,7 @@ class PoolAdmin(admin.ModelAdmin):
         links = formset.save(commit=False)
         for link in links:
             if link.pk is None:
-                last = ProfilePool.objects.filter(profile=link.profile).aggregate(m=Max("pool_rank"))["m"]
-                link.pool_rank = 0 if last is None else last + 1
+                link.pool_rank = policies.next_pool_rank(link.profile)
             link.save()
         for obj in formset.deleted_objects:
             obj.delete()

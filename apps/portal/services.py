@@ -1,6 +1,5 @@
 """Writes from the portal: the quota split, a team's members, notifications read."""
 
-from decimal import Decimal
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -11,9 +10,6 @@ from apps.accounts.models import Group, Membership, User
 from apps.policies import services as policies
 from apps.policies.models import PolicyChange, ResourcePolicy
 from apps.policies.selectors import child_policies
-
-QUOTA_FIELDS = ("reservation", "limit", "budget_hours", "budget_period")
-THOUSANDTH = Decimal("0.001")
 
 
 class SplitRefused(Exception):
@@ -38,13 +34,6 @@ def _lowered(before: dict, after: dict) -> dict:
     return step
 
 
-def _text(value) -> str | None:
-    """A quota value for the audit trail: decimals with their three places."""
-    if isinstance(value, Decimal):
-        return str(value.quantize(THOUSANDTH))
-    return value
-
-
 def split_quota(parent: ResourcePolicy, values: dict[int, dict], *, actor: User) -> list[PolicyChange]:
     """Set the reservation, limit and time budget of the policies directly below ``parent`` together,
     inside its totals. Every rule of ``apps.policies.rules`` is checked on the final split through
@@ -53,8 +42,10 @@ def split_quota(parent: ResourcePolicy, values: dict[int, dict], *, actor: User)
     children = {child.pk: child for child in child_policies(parent)}
     if set(values) - set(children):
         raise ValueError(f"policies not directly below {parent}: {sorted(set(values) - set(children))}")
-    before = {pk: {f: getattr(children[pk], f) for f in QUOTA_FIELDS} for pk in values}
-    changed = {pk: new for pk, new in values.items() if any(before[pk][f] != new[f] for f in QUOTA_FIELDS)}
+    before = {pk: policies.quota_of(children[pk]) for pk in values}
+    changed = {
+        pk: new for pk, new in values.items() if any(before[pk][f] != new[f] for f in policies.QUOTA_FIELDS)
+    }
     errors: dict[int, dict[str, list[str]]] = {}
     with transaction.atomic():
         for step in (_lowered, lambda old, new: new):
@@ -69,16 +60,10 @@ def split_quota(parent: ResourcePolicy, values: dict[int, dict], *, actor: User)
             raise SplitRefused(errors)
         at = timezone.now()
         return [
-            PolicyChange.objects.create(
-                policy=children[pk],
-                at=at,
-                actor=actor,
-                via=PolicyChange.Via.PORTAL,
-                changes={
-                    f: [_text(before[pk][f]), _text(new[f])] for f in QUOTA_FIELDS if before[pk][f] != new[f]
-                },
+            policies.record_quota_change(
+                children[pk], before[pk], actor=actor, via=PolicyChange.Via.PORTAL, at=at
             )
-            for pk, new in changed.items()
+            for pk in changed
         ]
 
 

@@ -154,3 +154,27 @@ def test_finance_works_on_prices_in_the_admin_and_nothing_else(client):
     accounts.remove_membership(user.memberships.get())
     user.refresh_from_db()
     assert not user.is_staff and not user.groups.exists()
+
+
+def test_an_admin_edit_of_a_quota_is_audited(client, it_admin):
+    from apps.policies.models import PolicyChange
+
+    client.force_login(it_admin)
+    policy = PolicyFactory(reservation=2, limit=8)
+    response = client.post(
+        reverse("admin:policies_resourcepolicy_change", args=[policy.pk]),
+        {
+            "group": policy.group_id,
+            "reservation": "3",
+            "limit": "8",
+            "budget_hours": "",
+            "budget_period": "",
+            "alert_threshold": "80",
+            "compute_resources-TOTAL_FORMS": "0",
+            "compute_resources-INITIAL_FORMS": "0",
+        },
+    )
+    assert response.status_code == 302
+    change = PolicyChange.objects.get(policy=policy)
+    assert change.via == "admin" and change.actor == it_admin
+    assert change.changes == {"reservation": ["2.000", "3.000"]}
