@@ -7,7 +7,7 @@ from decimal import Decimal
 from croniter import CroniterError, croniter
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import Case, F, Value, When
 from django.utils import timezone
 
 from apps.accounts.models import Notification, Project, User
@@ -150,10 +150,21 @@ def place_many(placements, at) -> None:
         by_pool[pool].append(task)
     if not by_pool:
         return
-    for pool, tasks in by_pool.items():
-        _update(tasks, state=Task.State.PLACED, pool=pool, placed_at=at, verdict={}, stop_reason="",
-                worker=None, claimed_at=None, started_at=None)
     tasks = [task for task, _ in placements]
+    pool_of = Case(
+        *(When(pk__in=[t.pk for t in group], then=Value(pool.pk)) for pool, group in by_pool.items())
+    )
+    _update(
+        tasks,
+        state=Task.State.PLACED,
+        pool_id=pool_of,
+        placed_at=at,
+        verdict={},
+        stop_reason="",
+        worker=None,
+        claimed_at=None,
+        started_at=None,
+    )
     _events(tasks, TaskEvent.Kind.PLACED, at)
     ledger.open_intervals(tasks, at)
 
@@ -200,8 +211,16 @@ def stopped_many(tasks, at, *, ended_at=None) -> None:
         task.state, task.pool, task.worker, task.stop_reason = Task.State.QUEUED, None, None, ""
         task.placed_at = task.claimed_at = task.started_at = None
     _update(canceled, state=Task.State.CANCELED, ended_at=at)
-    _update(requeued, state=Task.State.QUEUED, pool=None, worker=None, stop_reason="", placed_at=None,
-            claimed_at=None, started_at=None)
+    _update(
+        requeued,
+        state=Task.State.QUEUED,
+        pool=None,
+        worker=None,
+        stop_reason="",
+        placed_at=None,
+        claimed_at=None,
+        started_at=None,
+    )
 
 
 @transaction.atomic
