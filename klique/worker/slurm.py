@@ -18,6 +18,9 @@ log = logging.getLogger("klique.worker")
 
 ALLOCATED = {"RUNNING", "COMPLETING", "STAGE_OUT", "SIGNALING", "STOPPED", "RESIZING"}
 ENDED = {"COMPLETED", "FAILED", "TIMEOUT", "OUT_OF_MEMORY", "CANCELLED", "DEADLINE"}
+# Ended states that only a job that held its allocation can reach: a job that started and ended
+# between two polls was never seen running, yet it ran.
+RAN = {"COMPLETED", "FAILED", "TIMEOUT", "OUT_OF_MEMORY"}
 LOST = {"NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "REVOKED"}
 # A job gone from squeue and still not in sacct after this long is released.
 UNKNOWN_AFTER_S = 60
@@ -110,26 +113,24 @@ class SlurmRunner:
                 state, status = self._sacct(job, now)
                 if state is None:
                     continue
-            change = self._change(task_id, job, state, status, now)
-            if change is not None:
+            for change in self._changes(task_id, job, state, status, now):
                 changes.append(change)
                 if change.kind != "running":
                     del self.jobs[task_id]
         return changes
 
-    def _change(self, task_id: int, job: Job, state: str, status: int | None, now: float) -> Change | None:
+    def _changes(self, task_id: int, job: Job, state: str, status: int | None, now: float) -> list[Change]:
         detail = {"slurm_job": job.job_id, "slurm_state": state}
-        if state in ALLOCATED:
-            if not job.allocated:
-                job.allocated = True
-                return Change(task_id, "running", detail=detail)
-            return None
+        if state in ALLOCATED or (state in RAN and not job.allocated):
+            started = [] if job.allocated else [Change(task_id, "running", detail=detail)]
+            job.allocated = True
+            return started + ([Change(task_id, "exited", status, detail)] if state in RAN else [])
         if state in ENDED:
-            return Change(task_id, "exited", status, detail)
+            return [Change(task_id, "exited", status, detail)]
         if state in LOST or job.allocated or now - job.submitted > self.pending_timeout_s:
             _run(["scancel", job.job_id], check=False)
-            return Change(task_id, "released", detail=detail)
-        return None
+            return [Change(task_id, "released", detail=detail)]
+        return []
 
     def _squeue(self) -> dict[str, tuple[str, int]] | None:
         """Each known job's state and exit code; None when the controller did not answer."""

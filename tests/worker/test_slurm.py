@@ -45,7 +45,8 @@ def test_submitted_work_runs_as_a_slurm_job_with_its_gpus_and_exit_code(slurm_da
     kinds = list(done.events.order_by("pk").values_list("kind", flat=True))
     assert kinds == ["submitted", "placed", "claimed", "started", "failed"]
     started = done.events.get(kind="started").detail
-    assert started["slurm_state"] == "RUNNING" and started["slurm_job"].isdigit()
+    # A job that starts and ends between two polls is first seen FAILED: it ran all the same.
+    assert started["slurm_state"] in {"RUNNING", "COMPLETING", "FAILED"} and started["slurm_job"].isdigit()
     gpu, task_id = (tmp_path / "seen").read_text().split()
     assert gpu in {"0", "1", "2", "3"} and task_id == str(pk)
 
