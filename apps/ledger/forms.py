@@ -28,6 +28,7 @@ def _unknown(what: str) -> dict[str, str]:
 # Reports cover what a ledger can hold; outside this, date arithmetic would overflow.
 MIN_YEAR, MAX_YEAR = 1970, 9000
 
+
 class ReportForm(forms.Form):
     by = forms.ChoiceField(choices=DIMENSION_CHOICES, required=False, help_text="What each row is.")
     then_by = forms.ChoiceField(

@@ -1,6 +1,5 @@
 """Writes from the portal: the quota split, a team's members, notifications read."""
 
-
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone

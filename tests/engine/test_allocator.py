@@ -292,6 +292,17 @@ def test_used_up_ancestor_budget_stops_its_whole_subtree_but_not_weight_zero_wor
     assert (d.verdict("w0").rule, d.verdict("w0").policy) == ("budget_used_up", "org")
 
 
+def test_the_start_check_applies_to_an_ancestor_budget_at_the_subtree_rate():
+    # A has no budget; org has 0.5 h left with 2 of A's tasks running: a third needs 0.75 h.
+    d = allocate(budget_estate(None, 0, ["r0", "r1"], ["w0"], parent_budget=(2, 1.5)))
+    v = d.verdict("w0")
+    assert placed_ids(d) == [] and preempted_ids(d) == []
+    assert (v.rule, v.policy, v.hours_left, v.hours_needed) == ("budget_start_check", "org", 0.5, 0.75)
+    # 0.75 h left is exactly enough for the third.
+    d = allocate(budget_estate(None, 0, ["r0", "r1"], ["w0", "w1"], parent_budget=(2, 1.25)))
+    assert placed_ids(d) == ["w0"] and d.verdict("w1").policy == "org"
+
+
 def test_weekly_and_monthly_reset_times_follow_the_utc_calendar():
     for period, reset in (
         ("week", datetime(2025, 1, 13, tzinfo=UTC)),

@@ -287,6 +287,12 @@ def check_pass(s: Snapshot):
 
     # Reclaim: only for a reservation-eligible task placed in this pass, never below a reservation.
     reclaimers = {p.task for p in d.placements if p.phase == "reclaim"}
+    after_reclaim = State(s, d, phases=("fill", "reclaim"))
+    for task_id in reclaimers:
+        policy_id = st_.res[st_.waiting[task_id][0]].policy
+        assert after_reclaim.U[policy_id] <= st_.pol[policy_id].reservation, (
+            f"{task_id} reclaimed while its policy {policy_id} was not reservation-eligible"
+        )
     for p in d.preemptions:
         if p.reason == "reclaim":
             assert p.for_task in reclaimers
@@ -308,7 +314,6 @@ def check_pass(s: Snapshot):
     # borrowed work that reclaim may take, would let it in. (Checked where only leaf policies have
     # reservations and no ancestor limit holds the task, so that per-policy sums are exact.)
     zero_parents = all(p.reservation == 0 for p in s.policies if any(c.parent == p.id for c in s.policies))
-    after_reclaim = State(s, d, phases=("fill", "reclaim"))
     positions = defaultdict(list)
     for v in verdicts:
         rid, t = st_.waiting[v.task]

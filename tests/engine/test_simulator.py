@@ -212,3 +212,42 @@ def test_canceling_a_finished_task_prints_nothing(tmp_path):
     s = with_event({"at": 5, "cancel": "t1"})
     code, lines, _ = run(s, tmp_path=tmp_path)
     assert code == 0 and [e["event"] for e in lines[:-1]] == ["placed", "completed"]
+
+
+@pytest.mark.parametrize("where", ["missing/report.html", "."])
+def test_a_report_path_that_cannot_be_written_exits_2_before_the_run(tmp_path, where):
+    code, out, err = run(BASE, "--report", str(tmp_path / where), tmp_path=tmp_path)
+    assert code == 2 and out == "" and err.startswith("simulate: --report: ") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("args", [[], ["--no-such-flag"], ["--until"]])
+def test_bad_arguments_are_one_line_on_stderr_and_exit_2(tmp_path, args):
+    path = tmp_path / "scenario.json"
+    path.write_text(json.dumps(BASE))
+    err = io.StringIO()
+    argv = args if not args or args == ["--no-such-flag"] else [str(path), *args]
+    assert main(argv, stdout=io.StringIO(), stderr=err) == 2
+    assert err.getvalue().startswith("simulate: ") and err.getvalue().count("\n") == 1
+
+
+def test_json_nested_too_deeply_is_bad_input_not_a_traceback(tmp_path):
+    code, _, err = run("[" * 100_000 + "]" * 100_000, tmp_path=tmp_path)
+    assert code == 2 and err == "simulate: JSON: nested too deeply\n"
+
+
+def test_the_manage_py_command_runs_the_simulator_without_a_database(tmp_path):
+    path = tmp_path / "scenario.json"
+    path.write_text(json.dumps(BASE))
+    env = {"PATH": "/usr/bin:/bin", "DATABASE_URL": "postgres://nobody@127.0.0.1:1/none"}
+    done = subprocess.run(
+        [sys.executable, "manage.py", "simulate", str(path), "--summary-only"],
+        capture_output=True, text=True, cwd=ROOT, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)["summary"]
+    assert summary["tasks"]["t1"]["state"] == "completed"
+    bad = subprocess.run(
+        [sys.executable, "manage.py", "simulate", str(tmp_path / "none.json")],
+        capture_output=True, text=True, cwd=ROOT, env=env,
+    )  # fmt: skip
+    assert bad.returncode == 2 and bad.stderr.startswith("simulate: ") and "Traceback" not in bad.stderr

@@ -4,7 +4,7 @@ from apps.core.exports import spreadsheet_safe
 
 
 def test_text_that_starts_like_a_formula_is_written_as_text():
-    assert spreadsheet_safe("=HYPERLINK(\"http://x\")") == "'=HYPERLINK(\"http://x\")"
+    assert spreadsheet_safe('=HYPERLINK("http://x")') == '\'=HYPERLINK("http://x")'
     assert [spreadsheet_safe(v) for v in ("+A1", "-cmd", "@SUM(A1)")] == ["'+A1", "'-cmd", "'@SUM(A1)"]
 
 

@@ -102,6 +102,8 @@ def loads(text: str) -> Scenario:
         data = json.loads(text, parse_float=Decimal)
     except json.JSONDecodeError as e:
         raise ScenarioError(f"JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    except RecursionError:
+        raise ScenarioError("JSON: nested too deeply") from None
     return parse(data)
 
 

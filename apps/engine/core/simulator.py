@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import heapq
 import json
+import os
 import sys
 from bisect import insort
 from dataclasses import dataclass, field
@@ -462,13 +463,16 @@ def main(argv: list[str] | None = None, stdout=None, stderr=None) -> int:
     """Run a scenario; JSON lines on stdout. Returns 0, or 2 for bad input or arguments."""
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
-    parser = argparse.ArgumentParser(prog="simulate", description="Run the engine core on a scenario.")
+    parser = _Parser(prog="simulate", description="Run the engine core on a scenario.")
     parser.add_argument("scenario", help="scenario JSON file, or - for stdin")
     parser.add_argument("--until", type=str, metavar="SECONDS", help="stop the clock at SECONDS")
     parser.add_argument("--summary-only", action="store_true", help="print only the summary line")
     parser.add_argument("--report", metavar="FILE.html", help="write a self-contained plotly report")
     try:
         args = parser.parse_args(argv)
+    except _ArgumentError as e:
+        print(f"simulate: {e}", file=stderr)
+        return 2
     except SystemExit as e:
         return 2 if e.code else 0
     try:
@@ -477,6 +481,8 @@ def main(argv: list[str] | None = None, stdout=None, stderr=None) -> int:
         end_us = sc.duration_us
         if args.until is not None:
             end_us = min(end_us, _until(args.until))
+        if args.report:
+            _check_writable(args.report)
     except ScenarioError as e:
         print(f"simulate: {e}", file=stderr)
         return 2
@@ -487,8 +493,34 @@ def main(argv: list[str] | None = None, stdout=None, stderr=None) -> int:
     if args.report:
         from .report import write_report
 
-        write_report(sim, args.report)
+        try:
+            write_report(sim, args.report)
+        except OSError as e:
+            print(f"simulate: --report: {args.report}: {e.strerror}", file=stderr)
+            return 2
     return 0
+
+
+class _ArgumentError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    """Bad arguments are one line on stderr and exit 2, like bad input (not usage plus error)."""
+
+    def error(self, message):
+        raise _ArgumentError(message)
+
+
+def _check_writable(path: str) -> None:
+    """Refuse a report path that cannot be written before spending the run on it."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise ScenarioError(f"--report: {path} is a directory")
+    if not os.path.isdir(folder):
+        raise ScenarioError(f"--report: {folder} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise ScenarioError(f"--report: {folder} is not writable")
 
 
 def _read(path: str) -> str:
