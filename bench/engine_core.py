@@ -1,7 +1,8 @@
 """Benchmark of the engine core: pass time on synthetic estates, and Kueue's baseline replayed.
 
-    .venv/bin/python bench/engine_core.py            # the full set (a few minutes)
-    .venv/bin/python bench/engine_core.py --quick    # fewer passes, smaller estates only
+    .venv/bin/python bench/engine_core.py                # the full set (about a minute)
+    .venv/bin/python bench/engine_core.py --quick        # fewer passes, smaller estates only
+    .venv/bin/python bench/engine_core.py --write-docs   # and put the tables into docs/benchmarks.md
 
 Estates are shaped like the public Philly and Helios traces: 79% of tasks take 1 GPU, 5% 2,
 10% 4, 5% 8 and 1% 16 to 64; runtimes are log-normal with a median of 10 minutes (sigma 1.5, a
@@ -20,6 +21,7 @@ import argparse
 import gc
 import json
 import math
+import os
 import platform
 import random
 import statistics
@@ -269,31 +271,89 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="1k and 15k estates only, 10 steady passes")
     ap.add_argument("--passes", type=int, help="steady passes per estate (default 60, quick 10)")
     ap.add_argument("--no-kueue", action="store_true", help="skip the Kueue baseline replay")
+    ap.add_argument("--write-docs", action="store_true", help="write the tables into docs/benchmarks.md")
     args = ap.parse_args()
     passes = args.passes or (10 if args.quick else 60)
     sizes = (1_000, 15_000) if args.quick else (1_000, 15_000, 60_000)
-    print(f"python {platform.python_version()} on {platform.machine()}, {passes} steady passes per estate")
-    print("\n" + HEADER + "\n" + "|---" * (HEADER.count("|") - 1) + "|")
+    lines: list[str] = []
+    print_line = _collecting(lines)
+    print_line(f"Machine: {machine()}; {passes} steady passes per estate.")
+    print_line("\n" + HEADER + "\n" + "|---" * (HEADER.count("|") - 1) + "|")
     for tasks in sizes:
         for policies in (30, 2000):
-            print_row(measure(f"{tasks // 1000}k", tasks, policies, 200, 0.35, passes))
+            print_line(row(measure(f"{tasks // 1000}k", tasks, policies, 200, 0.35, passes)))
     if not args.quick:
         # The same capacity and policies, pools full: 100k waiting, then 10k for comparison.
-        print_row(measure("full", 106_000, 2000, 200, 0.05, passes))
-        print_row(measure("full, 10k waiting", 20_000, 2000, 200, 0.265, passes))
+        print_line(row(measure("full", 110_500, 2000, 200, 0.05, passes)))
+        print_line(row(measure("full, 10k waiting", 20_000, 2000, 200, 0.265, passes)))
     if not args.no_kueue:
-        print("\n| Kueue baseline | step | makespan | completed | preemptions | wall |")
-        print("|---|---|---|---|---|---|")
+        print_line("\n| Kueue baseline | step | makespan | completed | preemptions | wall |")
+        print_line("|---|---|---|---|---|---|")
         for staggered in (False, True):
             for step in ("1", "0.1"):
                 k = kueue(step, staggered)
                 label = "Kueue's creation intervals" if staggered else "all submitted at 0"
-                print(
+                print_line(
                     f"| {label} | {k['step']} s | {k['makespan_s']} s | {k['completed']} "
                     f"| {k['preemptions']} | {k['wall_s']:.1f} s |"
                 )
-        print("| Kueue (published, rangespec average) | - | 351 s | 15000 | - | - |")
-        print("| ideal (7,920 GPU-s per 120-GPU cohort) | - | 66 s | 15000 | - | - |")
+        print_line("| Kueue (published, rangespec average) | - | 351 s | 15000 | - | - |")
+        print_line("| ideal (7,920 GPU-s per 120-GPU cohort) | - | 66 s | 15000 | - | - |")
+    if args.write_docs:
+        command = "python bench/engine_core.py " + " ".join(sys.argv[1:])
+        write_docs(command.strip(), lines)
+        print(f"\nwritten into {DOCS.relative_to(ROOT)}")
+
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
+ROOT = DOCS.parents[1]
+BEGIN, END = (
+    "<!-- engine_core: begin (written by bench/engine_core.py --write-docs) -->",
+    "<!-- engine_core: end -->",
+)
+
+
+def _collecting(lines: list[str]):
+    def print_line(text: str) -> None:
+        print(text, flush=True)
+        lines.append(text)
+
+    return print_line
+
+
+def machine() -> str:
+    """The processor, cores, Python and load, as far as this machine tells."""
+    model = ""
+    try:
+        model = next(
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        )
+    except (OSError, StopIteration):
+        model = platform.processor() or platform.machine()
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    python = platform.python_version()
+    return f"{model}, {os.cpu_count()} cores, Python {python}, 1-minute load {load:.2f} at start"
+
+
+def write_docs(command: str, lines: list[str]) -> None:
+    """Replace the figures between the markers in docs/benchmarks.md (the prose around stays)."""
+    import datetime
+    import subprocess
+
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
+    ).stdout.strip()
+    when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    block = "\n".join([BEGIN, f"Command: `{command}`, at commit `{commit}`, {when}.", "", *lines, END])
+    text = DOCS.read_text()
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        text = head + block + rest.split(END, 1)[1]
+    else:
+        text = text.replace("## Engine core\n", "## Engine core\n\n" + block + "\n", 1)
+    DOCS.write_text(text)
 
 
 HEADER = (
@@ -302,8 +362,8 @@ HEADER = (
 )
 
 
-def print_row(r: dict) -> None:
-    print(
+def row(r: dict) -> str:
+    return (
         f"| {r['name']} | {r['policies']} | {r['pools']} | {r['running']} | {r['waiting']} "
         f"| {r['cold_ms']:.0f} ms ({r['cold_placed']}) | {r['median_ms']:.1f} ms | {r['p99_ms']:.1f} ms "
         f"| {r['wall_median_ms']:.1f} ms | {r['placed_per_pass']:.1f} | {r['placements_per_s']:.0f} "

@@ -135,9 +135,11 @@ def _rebuild_days(first, last) -> int:
     )
 
 
-def _rebuild(start: datetime, end: datetime) -> tuple[int, list[int]]:
+def _rebuild(start: datetime, end: datetime, closed_until: datetime) -> tuple[int, list[int]]:
     """Recompute the hourly rows of the whole hours [start, end) and the daily rows of the days that
-    end by ``end``. Returns the rows written and the ids of the intervals still running."""
+    [start, end) touches and that have closed by ``closed_until`` (a day whose end is mid-range is
+    summed again from its hourly rows, old and new). Returns the rows written and the ids of the
+    intervals still running."""
     HourlyRollup.objects.filter(hour__gte=start, hour__lt=end).delete()
     running: list[int] = []
     intervals = (
@@ -157,19 +159,21 @@ def _rebuild(start: datetime, end: datetime) -> tuple[int, list[int]]:
         for hour, key, gpu, budget in hourly_usage(rows(), to_ms(start), to_ms(end))
     )
     written = _write(HourlyRollup, ("hour", *KEY_FIELDS, "gpu_us", "budget_us"), hourly)
-    written += _rebuild_days(start.date(), end.date())
+    touched_until = end.date() if end.time() == datetime.min.time() else end.date() + timedelta(days=1)
+    written += _rebuild_days(start.date(), min(touched_until, closed_until.date()))
     return written, running
 
 
 def rebuild(start: datetime, end: datetime, now: datetime | None = None) -> int:
     """Recompute the rollups of the closed hours that [start, end) touches; returns rows written."""
     now = now or timezone.now()
-    start, end = floor_hour(start), min(ceil_hour(end), floor_hour(now))
+    until = floor_hour(now)
+    start, end = floor_hour(start), min(ceil_hour(end), until)
     if end <= start:
         return 0
     with transaction.atomic():
         _lock()
-        return _rebuild(start, end)[0]
+        return _rebuild(start, end, until)[0]
 
 
 def _refresh_start(state: RollupState, until: datetime) -> datetime:
@@ -197,7 +201,7 @@ def refresh(now: datetime | None = None) -> int:
         start = _refresh_start(state, until)
         written = 0
         if start < until:
-            written, state.open_interval_ids = _rebuild(start, until)
+            written, state.open_interval_ids = _rebuild(start, until, until)
         state.built_until = max(until, state.built_until) if state.built_until else until
         state.refreshed_at = now
         state.save()

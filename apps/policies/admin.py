@@ -1,7 +1,9 @@
 from contextvars import ContextVar
 from decimal import Decimal
 
+from django import forms
 from django.contrib import admin
+from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db.models import Count, Q
 
 from apps.policies import services
@@ -22,10 +24,26 @@ class PoolOrderInline(admin.TabularInline):
     autocomplete_fields = ["pool"]
 
 
+class LinkRowForm(forms.ModelForm):
+    """An inline row whose model rules may name the hidden link to the parent (a compute resource's
+    ``profile`` on the profile's page): those messages are shown as the row's own errors, not
+    attached to a field the page does not show."""
+
+    def add_error(self, field, error):
+        if field is None and isinstance(error, ValidationError) and hasattr(error, "error_dict"):
+            hidden = {name for name, form_field in self.fields.items() if form_field.widget.is_hidden}
+            moved: dict[str, list] = {}
+            for name, messages in error.error_dict.items():
+                moved.setdefault(NON_FIELD_ERRORS if name in hidden else name, []).extend(messages)
+            error = ValidationError(moved)
+        super().add_error(field, error)
+
+
 class QueuingOrderInline(admin.TabularInline):
     """The profile's policies in queuing priority: the first group's work is placed first."""
 
     model = ComputeResource
+    form = LinkRowForm
     fk_name = "profile"
     fields = ["queuing_rank", "name", "policy", "enabled"]
     ordering = ["queuing_rank", "pk"]

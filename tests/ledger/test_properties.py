@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from apps.accounts.models import Project
 from apps.accounts.selectors import subtree_ids
 from apps.ledger import rollups
 from apps.ledger.models import DailyGroupRollup, DailyRollup, HourlyRollup, RollupState, UsageInterval
@@ -32,6 +33,7 @@ interval_strategy = st.tuples(
     st.integers(0, 3),  # group
     st.integers(0, 2),  # user
     st.booleans(),  # pool
+    st.integers(0, 2),  # project: none, or one of two
 )
 
 
@@ -65,11 +67,16 @@ def test_every_cut_totals_exactly_what_the_intervals_say(
     groups = [estate.dept, estate.team_a, estate.team_b, estate.team_c]
     users = [estate.users["alice"], estate.users["bob"], estate.users["carol"]]
     intervals = []
-    for start_us, duration_us, gpus, weight, g, u, cloud in drawn:
+    projects = [None, estate.project_a, second_project(estate)]
+    for start_us, duration_us, gpus, weight, g, u, cloud, p in drawn:
         start = WINDOW_START + timedelta(microseconds=min(start_us, now_us))
         end = None if duration_us is None else min(start + timedelta(microseconds=duration_us), now)
         pool = estate.cloud if cloud else estate.onprem
-        intervals.append(record(estate, groups[g], users[u], pool, start, end, gpus=gpus, weight=weight))
+        intervals.append(
+            record(
+                estate, groups[g], users[u], pool, start, end, gpus=gpus, weight=weight, project=projects[p]
+            )
+        )
 
     change = (WINDOW_START + timedelta(days=change_day)).date()
     Price.objects.create(gpu_type=estate.a100, per_gpu_hour=Decimal("2.1"), effective_from=date(2026, 1, 1))
@@ -98,6 +105,11 @@ def test_every_cut_totals_exactly_what_the_intervals_say(
                 assert exact(row.figures) == expected(members, start, end, now, prices)
             if "group" not in dims:
                 assert sum(r.figures.gpu_us for r in report.rows) == report.total.gpu_us
+
+
+def second_project(estate):
+    project, _ = Project.objects.get_or_create(group=estate.team_b, name="vision-v2")
+    return project
 
 
 def _in_row(interval, dims, key) -> bool:

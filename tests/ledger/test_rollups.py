@@ -139,6 +139,37 @@ def test_rebuilding_is_idempotent_and_recomputes_whatever_the_tables_hold(estate
     assert DailyRollup.objects.get().gpu_us == 2 * 2 * US_PER_HOUR  # the two hours of 30 March
 
 
+def test_a_rebuild_ending_mid_day_sums_that_closed_day_again_from_its_hours(estate):
+    day = datetime(2026, 3, 10, tzinfo=UTC)
+    fixed = record(estate, estate.team_a, estate.users["alice"], estate.onprem, day, day + timedelta(hours=2))
+    record(
+        estate,
+        estate.team_a,
+        estate.users["bob"],
+        estate.onprem,
+        day + timedelta(hours=20),
+        day + timedelta(hours=21),
+    )
+    now = day + timedelta(days=3)
+    rollups.refresh(now)
+    assert DailyRollup.objects.filter(day=day.date()).aggregate(g=Sum("gpu_us"))["g"] == 3 * US_PER_HOUR
+    fixed.end = day + timedelta(hours=1)
+    fixed.save()
+    rollups.rebuild(day, day + timedelta(hours=12), now=now)
+    daily = DailyRollup.objects.filter(day=day.date()).aggregate(g=Sum("gpu_us"))["g"]
+    assert daily == sum(hourly(hour__date=day.date()).values()) == 2 * US_PER_HOUR
+    group_daily = DailyGroupRollup.objects.filter(day=day.date()).aggregate(g=Sum("gpu_us"))["g"]
+    assert group_daily == 2 * US_PER_HOUR
+
+
+def test_a_rebuild_leaves_the_daily_rows_of_a_day_not_yet_closed_to_the_hourly_rows(estate):
+    day = datetime(2026, 3, 10, tzinfo=UTC)
+    record(estate, estate.team_a, estate.users["alice"], estate.onprem, day, day + timedelta(hours=2))
+    rollups.rebuild(day, day + timedelta(hours=6), now=day + timedelta(hours=6, minutes=5))
+    assert sum(hourly().values()) == 2 * US_PER_HOUR
+    assert not DailyRollup.objects.exists()
+
+
 def test_a_refresh_recomputes_the_last_built_hour_for_late_commits(estate):
     rollups.refresh(T0 + timedelta(hours=1, minutes=1))
     # committed after that refresh, but placed at 22:59:59

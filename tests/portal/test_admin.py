@@ -201,3 +201,66 @@ def test_an_admin_edit_of_a_quota_is_audited(client, it_admin):
     change = PolicyChange.objects.get(policy=policy)
     assert change.via == "admin" and change.actor == it_admin
     assert change.changes == {"reservation": ["2.000", "3.000"]}
+
+
+def profile_form(profile, pools=(), resources=()):
+    """The profile change form: its pool order inline and its queuing priority inline."""
+    data = {
+        "name": profile.name,
+        "gpus": "1",
+        "time_weight": "1",
+        "description": "",
+        "pool_links-TOTAL_FORMS": str(len(pools)),
+        "pool_links-INITIAL_FORMS": "0",
+        "compute_resources-TOTAL_FORMS": str(len(resources)),
+        "compute_resources-INITIAL_FORMS": "0",
+    }
+    for i, (pool, rank) in enumerate(pools):
+        data |= {f"pool_links-{i}-pool": pool.pk, f"pool_links-{i}-pool_rank": str(rank)}
+    for i, (name, policy, rank) in enumerate(resources):
+        data |= {
+            f"compute_resources-{i}-name": name,
+            f"compute_resources-{i}-policy": policy.pk,
+            f"compute_resources-{i}-queuing_rank": str(rank),
+            f"compute_resources-{i}-enabled": "on",
+        }
+    return data
+
+
+def test_admin_pool_order_inline_saves_the_profile_pools_in_order(client, it_admin):
+    client.force_login(it_admin)
+    profile = ProfileFactory(name="a100")
+    onprem, cloud, hpc = PoolFactory(name="onprem"), PoolFactory(name="cloud"), PoolFactory(name="hpc")
+    url = reverse("admin:policies_profile_change", args=[profile.pk])
+    response = client.post(url, profile_form(profile, pools=[(cloud, 2), (onprem, 0), (hpc, 1)]))
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert [link.pool.name for link in profile.pool_links.order_by("pool_rank")] == ["onprem", "hpc", "cloud"]
+    page = client.get(reverse("admin:policies_profile_changelist")).content.decode()
+    assert "onprem → hpc → cloud" in page
+
+
+def test_admin_queuing_order_inline_saves_the_profile_policies_in_order(client, it_admin):
+    client.force_login(it_admin)
+    profile = ProfileFactory(name="a100")
+    first, second = (
+        PolicyFactory(group=GroupFactory(name="First")),
+        PolicyFactory(group=GroupFactory(name="Second")),
+    )
+    url = reverse("admin:policies_profile_change", args=[profile.pk])
+    response = client.post(
+        url, profile_form(profile, resources=[("second-a100", second, 0), ("first-a100", first, 1)])
+    )
+    assert response.status_code == 302, response.content.decode()[:2000]
+    ranked = profile.compute_resources.order_by("queuing_rank")
+    assert [resource.policy.group.name for resource in ranked] == ["Second", "First"]
+
+
+def test_admin_queuing_inline_refuses_a_profile_larger_than_the_policy_limit(client, it_admin):
+    client.force_login(it_admin)
+    profile = ProfileFactory(name="8xh100", gpus=8)
+    small = PolicyFactory(reservation=1, limit=4)
+    data = profile_form(profile, resources=[("small-8xh100", small, 0)]) | {"gpus": "8"}
+    response = client.post(reverse("admin:policies_profile_change", args=[profile.pk]), data)
+    assert response.status_code == 200
+    assert "is larger than the limit of" in response.content.decode()
+    assert not profile.compute_resources.exists()
