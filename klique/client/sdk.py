@@ -2,11 +2,17 @@
 
 Every call acts as the token's user and tells the server its channel (``sdk`` by default; the CLI
 says ``cli``, the MCP server ``mcp``). Refusals raise an ``ApiError`` subclass carrying the
-server's message and field errors. Reads and cancels are retried on connection errors; a
-submission is retried only when the connection was never made, so it can never run twice.
+server's message and field errors.
+
+Retries (``retries`` times, short backoff): idempotent calls (GET, PUT, DELETE, and cancel, which
+the server treats as idempotent) are repeated on connection errors and timeouts; the others (POST,
+PATCH: submit, create and update a schedule) only when the connection was never made
+(``ConnectError``, ``ConnectTimeout``), so nothing reached the server and nothing runs twice. A
+DELETE that answers 404 on a retry after a lost reply was done by the first try: it counts as done.
 """
 
 import dataclasses
+import re
 import shlex
 import time
 import typing
@@ -68,6 +74,12 @@ class ServerError(ApiError):
 
 
 ERRORS_BY_STATUS = {400: InvalidRequest, 401: AuthenticationFailed, 403: PermissionDenied, 404: NotFound}
+IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
+# Nothing reached the server: safe to repeat any request.
+NEVER_CONNECTED = (httpx.ConnectError, httpx.ConnectTimeout)
+# The request may have reached the server (or its reply was lost): safe to repeat only when
+# repeating it changes nothing.
+CONNECTION_LOST = (httpx.NetworkError, httpx.TimeoutException, httpx.RemoteProtocolError)
 
 
 def _convert(hint, value):
@@ -259,7 +271,9 @@ def _error_from(response: httpx.Response) -> ApiError:
     try:
         body = response.json()
     except ValueError:
-        body = response.text.strip()[:300] or response.reason_phrase
+        # A page from the server or a proxy in front of it: its text, without the markup.
+        text = re.sub(r"<(script|style)\b.*?</\1>|<title>.*?</title>|<[^>]*>", " ", response.text, flags=re.S)
+        body = f"HTTP {response.status_code}: {' '.join(text.split())[:300] or response.reason_phrase}"
     errors: dict[str, list[str]] = {}
     if isinstance(body, dict) and set(body) != {"detail"}:
         errors = {k: v if isinstance(v, list) else [str(v)] for k, v in body.items()}
@@ -276,8 +290,9 @@ def _error_from(response: httpx.Response) -> ApiError:
 class Client:
     """A session with one Klique server as one user.
 
-    ``retries`` is how many times a request is repeated on a connection error, with a short
-    backoff; pass ``transport`` to use another httpx transport (tests, proxies).
+    ``retries`` is how many times a request is repeated, with a short backoff: an idempotent one
+    (GET, PUT, DELETE, cancel) on a connection error or a timeout, any other only when the
+    connection was never made. Pass ``transport`` to use another httpx transport (tests, proxies).
     """
 
     def __init__(
@@ -321,16 +336,24 @@ class Client:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _request(self, method: str, path: str, *, idempotent: bool = True, **kwargs) -> Any:
+    def _request(self, method: str, path: str, *, idempotent: bool | None = None, **kwargs) -> Any:
+        """Send a request, retrying as the class says; ``idempotent`` defaults from the method."""
+        method = method.upper()
+        if idempotent is None:
+            idempotent = method in IDEMPOTENT_METHODS
+        retriable = CONNECTION_LOST if idempotent else NEVER_CONNECTED
+        maybe_done = False  # an earlier try may have reached the server
         for attempt in range(self.retries + 1):
             try:
                 response = self._http.request(method, path, **kwargs)
                 break
             except httpx.TransportError as error:
-                never_sent = isinstance(error, httpx.ConnectError | httpx.ConnectTimeout)
-                if attempt == self.retries or not (idempotent or never_sent):
+                if attempt == self.retries or not isinstance(error, retriable):
                     raise ConnectionFailed(f"Cannot reach Klique at {self.url}: {error}") from error
+                maybe_done = maybe_done or not isinstance(error, NEVER_CONNECTED)
                 time.sleep(min(0.25 * 2**attempt, 4))
+        if method == "DELETE" and response.status_code == 404 and maybe_done:
+            return None  # the first try deleted it; its reply was lost
         if response.status_code >= 400:
             raise _error_from(response)
         return response.json() if response.content else None
@@ -346,9 +369,17 @@ class Client:
     def me(self) -> Me:
         return Me.from_api(self._request("GET", "me/"))
 
-    def compute_resources(self) -> list[ComputeResource]:
-        """The compute resources of your groups: the ones you may submit to."""
-        return [ComputeResource.from_api(r) for r in self._all_pages("compute-resources/")]
+    def compute_resources(
+        self, *, group: str | None = None, profile: str | None = None
+    ) -> list[ComputeResource]:
+        """The compute resources of your groups: the ones you may submit to; ``group`` is a group
+        slug, ``profile`` a profile name."""
+        params = {k: v for k, v in {"group": group, "profile": profile}.items() if v is not None}
+        return [ComputeResource.from_api(r) for r in self._all_pages("compute-resources/", params)]
+
+    def compute_resource(self, resource_id: int) -> ComputeResource:
+        """One compute resource you may submit to, with its waiting and running counts."""
+        return ComputeResource.from_api(self._request("GET", f"compute-resources/{int(resource_id)}/"))
 
     def submit(
         self,
@@ -371,7 +402,7 @@ class Client:
             "checkpoint": checkpoint,
             "spec": spec or {},
         }
-        return Task.from_api(self._request("POST", "tasks/", json=body, idempotent=False))
+        return Task.from_api(self._request("POST", "tasks/", json=body))
 
     def tasks(
         self,
@@ -379,24 +410,50 @@ class Client:
         state: str | Sequence[str] | None = None,
         mine: bool = False,
         compute_resource: str | None = None,
+        group: str | None = None,
+        user: str | None = None,
+        project: str | None = None,
+        channel: str | None = None,
+        submitted_after: datetime | str | None = None,
+        submitted_before: datetime | str | None = None,
         limit: int = 50,
     ) -> list[Task]:
-        """The newest ``limit`` tasks you may see, optionally of some states only."""
+        """The newest ``limit`` tasks you may see (newest first), narrowed by the filters: ``state``
+        (one or several), only yours (``mine``), a compute resource name, a group slug, a
+        submitter's username, a project name, a channel, submitted at or after
+        ``submitted_after`` and before ``submitted_before`` (aware datetimes or ISO 8601)."""
         params: dict[str, Any] = {"limit": limit}
         if state:
             params["state"] = [state] if isinstance(state, str) else list(state)
         if mine:
             params["mine"] = "true"
-        if compute_resource:
-            params["compute_resource"] = compute_resource
-        return [Task.from_api(t) for t in self._request("GET", "tasks/", params=params)["results"]]
+        filters = {
+            "compute_resource": compute_resource,
+            "group": group,
+            "user": user,
+            "project": project,
+            "channel": channel,
+            "submitted_after": submitted_after,
+            "submitted_before": submitted_before,
+        }
+        for name, value in filters.items():
+            if value is not None:
+                params[name] = value.isoformat() if isinstance(value, datetime) else value
+        page = self._request("GET", "tasks/", params=params)
+        rows = list(page["results"])
+        while page["next"] and len(rows) < limit:  # the server serves at most 200 a page
+            page = self._request("GET", page["next"])
+            rows.extend(page["results"])
+        return [Task.from_api(t) for t in rows[:limit]]
 
     def task(self, task_id: int) -> Task:
         """A task with its place in line, the engine's verdict and its preemption history."""
         return Task.from_api(self._request("GET", f"tasks/{int(task_id)}/"))
 
     def cancel(self, task_id: int) -> Task:
-        return Task.from_api(self._request("POST", f"tasks/{int(task_id)}/cancel/"))
+        """Cancel a task. Idempotent on the server (a second cancel changes nothing), so retried
+        like a read."""
+        return Task.from_api(self._request("POST", f"tasks/{int(task_id)}/cancel/", idempotent=True))
 
     def wait(
         self,
@@ -454,7 +511,7 @@ class Client:
             "checkpoint": checkpoint,
             "spec": spec or {},
         }
-        return Schedule.from_api(self._request("POST", "schedules/", json=body, idempotent=False))
+        return Schedule.from_api(self._request("POST", "schedules/", json=body))
 
     def update_schedule(self, schedule_id: int, **changes) -> Schedule:
         """Change fields of a schedule; ``active=False`` pauses it, ``active=True`` restarts it."""
@@ -465,4 +522,5 @@ class Client:
         return Schedule.from_api(self._request("PATCH", f"schedules/{int(schedule_id)}/", json=changes))
 
     def delete_schedule(self, schedule_id: int) -> None:
+        """Delete a schedule; retried like a read, and a 404 after a lost reply counts as done."""
         self._request("DELETE", f"schedules/{int(schedule_id)}/")

@@ -3,6 +3,7 @@
 import pytest
 
 from apps.tasks.models import Schedule
+from tests.factories import MembershipFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 BODY = {
@@ -72,3 +73,22 @@ def test_others_see_a_schedule_by_role_and_only_the_owner_changes_it(estate, api
 def test_put_is_not_offered(estate, api):
     pk = api(estate.member).post("/api/v1/schedules/", BODY, format="json").json()["id"]
     assert api(estate.member).put(f"/api/v1/schedules/{pk}/", BODY, format="json").status_code == 405
+
+
+def test_a_team_lead_sees_their_own_groups_schedules_but_only_the_owner_changes_them(estate, api):
+    speech = estate.speech_a100.policy.group
+    sara = MembershipFactory(group=speech, user=UserFactory(username="sara")).user
+    theirs = api(sara).post(
+        "/api/v1/schedules/", {**BODY, "compute_resource": "speech/a100", "gpus": None}, format="json"
+    )
+    assert theirs.status_code == 201, theirs.json()
+    vision = api(estate.member).post("/api/v1/schedules/", BODY, format="json").json()["id"]
+    lead = api(estate.lead)
+    listed = lead.get("/api/v1/schedules/").json()
+    assert [(s["id"], s["owner"]) for s in listed["results"]] == [(theirs.json()["id"], "sara")]
+    detail = lead.get(f"/api/v1/schedules/{theirs.json()['id']}/")
+    assert detail.status_code == 200 and detail.json()["compute_resource"] == "speech/a100"
+    assert lead.get(f"/api/v1/schedules/{vision}/").status_code == 404
+    pk = theirs.json()["id"]
+    assert lead.patch(f"/api/v1/schedules/{pk}/", {"active": False}, format="json").status_code == 403
+    assert lead.delete(f"/api/v1/schedules/{pk}/").status_code == 403

@@ -8,6 +8,14 @@ from django.utils import timezone
 
 from apps.tasks import services
 from apps.tasks.models import Task
+from tests.channels.conftest import Role
+from tests.factories import (
+    ComputeResourceFactory,
+    GroupFactory,
+    MembershipFactory,
+    PolicyFactory,
+    UserFactory,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -208,3 +216,32 @@ def test_time_filters_compare_in_utc(estate, api):
     client = api(estate.member)
     assert client.get("/api/v1/tasks/", {"submitted_after": before.isoformat()}).json()["count"] == 1
     assert client.get("/api/v1/tasks/", {"submitted_before": before.isoformat()}).json()["count"] == 0
+
+
+def test_a_department_head_sees_and_cancels_the_tasks_of_their_departments_subtree(estate, api):
+    research = estate.vision_a100.policy.group.parent
+    head = MembershipFactory(
+        group=research, role=Role.DEPARTMENT_HEAD, user=UserFactory(username="dana")
+    ).user
+    sales = GroupFactory(name="Sales", slug="sales", kind="department", parent=research.parent)
+    sales_resource = ComputeResourceFactory(
+        name="sales/a100",
+        policy=PolicyFactory(group=sales, reservation=1, limit=2),
+        profile=estate.vision_a100.profile,
+    )
+    seller = MembershipFactory(group=sales, user=UserFactory(username="sol")).user
+    vision = make_task(estate.member, estate.vision_a100)
+    speech = make_task(estate.lead, estate.speech_a100)
+    other_department = make_task(seller, sales_resource)
+    client = api(head)
+    body = client.get("/api/v1/tasks/").json()
+    assert {t["id"] for t in body["results"]} == {vision.pk, speech.pk} and body["count"] == 2
+    assert client.get("/api/v1/tasks/", {"group": "vision"}).json()["count"] == 1
+    assert client.get(f"/api/v1/tasks/{speech.pk}/").json()["user"] == "sam"
+    assert client.get(f"/api/v1/tasks/{other_department.pk}/").status_code == 404
+    assert client.post(f"/api/v1/tasks/{vision.pk}/cancel/").json()["state"] == "canceled"
+    assert client.post(f"/api/v1/tasks/{other_department.pk}/cancel/").status_code == 404
+    schedule = services.create_schedule(
+        owner=estate.member, name="n", cron="0 2 * * *", compute_resource=estate.vision_a100, command="x"
+    )
+    assert [s["id"] for s in client.get("/api/v1/schedules/").json()["results"]] == [schedule.pk]

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from apps.tasks import services
+from apps.tasks.api.views import TaskViewSet
 from apps.tasks.models import Task
 from tests.channels.conftest import token_for
 from tests.channels.live import KLIQUE, Follower, cli_env, finish, klique, place, preempt
@@ -205,3 +206,37 @@ def test_schedules_are_added_listed_paused_and_removed(env, estate):
     assert klique(env, "schedule", "resume", str(schedule["id"])).returncode == 0
     assert klique(env, "schedule", "rm", str(schedule["id"])).returncode == 0
     assert json.loads(klique(env, "schedule", "ls", "--json").stdout) == []
+
+
+def test_a_server_error_exits_7(env, monkeypatch):
+    def broken(self, request):
+        raise RuntimeError("the database went away")
+
+    monkeypatch.setattr(TaskViewSet, "list", broken)
+    result = klique(env, "ls")
+    assert result.returncode == 7
+    assert result.stderr == "klique: HTTP 500: Server Error (500)\n"
+
+
+def test_wait_exits_9_when_the_timeout_passes_before_the_task_ends(env, estate):
+    started = time.monotonic()
+    result = klique(
+        env, "submit", "vision/a100", "--wait", "--timeout", "0.5", "--poll", "0.1", "--", "train"
+    )
+    assert result.returncode == 9 and "is still queued after 0.5 s" in result.stderr
+    assert time.monotonic() - started < 30
+    (task,) = Task.objects.all()
+    assert task.state == "queued"
+    follower = Follower(env, "status", str(task.pk), "--wait", "--timeout", "0.3", "--poll", "0.1")
+    follower.expect("queued at position 1")
+    assert follower.exit_code() == 9
+
+
+def test_submit_with_a_project_charges_it_and_an_unknown_project_exits_5(env, estate):
+    result = klique(env, "submit", "vision/a100", "--project", "detector", "--json", "--", "train")
+    assert result.returncode == 0, result.stderr
+    body = json.loads(result.stdout)
+    assert body["project"] == "detector" and Task.objects.get(pk=body["id"]).project == estate.project
+    assert "project           detector" in klique(env, "status", str(body["id"])).stdout
+    refused = klique(env, "submit", "vision/a100", "--project", "nope", "--", "train")
+    assert refused.returncode == 5 and "project:" in refused.stderr and Task.objects.count() == 1

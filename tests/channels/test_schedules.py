@@ -1,13 +1,17 @@
 """Schedules: each due time submits one task as the owner, exactly once even with two beats; a
 schedule whose owner lost access stops with a recorded reason and a notification."""
 
+import io
+import signal
 import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.core.management import call_command
 from django.db import connection
+from django.utils import timezone
 
 from apps.accounts.models import Membership, Notification
 from apps.tasks import services
@@ -164,3 +168,22 @@ def test_two_beats_running_at_once_submit_each_due_time_exactly_once(estate):
     assert sum(results) == len(schedules)
     assert Task.objects.count() == len(schedules) == ScheduleRun.objects.count()
     assert set(Task.objects.values_list("name", flat=True)) == {f"s{i} @ 2026-03-02 02:00" for i in range(20)}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_run_engine_loop_submits_a_due_schedule_exactly_once_and_places_its_task(estate):
+    """The embedded default without Celery: ``manage.py run_engine`` calls submit_due_schedules
+    on each tick, and its next passes place the task the schedule submitted."""
+    schedule = nightly(estate, cron="0 2 * * *")
+    Schedule.objects.filter(pk=schedule.pk).update(next_run_at=timezone.now() - timedelta(minutes=1))
+    handler = signal.getsignal(signal.SIGTERM)
+    try:
+        call_command("run_engine", passes=4, interval=0.01, stdout=io.StringIO())
+    finally:
+        signal.signal(signal.SIGTERM, handler)
+    task = Task.objects.get()
+    assert (task.channel, task.user, task.name[:10]) == ("schedule", estate.member, "nightly @ ")
+    assert ScheduleRun.objects.get().task == task
+    schedule.refresh_from_db()
+    assert schedule.active and schedule.next_run_at > timezone.now()
+    assert (task.state, task.pool) == (Task.State.PLACED, estate.pool)

@@ -1,6 +1,8 @@
 """schemathesis against ``/api/schema/``: generated requests to every operation, as a member with
 a token, never get a 5xx. Bounded by ``max_examples`` so that it finishes in a few minutes."""
 
+import re
+
 import pytest
 import schemathesis
 from django.core.signals import request_finished, request_started
@@ -13,6 +15,9 @@ from klique.wsgi import application
 from tests.channels.conftest import token_for
 
 pytestmark = pytest.mark.django_db
+# A src= or href= whose value is an absolute (http://, https://) or protocol-relative (//host)
+# address: a file the page would load from another site.
+OFF_SITE = re.compile(r"""\b(src|href)\s*=\s*(["']?)((?:https?:)?//[^"'\s>]+)""", re.IGNORECASE)
 
 
 @pytest.fixture
@@ -53,5 +58,20 @@ def test_the_schema_and_its_docs_page_are_served_from_local_files(client):
     assert schema["openapi"].startswith("3.") and "/api/v1/tasks/" in schema["paths"]
     assert schema["components"]["securitySchemes"]["personalToken"]["scheme"] == "bearer"
     page = client.get("/api/docs/").content.decode()
-    assert "swagger-ui" in page and "/static/drf_spectacular_sidecar/" in page and "cdn" not in page.lower()
-    assert "/static/drf_spectacular_sidecar/" in client.get("/api/redoc/").content.decode()
+    assert "swagger-ui" in page and "/static/drf_spectacular_sidecar/" in page
+    assert OFF_SITE.findall(page) == []
+    redoc = client.get("/api/redoc/").content.decode()
+    assert "/static/drf_spectacular_sidecar/" in redoc
+    assert OFF_SITE.findall(redoc) == [], "the Redoc page loads nothing off-site (no web fonts either)"
+
+
+def test_the_off_site_check_finds_absolute_and_protocol_relative_addresses():
+    page = """<link href="/static/a.css"><script src='https://cdn.example.org/x.js'></script>
+    <img src=//cdn.example.org/y.png><a href = "HTTP://example.org/">"""
+    assert [m[2] for m in OFF_SITE.findall(page)] == [
+        "https://cdn.example.org/x.js",
+        "//cdn.example.org/y.png",
+        "HTTP://example.org/",
+    ]
+    # A random token that happens to contain "cdn" is not an address.
+    assert OFF_SITE.findall('<input name="csrfmiddlewaretoken" value="aCdNx9">') == []

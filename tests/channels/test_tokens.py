@@ -1,7 +1,8 @@
 """Personal API tokens: stored hashed, shown once, optional expiry, last used, revoked in the portal;
 accepted as ``Authorization: Bearer``, while other bearer tokens are left to other classes."""
 
-from datetime import timedelta
+import re
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import time_machine
@@ -139,3 +140,23 @@ def test_nobody_revokes_someone_elses_token(client):
 def test_the_token_page_needs_a_login(client):
     response = client.get("/account/tokens/")
     assert response.status_code == 302 and "login" in response.headers["Location"]
+
+
+def test_the_portal_token_list_shows_when_each_token_was_last_used(client):
+    user = UserFactory()
+    used, raw = services.create_api_token(user=user, name="laptop")
+    services.create_api_token(user=user, name="spare")
+    client.force_login(user)
+
+    def last_used_cells():
+        page = client.get("/account/tokens/").content.decode()
+        assert "<th>Last used</th>" in page
+        rows = re.findall(r"<tr>\s*<td>(\w+)</td>(.*?)</tr>", page, re.DOTALL)
+        return {name: re.findall(r"<td>([^<]*)</td>", cells)[2] for name, cells in rows}
+
+    assert last_used_cells() == {"laptop": "never", "spare": "never"}
+    with time_machine.travel(datetime(2026, 3, 4, 5, 6, 7, tzinfo=UTC), tick=False):
+        assert me(client, raw).status_code == 200
+    assert last_used_cells() == {"laptop": "2026-03-04 05:06 UTC", "spare": "never"}
+    used.refresh_from_db()
+    assert used.last_used_at == datetime(2026, 3, 4, 5, 6, 7, tzinfo=UTC)
