@@ -32,6 +32,20 @@ def when(value) -> str:
     return f"{value:%Y-%m-%d %H:%M} UTC" if value else "—"
 
 
+def run_out(status) -> str:
+    """When a time budget runs out at the current burn rate. A run-out at or after the period's
+    reset is no run-out: the budget lasts the period, and the reset is shown instead."""
+    if not status.has_budget:
+        return "no budget"
+    if status.used_up:
+        return f"used up; resets {when(status.resets_at)}"
+    if status.projected_run_out is None:
+        return "not burning now"
+    if status.projected_run_out >= status.resets_at:
+        return f"lasts until reset {when(status.resets_at)}"
+    return when(status.projected_run_out)
+
+
 class GpuColumn(tables.Column):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, attrs=NUM, **kwargs)
@@ -177,8 +191,27 @@ class NotificationTable(tables.Table):
         empty_text = "No notifications."
         row_attrs = {"class": lambda record: "unread" if record.read_at is None else ""}
 
+    def render_message(self, value, record):
+        """The message, linked to what it is about (a preempted task's page) when it has a link."""
+        return notification_message(record)
+
+    def value_message(self, value):
+        return value
+
     def render_read_at(self, value):
         return when(value) if value else "unread"
+
+
+def safe_link(link: str) -> str:
+    """A notification's link when it is a path on this site, else ''."""
+    return link if link.startswith("/") and not link.startswith(("//", "/\\")) else ""
+
+
+def notification_message(notification: Notification) -> str:
+    link = safe_link(notification.link or "")
+    if not link:
+        return notification.message
+    return format_html('<a href="{}">{}</a>', link, notification.message)
 
 
 # IT.
@@ -242,11 +275,7 @@ class PolicyUseTable(tables.Table):
         empty_text = "None."
 
     def render_run_out(self, value):
-        if not value.has_budget:
-            return "no budget"
-        if value.used_up:
-            return f"used up; resets {when(value.resets_at)}"
-        return when(value.projected_run_out) if value.projected_run_out else "not burning"
+        return run_out(value)
 
 
 class PassTable(tables.Table):

@@ -17,13 +17,29 @@ from apps.accounts import services as accounts
 from apps.accounts.models import Group
 from apps.core.exports import spreadsheet_safe
 from apps.ledger.budgets import budget_status
+from apps.ledger.selectors import visible_groups
 from apps.ledger.tables import UsageTable
 from apps.policies.models import ResourcePolicy
 from apps.policies.selectors import child_policies, submittable_resources
 from apps.pools.models import Pool
 from apps.pools.selectors import estate_overview
 from apps.portal import charts, selectors, services
-from apps.portal.filters import EventFilter, NotificationFilter, QueueFilter, TaskFilter
+from apps.portal.filters import (
+    BudgetFilter,
+    EventFilter,
+    MemberFilter,
+    NotificationFilter,
+    PassFilter,
+    PolicyFilter,
+    PoolFilter,
+    PoolKindFilter,
+    ProjectFilter,
+    QueueFilter,
+    QuotaChangeFilter,
+    ResourceFilter,
+    TaskFilter,
+    UsageFilter,
+)
 from apps.portal.forms import AddMemberForm, PriorityForm, SubmitForm, quota_forms
 from apps.portal.tables import (
     EventTable,
@@ -38,6 +54,7 @@ from apps.portal.tables import (
     ResourceTable,
     TaskTable,
 )
+from apps.pricing.filters import PriceFilter
 from apps.pricing.selectors import prices
 from apps.pricing.tables import PriceTable
 from apps.tasks import services as tasks
@@ -81,6 +98,17 @@ def _page(request, template: str, context: dict, tables=(), status: int = 200):
     return render(request, template, context, status=status)
 
 
+def _status(*filters) -> int:
+    """400 when a filter refuses a value (the reason is on its field), else 200."""
+    return 200 if all(found.is_valid() for found in filters) else 400
+
+
+def _kept(rows: list, found, pk) -> list:
+    """The rows of a table built from a list whose object (``pk(row)``) the filter keeps."""
+    kept = set(found.qs.values_list("pk", flat=True))
+    return [row for row in rows if pk(row) in kept]
+
+
 def _group(slug: str) -> Group:
     return get_object_or_404(Group, slug=slug)
 
@@ -107,13 +135,26 @@ def leadership(request):
     now = timezone.now()
     history = selectors.estate_history(request.user, now=now)
     start, end = selectors.this_month(now)
-    units = selectors.report(request.user, ("group",), start, end, level=Group.Kind.BUSINESS_UNIT)
+    level = Group.Kind.BUSINESS_UNIT
+    units = selectors.report(request.user, ("group",), start, end, level=level)
     cloud = selectors.pool_usage(kind=Pool.Kind.CLOUD)
+    units_filter = UsageFilter(
+        request.GET,
+        groups=visible_groups(request.user).filter(kind=level).order_by("name"),
+        levels=False,
+        group_label="Business unit",
+        prefix="u",
+    )
+    cloud_filter = PoolFilter(request.GET, queryset=Pool.objects.filter(kind=Pool.Kind.CLOUD), prefix="c")
+    wanted = units_filter.spec()
+    shown = selectors.report(request.user, ("group",), start, end, level=level, **wanted) if wanted else units
     days = [f"{day:%Y-%m-%d}" for day in history.days]
     unit_names = [row.labels["group"] for row in units.rows]
     context = {
-        "units": UsageTable(units, prefix="units-"),
-        "cloud": PoolTable(cloud, prefix="cloud-"),
+        "units": UsageTable(shown, prefix="units-"),
+        "cloud": PoolTable(_kept(cloud, cloud_filter, lambda use: use.pool.pk), prefix="cloud-"),
+        "units_filter": units_filter,
+        "cloud_filter": cloud_filter,
         "month": start,
         "charts": [
             charts.bars(
@@ -149,7 +190,13 @@ def leadership(request):
             ),
         ],
     }
-    return _page(request, "portal/leadership.html", context, [context["units"], context["cloud"]])
+    return _page(
+        request,
+        "portal/leadership.html",
+        context,
+        [context["units"], context["cloud"]],
+        status=_status(units_filter, cloud_filter),
+    )
 
 
 @login_required
@@ -160,18 +207,27 @@ def it(request):
     statuses = budget_status()
     engine = selectors.engine_status()
     events = EventFilter(request.GET, queryset=selectors.events(), prefix="e")
+    pool_filter = PoolKindFilter(request.GET, queryset=Pool.objects.all(), prefix="p")
+    budget_filter = BudgetFilter(
+        request.GET, queryset=ResourcePolicy.objects.filter(budget_hours__isnull=False), prefix="b"
+    )
+    pass_filter = PassFilter(request.GET, queryset=selectors.passes(), prefix="s")
+    near = selectors.budgets_near_limit(statuses)
     waiting = [r for r in selectors.queues().order_by("-waiting_gpus", "name") if r.waiting][:15]
     recent = list(reversed(engine.recent))
     context = {
         "engine": engine,
         "queue_filter": queues,
         "event_filter": events,
-        "pools": PoolTable(pools),
+        "pool_filter": pool_filter,
+        "budget_filter": budget_filter,
+        "pass_filter": pass_filter,
+        "pools": PoolTable(_kept(pools, pool_filter, lambda use: use.pool.pk)),
         "queues": QueueTable(queues.qs),
         "budgets": PolicyUseTable(
-            selectors.budgets_near_limit(statuses), prefix="budgets-", exclude=("waiting",)
+            _kept(near, budget_filter, lambda row: row.policy.pk), prefix="budgets-", exclude=("waiting",)
         ),
-        "passes": PassTable(selectors.passes()),
+        "passes": PassTable(pass_filter.qs),
         "events": EventTable(events.qs),
         "charts": [
             charts.bars(
@@ -202,8 +258,8 @@ def it(request):
         ],
     }
     tables = [context[name] for name in ("pools", "queues", "budgets", "passes", "events")]
-    valid = queues.is_valid() and events.is_valid()
-    return _page(request, "portal/it.html", context, tables, status=200 if valid else 400)
+    status = _status(queues, events, pool_filter, budget_filter, pass_filter)
+    return _page(request, "portal/it.html", context, tables, status=status)
 
 
 @login_required
@@ -211,12 +267,18 @@ def finance(request):
     _allow(selectors.may_see_finance(request.user), "Only finance, leadership and IT see the finance view.")
     start, end = selectors.this_month()
     groups = selectors.report(request.user, ("group",), start, end)
+    groups_filter = UsageFilter(request.GET, groups=visible_groups(request.user).order_by("name"), prefix="g")
+    prices_filter = PriceFilter(request.GET, queryset=prices(), prefix="pr")
+    wanted = groups_filter.spec()
+    shown = selectors.report(request.user, ("group",), start, end, **wanted) if wanted else groups
     by_type = selectors.report(request.user, ("gpu_type",), start, end)
     units = [row for row in groups.rows if row.labels["group_kind"] == Group.Kind.BUSINESS_UNIT.label]
     currency = groups.spec.currency
     context = {
-        "groups": UsageTable(groups, prefix="groups-"),
-        "prices": PriceTable(prices(), prefix="prices-", exclude=("actions",)),
+        "groups": UsageTable(shown, prefix="groups-"),
+        "prices": PriceTable(prices_filter.qs, prefix="prices-", exclude=("actions",)),
+        "groups_filter": groups_filter,
+        "prices_filter": prices_filter,
         "month": start,
         "currency": currency,
         "charts": [
@@ -238,7 +300,13 @@ def finance(request):
             ),
         ],
     }
-    return _page(request, "portal/finance.html", context, [context["groups"], context["prices"]])
+    return _page(
+        request,
+        "portal/finance.html",
+        context,
+        [context["groups"], context["prices"]],
+        status=_status(groups_filter, prices_filter),
+    )
 
 
 @login_required
@@ -249,6 +317,10 @@ def department(request, slug: str):
     teams = selectors.child_quotas(policy)
     status = budget_status([policy])[policy.pk]
     names = [team.policy.group.name for team in teams]
+    teams_filter = PolicyFilter(
+        request.GET, queryset=ResourcePolicy.objects.filter(pk__in=[t.policy.pk for t in teams]), prefix="t"
+    )
+    changes_filter = QuotaChangeFilter(request.GET, queryset=selectors.quota_changes(group), prefix="c")
     context = {
         "group": group,
         "policy": policy,
@@ -257,8 +329,10 @@ def department(request, slug: str):
         "budgeted": sum(team.policy.budget_hours or 0 for team in teams),
         "waiting": sum(team.waiting for team in teams),
         "may_split": selectors.may_split_quota(request.user, group) and bool(teams),
-        "teams": PolicyUseTable(teams, prefix="teams-"),
-        "changes": QuotaChangeTable(selectors.quota_changes(group)),
+        "teams": PolicyUseTable(_kept(teams, teams_filter, lambda t: t.policy.pk), prefix="teams-"),
+        "changes": QuotaChangeTable(changes_filter.qs),
+        "teams_filter": teams_filter,
+        "changes_filter": changes_filter,
         "charts": [
             charts.bars(
                 "team-gpus",
@@ -284,7 +358,13 @@ def department(request, slug: str):
             ),
         ],
     }
-    return _page(request, "portal/department.html", context, [context["teams"], context["changes"]])
+    return _page(
+        request,
+        "portal/department.html",
+        context,
+        [context["teams"], context["changes"]],
+        status=_status(teams_filter, changes_filter),
+    )
 
 
 @login_required
@@ -325,8 +405,14 @@ def _team_page(request, group: Group, *, add_form=None, status: int = 200):
     members = selectors.team_members(request.user, group, start, end)
     projects = selectors.team_projects(request.user, group, start, end)
     manager = selectors.may_manage_team(request.user, group)
-    member_table = MemberTable(members, exclude=() if manager else ("actions",))
-    project_table = ProjectTable(projects, exclude=() if manager else ("actions",))
+    member_filter = MemberFilter(request.GET, queryset=group.memberships.all(), prefix="m")
+    project_filter = ProjectFilter(request.GET, queryset=group.projects.all(), prefix="j")
+    member_table = MemberTable(
+        _kept(members, member_filter, lambda m: m.membership.pk), exclude=() if manager else ("actions",)
+    )
+    project_table = ProjectTable(
+        _kept(projects, project_filter, lambda p: p.project.pk), exclude=() if manager else ("actions",)
+    )
     team_charts = [
         charts.bars(
             "group-gpus",
@@ -363,8 +449,12 @@ def _team_page(request, group: Group, *, add_form=None, status: int = 200):
         "add_form": add_form or AddMemberForm(),
         "members": member_table,
         "projects": project_table,
+        "member_filter": member_filter,
+        "project_filter": project_filter,
         "charts": team_charts,
     }
+    if status == 200:
+        status = _status(member_filter, project_filter)
     return _page(request, "portal/team.html", context, [member_table, project_table], status=status)
 
 
@@ -433,6 +523,9 @@ def work(request):
     user = request.user
     mine = selectors.my_tasks(user)
     found = TaskFilter(request.GET, queryset=mine, prefix="f")
+    resource_filter = ResourceFilter(
+        request.GET, queryset=submittable_resources(user).filter(enabled=True), prefix="r"
+    )
     waiting = list(mine.filter(state=Task.State.QUEUED))
     policies = set(
         mine.filter(state__in=Task.ACTIVE_STATES).values_list("compute_resource__policy_id", flat=True)
@@ -466,7 +559,8 @@ def work(request):
             borrowed=selectors.borrowed_gpus(policies),
             prefix="tasks-",
         ),
-        "resources": ResourceTable(selectors.my_resources(user)),
+        "resources": ResourceTable(_kept(selectors.my_resources(user), resource_filter, lambda r: r[0].pk)),
+        "resource_filter": resource_filter,
         "charts": [
             charts.bars(
                 "my-work",
@@ -481,7 +575,7 @@ def work(request):
             )
         ],
     }
-    status = 400 if form.errors or not found.is_valid() else 200
+    status = 400 if form.errors else _status(found, resource_filter)
     return _page(
         request, "portal/work.html", context, [context["tasks"], context["resources"]], status=status
     )

@@ -1,9 +1,24 @@
-"""Every role x every portal page: allowed (200) or forbidden (403), and every page needs login.
-A department head sees only their department's subtree, a team lead only their group, a member
-only their own work."""
+"""Every demo role x every portal URL, GET and POST: the allowed answer or the refusal (403; 404
+where the object is looked up among the person's own, 400 where a form does not offer it), and
+every URL needs login. A department head sees only their department's subtree, a team lead only
+their group, a member only their own work.
+
+The matrix covers the whole URL map of the portal, the reports, the prices and the account pages:
+``test_the_matrix_covers_every_url_of_the_portal`` walks the URL resolver, so a new URL fails the
+tests until the matrix says who may use it. Each request runs in a savepoint that is rolled back,
+so one answer (a removed member, a deleted price) never changes the next."""
+
+from dataclasses import dataclass, field
 
 import pytest
+from django.db import transaction
+from django.urls import URLPattern, URLResolver, get_resolver, resolve
 
+from apps.accounts import services as accounts
+from apps.accounts.models import Membership, Notification, Project, User
+from apps.policies.models import ComputeResource, ResourcePolicy
+from apps.pools.models import GpuType
+from apps.pricing.models import Price
 from tests.portal.conftest import submit
 
 pytestmark = pytest.mark.django_db
@@ -11,52 +26,206 @@ pytestmark = pytest.mark.django_db
 ROLES = ["it", "cio", "finance", "head-language", "lead-pretraining", "dev-pretraining", "dev-alignment"]
 ESTATE = {"it", "cio", "finance"}
 EVERYONE = set(ROLES)
+PRICE_EDITORS = {"it", "finance"}
+MANAGE_PRETRAINING = {"it", "head-language", "lead-pretraining"}
+PRETRAINING_WORK = MANAGE_PRETRAINING | {"dev-pretraining"}
+ALIGNMENT_WORK = {"it", "head-language", "dev-alignment"}
+NAMESPACES = {"portal", "ledger", "pricing", "accounts"}
 
-# page -> the people who may open it (everyone else gets a 403)
+
+@dataclass(frozen=True)
+class Rule:
+    """Who may: those ``allowed`` get ``ok``, everyone else ``refused``."""
+
+    allowed: set[str]
+    ok: int = 200
+    refused: int = 403
+    data: dict = field(default_factory=dict)  # the POST body; values are formatted like the URL
+
+
+def posted(allowed: set[str], ok: int = 302, refused: int = 403, **data) -> Rule:
+    return Rule(allowed, ok, refused, data)
+
+
+# "METHOD url" -> who may. {placeholders} are filled per test by the ``ids`` fixture.
 MATRIX = {
-    "/": EVERYONE,
-    "/leadership/": {"it", "cio"},
-    "/it/": {"it"},
-    "/finance/": ESTATE,
-    "/departments/language/": ESTATE | {"head-language"},
-    "/departments/vision/": ESTATE,
-    "/departments/language/split/": {"it", "head-language"},
-    "/departments/vision/split/": {"it"},
-    "/teams/pretraining/": ESTATE | {"head-language", "lead-pretraining"},
-    "/teams/alignment/": ESTATE | {"head-language"},
-    "/teams/perception/": ESTATE,
-    "/work/": EVERYONE,
-    "/work/tasks/{pretraining_task}/": ESTATE | {"head-language", "lead-pretraining", "dev-pretraining"},
-    "/work/tasks/{alignment_task}/": ESTATE | {"head-language", "dev-alignment"},
-    "/notifications/": EVERYONE,
+    "GET /": Rule(EVERYONE),
+    "GET /leadership/": Rule({"it", "cio"}),
+    "GET /it/": Rule({"it"}),
+    "GET /finance/": Rule(ESTATE),
+    "GET /departments/language/": Rule(ESTATE | {"head-language"}),
+    "GET /departments/vision/": Rule(ESTATE),
+    "GET /departments/language/split/": Rule({"it", "head-language"}),
+    "GET /departments/vision/split/": Rule({"it"}),
+    "POST /departments/language/split/": posted({"it", "head-language"}, split="language"),
+    "POST /departments/vision/split/": posted({"it"}, split="vision"),
+    "GET /teams/pretraining/": Rule(ESTATE | MANAGE_PRETRAINING),
+    "GET /teams/alignment/": Rule(ESTATE | {"head-language"}),
+    "GET /teams/perception/": Rule(ESTATE),
+    "POST /teams/pretraining/members/": posted(MANAGE_PRETRAINING, user="dev-ranking"),
+    "POST /teams/perception/members/": posted({"it"}, user="dev-ranking"),
+    "POST /teams/pretraining/members/{pretraining_member}/remove/": posted(MANAGE_PRETRAINING),
+    "POST /teams/perception/members/{perception_member}/remove/": posted({"it"}),
+    "POST /teams/pretraining/projects/{pretraining_project}/priority/": posted(
+        MANAGE_PRETRAINING, priority="5"
+    ),
+    "POST /teams/perception/projects/{perception_project}/priority/": posted({"it"}, priority="5"),
+    "GET /work/": Rule(EVERYONE),
+    # Submitting: the form offers only the compute resources of the person's own groups.
+    "POST /work/": posted(
+        {"lead-pretraining", "dev-pretraining"}, refused=400, compute_resource="{h100}", command="sleep 1"
+    ),
+    "GET /work/tasks/{pretraining_task}/": Rule(ESTATE | PRETRAINING_WORK),
+    "GET /work/tasks/{alignment_task}/": Rule(ESTATE | ALIGNMENT_WORK),
+    "POST /work/tasks/{pretraining_task}/cancel/": posted(PRETRAINING_WORK),
+    "POST /work/tasks/{alignment_task}/cancel/": posted(ALIGNMENT_WORK),
+    "GET /notifications/": Rule(EVERYONE),
+    "POST /notifications/{my_notification}/read/": posted(EVERYONE),
+    # Another person's notification is not found among yours.
+    "POST /notifications/{dev_notification}/read/": posted({"dev-pretraining"}, refused=404),
+    "POST /notifications/read-all/": posted(EVERYONE),
+    "GET /reports/": Rule(EVERYONE),
+    "GET /reports/?by=group&group=alignment": Rule(ESTATE | {"head-language", "dev-alignment"}),
+    "GET /reports/?by=group&idle=spread": Rule(ESTATE),
+    "GET /prices/": Rule(EVERYONE),
+    "GET /prices/new/": Rule(PRICE_EDITORS),
+    "POST /prices/new/": posted(
+        PRICE_EDITORS, gpu_type="{cpu}", currency="EUR", per_gpu_hour="0.10", effective_from="2026-06-01"
+    ),
+    "GET /prices/{price}/edit/": Rule(PRICE_EDITORS),
+    "POST /prices/{price}/edit/": posted(
+        PRICE_EDITORS,
+        gpu_type="{h100_type}",
+        currency="EUR",
+        per_gpu_hour="3.50",
+        effective_from="2026-01-01",
+    ),
+    "GET /prices/{price}/delete/": Rule(PRICE_EDITORS),
+    "POST /prices/{price}/delete/": posted(PRICE_EDITORS),
+    "GET /prices/changes/": Rule(ESTATE),
+    "GET /account/tokens/": Rule(EVERYONE),
+    "POST /account/tokens/": posted(EVERYONE, ok=201, name="matrix", expires_in="30"),
+    "POST /account/tokens/{my_token}/revoke/": posted(EVERYONE),
+    # Another person's token is not found among yours.
+    "POST /account/tokens/{dev_token}/revoke/": posted({"dev-pretraining"}, refused=404),
 }
 
 
+def _split_data(slug: str) -> dict[str, str]:
+    """The quota split form of a department, sent back unchanged."""
+    data = {}
+    for policy in ResourcePolicy.objects.filter(group__parent__slug=slug):
+        data |= {
+            f"p{policy.pk}-reservation": str(policy.reservation),
+            f"p{policy.pk}-limit": str(policy.limit),
+            f"p{policy.pk}-budget_hours": "" if policy.budget_hours is None else str(policy.budget_hours),
+            f"p{policy.pk}-budget_period": policy.budget_period,
+        }
+    return data
+
+
 @pytest.fixture
-def urls(estate):
-    ids = {
+def ids(estate):
+    """The objects the matrix's URLs name; ``my_*`` are filled per role by ``requests``."""
+    dev = User.objects.get(username="dev-pretraining")
+    return {
         "pretraining_task": submit("dev-pretraining", "pretraining/h100-8").pk,
         "alignment_task": submit("dev-alignment", "alignment/a100-1").pk,
+        "pretraining_member": Membership.objects.get(user=dev, group__slug="pretraining").pk,
+        "perception_member": Membership.objects.get(user__username="dev-vision", group__slug="perception").pk,
+        "pretraining_project": Project.objects.get(name="llm-7b").pk,
+        "perception_project": Project.objects.get(name="detector-v3").pk,
+        "h100": ComputeResource.objects.get(name="pretraining/h100-8").pk,
+        "price": Price.objects.get(gpu_type__name="H100").pk,
+        "h100_type": GpuType.objects.get(name="H100").pk,
+        "cpu": GpuType.objects.get(name="CPU").pk,
+        "dev_notification": _notification(dev),
+        "dev_token": accounts.create_api_token(user=dev, name="dev's")[0].pk,
     }
-    return {template.format(**ids): allowed for template, allowed in MATRIX.items()}
+
+
+def _notification(user: User) -> int:
+    return Notification.objects.create(user=user, kind=Notification.Kind.PREEMPTED, message="hi").pk
+
+
+def requests(ids: dict, role: str | None):
+    """(method, url, body, rule) of each matrix entry, for ``role``."""
+    mine = {"my_notification": 0, "my_token": 0}
+    if role:
+        user = User.objects.get(username=role)
+        mine = {
+            "my_notification": _notification(user),
+            "my_token": accounts.create_api_token(user=user, name="mine")[0].pk,
+        }
+    filled = ids | mine
+    for key, rule in MATRIX.items():
+        method, template = key.split(" ", 1)
+        body = {name: value.format(**filled) for name, value in rule.data.items() if name != "split"}
+        if "split" in rule.data:
+            body |= _split_data(rule.data["split"])
+        yield method, template.format(**filled), body, rule
+
+
+def answer(client, method: str, url: str, body: dict) -> int:
+    """The status of one request, whose changes are rolled back."""
+    with transaction.atomic():
+        response = client.post(url, body) if method == "POST" else client.get(url)
+        transaction.set_rollback(True)
+    return response.status_code
 
 
 @pytest.mark.parametrize("role", ROLES)
-def test_each_role_opens_its_pages_and_is_refused_the_others(login, urls, role):
+def test_each_role_gets_the_allowed_or_the_refused_answer_on_every_url(login, ids, role):
     client = login(role)
-    answers = {url: client.get(url).status_code for url in urls}
-    expected = {url: 200 if role in allowed else 403 for url, allowed in urls.items()}
-    assert answers == expected
+    answers, expected = {}, {}
+    for method, url, body, rule in requests(ids, role):
+        answers[f"{method} {url}"] = answer(client, method, url, body)
+        expected[f"{method} {url}"] = rule.ok if role in rule.allowed else rule.refused
+    wrong = {
+        key: f"{answers[key]}, expected {expected[key]}" for key in answers if answers[key] != expected[key]
+    }
+    assert wrong == {}
 
 
-def test_every_portal_page_sends_an_anonymous_visitor_to_the_login_page(login, urls):
+def test_every_url_sends_an_anonymous_visitor_to_the_login_page(login, ids):
     client = login(None)
-    for url in urls:
-        response = client.get(url)
+    for method, url, body, _ in requests(ids, None):
+        response = client.post(url, body) if method == "POST" else client.get(url)
         assert response.status_code == 302 and response["Location"].startswith("/accounts/login/"), url
+
+
+def _url_names(patterns, namespace: str | None = None):
+    for pattern in patterns:
+        if isinstance(pattern, URLResolver):
+            yield from _url_names(pattern.url_patterns, pattern.namespace or namespace)
+        elif isinstance(pattern, URLPattern) and namespace in NAMESPACES:
+            yield f"{namespace}:{pattern.name}"
+
+
+def test_the_matrix_covers_every_url_of_the_portal(ids):
+    every = set(_url_names(get_resolver().url_patterns))
+    assert {"portal:home", "ledger:report", "pricing:delete", "accounts:revoke-token"} <= every
+    covered = {resolve(url.split("?")[0]).view_name for _, url, _, _ in requests(ids, "it")}
+    assert every - covered == set(), "URLs missing from the RBAC matrix"
 
 
 def test_an_unknown_group_is_a_404_not_a_500(login):
     client = login("it")
     assert client.get("/departments/nowhere/").status_code == 404
     assert client.get("/teams/nowhere/").status_code == 404
+
+
+def test_a_refused_page_and_its_export_hold_nothing_of_what_they_refuse(login, estate):
+    task = submit("dev-alignment", "alignment/a100-1", name="secret-alignment-run")
+    client = login("dev-pretraining")
+    for url in (
+        "/teams/alignment/",
+        "/teams/alignment/?export=csv&table=members",
+        f"/work/tasks/{task.pk}/",
+        f"/work/tasks/{task.pk}/?export=csv&table=events",
+    ):
+        response = client.get(url)
+        page = response.content.decode()
+        assert response.status_code == 403, url
+        assert not {"secret-alignment-run", "dev-alignment", "rlhf", "Ali Amari"} & set(page.split()), url
+        assert "secret-alignment-run" not in page and "rlhf" not in page, url

@@ -1,11 +1,19 @@
 """A team lead decides who uses the group's share and which projects run first, and sees the
 group's use against its reservation, limit and budget with the burn rate and projected run-out."""
 
+from datetime import UTC, datetime
+from decimal import Decimal
+
 import pytest
+import time_machine
 
 from apps.accounts import services as accounts
 from apps.accounts.models import Membership, Project, User
 from apps.engine.services import run_pass
+from apps.ledger.budgets import BudgetStatus
+from apps.policies import services as policies
+from apps.policies.models import ResourcePolicy
+from apps.portal.tables import run_out
 from tests.portal.conftest import submit
 
 pytestmark = pytest.mark.django_db
@@ -23,8 +31,77 @@ def test_the_team_page_shows_use_against_the_quota_the_burn_rate_and_the_run_out
     page = login("lead-pretraining").get(TEAM).content.decode()
     assert "8.000 GPUs of a 48.000 GPU reservation and a 160.000 GPU limit" in page
     assert "Burn rate" in page and "2.000 budget hours per hour" in page
-    assert 'id="run-out">20' in page  # a date: the budget runs out at this rate
+    # 24000 budget hours at 2 an hour last far beyond any month: the budget lasts until its reset
+    assert 'id="run-out">lasts until reset 20' in page
     assert 'id="budget-run-out"' in page
+
+
+def _run_out_shown(page: str) -> str:
+    return page.split('id="run-out">', 1)[1].split("<", 1)[0]
+
+
+def test_a_run_out_after_the_periods_reset_is_not_shown_as_a_date(login):
+    # December 20th: Pretraining's monthly budget resets on 2027-01-01; at 2 budget hours an hour
+    # its 24000 hours would last until 2028, long after the reset.
+    with time_machine.travel(datetime(2026, 12, 20, 12, 0, tzinfo=UTC), tick=False):
+        submit("dev-pretraining", "pretraining/h100-8")
+        run_pass()
+        page = login("lead-pretraining").get(TEAM).content.decode()
+        teams = login("head-language").get("/departments/language/?export=csv&table=teams").content.decode()
+    assert _run_out_shown(page) == "lasts until reset 2027-01-01 00:00 UTC"
+    assert "2028-" not in page and "2027-02" not in page
+    pretraining = next(line for line in teams.splitlines() if line.startswith("Pretraining,"))
+    assert pretraining.endswith(",lasts until reset 2027-01-01 00:00 UTC")
+
+
+def test_a_run_out_before_the_reset_is_shown_as_its_date(login):
+    with time_machine.travel(datetime(2026, 12, 20, 12, 0, tzinfo=UTC), tick=False):
+        submit("dev-pretraining", "pretraining/h100-8")
+        run_pass()
+        policies.update_policy(ResourcePolicy.objects.get(group__slug="pretraining"), budget_hours=10)
+        page = login("lead-pretraining").get(TEAM).content.decode()
+        teams = login("head-language").get("/departments/language/?export=csv&table=teams").content.decode()
+    assert _run_out_shown(page) == "2026-12-20 17:00 UTC"  # 10 hours at 2 an hour
+    pretraining = next(line for line in teams.splitlines() if line.startswith("Pretraining,"))
+    assert pretraining.endswith(",2026-12-20 17:00 UTC")
+
+
+RESET = datetime(2027, 1, 1, tzinfo=UTC)
+
+
+def _status(**fields) -> BudgetStatus:
+    values = {
+        "policy_id": 1,
+        "has_budget": True,
+        "period": "month",
+        "period_start": datetime(2026, 12, 1, tzinfo=UTC),
+        "resets_at": RESET,
+        "budget_hours": Decimal(100),
+        "used_hours": Decimal(10),
+        "left_hours": Decimal(90),
+        "burn_rate": Decimal(1),
+        "projected_run_out": None,
+        "alert_threshold": 80,
+        "used_up": False,
+        "gpu_hours": Decimal(10),
+        "gpus_in_use": Decimal(1),
+    }
+    return BudgetStatus(**(values | fields))
+
+
+@pytest.mark.parametrize(
+    "fields, shown",
+    [
+        ({"projected_run_out": datetime(2026, 12, 24, 6, 30, tzinfo=UTC)}, "2026-12-24 06:30 UTC"),
+        ({"projected_run_out": RESET}, "lasts until reset 2027-01-01 00:00 UTC"),
+        ({"projected_run_out": datetime(2027, 2, 6, tzinfo=UTC)}, "lasts until reset 2027-01-01 00:00 UTC"),
+        ({"burn_rate": Decimal(0)}, "not burning now"),
+        ({"used_up": True, "left_hours": Decimal(0)}, "used up; resets 2027-01-01 00:00 UTC"),
+        ({"has_budget": False}, "no budget"),
+    ],
+)
+def test_the_run_out_is_a_date_only_before_the_reset(fields, shown):
+    assert run_out(_status(**fields)) == shown
 
 
 @pytest.mark.parametrize("who", ["dev-ranking", "Dev-Ranking@acme.example"])

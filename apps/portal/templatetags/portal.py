@@ -17,3 +17,24 @@ def gpus(value) -> str:
 def hours(value) -> str:
     """Hours with three decimals."""
     return tables.hours(value)
+
+
+@register.filter
+def notification_message(notification) -> str:
+    """A notification's message, linked to what it is about when it has a link."""
+    return tables.notification_message(notification)
+
+
+@register.filter
+def run_out(status) -> str:
+    """When a time budget runs out at the burn rate, or that it lasts until its reset."""
+    return tables.run_out(status)
+
+
+@register.simple_tag(takes_context=True)
+def kept_params(context, found, table) -> list[tuple[str, str]]:
+    """The query's other parameters (the other tables' filters, sorting and pages), which a table's
+    filter form keeps as hidden fields; its own fields and its table's page are left out."""
+    own = {field.html_name for field in found.form} | {table.prefixed_page_field, "export", "table"}
+    query = context["request"].GET
+    return [(name, value) for name, values in query.lists() if name not in own for value in values]
