@@ -90,7 +90,9 @@ def verdict_json(verdict: core.Verdict, loaded: Loaded) -> dict:
 
 
 def apply(loaded: Loaded, decisions: core.Decisions, now) -> Applied:
-    with transaction.atomic():
+    """Write the decisions in one transaction: the caller's (the pass writes its record in the same
+    one), or its own."""
+    with transaction.atomic(savepoint=False):
         preempted = _preempt(decisions.preemptions, now)
         placed = _place(decisions.placements, now)
         changed = _verdicts(loaded, decisions, now)
@@ -118,7 +120,7 @@ def _preempt(preemptions, now) -> int:
             Notification(
                 user_id=task.user_id,
                 kind=Notification.Kind.PREEMPTED,
-                link=f"/tasks/{task.pk}/",
+                link=f"/work/tasks/{task.pk}/",  # the portal's portal:task
                 message=f"Task {task} was preempted and requeued at the front of its queue: "
                 f"{REASON_WORDS[reason]}.",
             )

@@ -1,10 +1,12 @@
 """Prometheus metrics, read from the database at scrape time so that every web process answers
-the same: the pass log, queues, GPUs in use, preemptions and budgets."""
+the same: the pass totals, queues, GPUs in use, preemptions and budgets."""
 
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Sum
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
-PASS_BUCKETS_MS = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000)
+from apps.engine.models import PASS_BUCKETS_MS
+
+SKIP_REASONS = ("another pass running", "disabled")
 
 
 class KliqueCollector:
@@ -15,25 +17,28 @@ class KliqueCollector:
         yield from self._budgets()
 
     def _passes(self):
-        from apps.engine.models import PassRecord
+        """The pass counters come from the running totals, which only grow (the pass log they
+        were once read from is pruned after ``PASS_LOG_DAYS``)."""
+        from apps.engine.models import PassTotals
 
-        ran = PassRecord.objects.filter(skipped=False)
-        bucket_counts = ran.aggregate(
-            total=Count("pk"),
-            total_ms=Sum("duration_ms"),
-            **{f"le_{b}": Count("pk", filter=Q(duration_ms__lte=b)) for b in PASS_BUCKETS_MS},
-        )
+        totals = {row.name: row for row in PassTotals.objects.all()}
+        ran = totals.get(PassTotals.RAN) or PassTotals(name=PassTotals.RAN)
         histogram = HistogramMetricFamily(
-            "klique_engine_pass_duration_seconds", "Duration of engine passes (recent pass log)."
+            "klique_engine_pass_duration_seconds", "Duration of engine passes (passes that ran)."
         )
-        buckets = [(str(b / 1000), bucket_counts[f"le_{b}"]) for b in PASS_BUCKETS_MS]
-        buckets.append(("+Inf", bucket_counts["total"]))
-        histogram.add_metric([], buckets, sum_value=(bucket_counts["total_ms"] or 0) / 1000)
+        buckets = [(str(b / 1000), getattr(ran, f"le_{b}")) for b in PASS_BUCKETS_MS]
+        buckets.append(("+Inf", ran.count))
+        histogram.add_metric([], buckets, sum_value=ran.duration_ms / 1000)
         yield histogram
         skipped = CounterMetricFamily(
-            "klique_engine_passes_skipped", "Passes skipped (lock held or disabled)."
+            "klique_engine_passes_skipped",
+            "Passes skipped, by reason (another pass running, or the engine disabled).",
+            labels=["reason"],
         )
-        skipped.add_metric([], PassRecord.objects.filter(skipped=True).count())
+        reasons = {PassTotals.skipped_name(reason): reason for reason in SKIP_REASONS}
+        reasons |= {name: name.split(": ", 1)[1] for name in totals if name.startswith("skipped: ")}
+        for name, reason in sorted(reasons.items()):
+            skipped.add_metric([reason], totals[name].count if name in totals else 0)
         yield skipped
 
     def _queues_and_use(self):

@@ -1,5 +1,6 @@
 """The engine's own records: the switch IT flips, the windows it was off (not charged to time
-budgets), and one record per pass for the dashboards."""
+budgets), one record per pass for the dashboards, and the running totals of passes that
+Prometheus reads as counters."""
 
 from django.conf import settings
 from django.db import models
@@ -65,3 +66,43 @@ class PassRecord(models.Model):
 
     def __str__(self) -> str:
         return f"pass at {self.started_at:%Y-%m-%d %H:%M:%S}"
+
+
+# Upper bounds (ms) of the buckets of the pass duration histogram; each has a field on PassTotals.
+PASS_BUCKETS_MS = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000)
+
+
+class PassTotals(models.Model):
+    """Running totals of the passes since the installation began, for Prometheus's counters and
+    histogram. The pass log is pruned after ``PASS_LOG_DAYS``; these rows never are, and they
+    only grow: each is updated (``F()`` expressions) in the same transaction as the pass's record.
+
+    One row per outcome: ``ran``, or ``skipped: <reason>``. ``le_<ms>`` counts the passes that
+    took at most that many milliseconds (cumulative, as Prometheus's buckets are)."""
+
+    RAN = "ran"
+
+    name = models.CharField(max_length=60, unique=True)
+    count = models.PositiveBigIntegerField(default=0)
+    duration_ms = models.FloatField(default=0)
+    le_5 = models.PositiveBigIntegerField(default=0)
+    le_10 = models.PositiveBigIntegerField(default=0)
+    le_25 = models.PositiveBigIntegerField(default=0)
+    le_50 = models.PositiveBigIntegerField(default=0)
+    le_100 = models.PositiveBigIntegerField(default=0)
+    le_250 = models.PositiveBigIntegerField(default=0)
+    le_500 = models.PositiveBigIntegerField(default=0)
+    le_1000 = models.PositiveBigIntegerField(default=0)
+    le_2500 = models.PositiveBigIntegerField(default=0)
+    le_5000 = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        verbose_name = "engine pass totals"
+        verbose_name_plural = "engine pass totals"
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.count}"
+
+    @staticmethod
+    def skipped_name(reason: str) -> str:
+        return f"skipped: {reason}"

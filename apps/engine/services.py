@@ -4,6 +4,7 @@ The pass loads a snapshot of the database, asks the pure core (``apps.engine.cor
 decisions, and applies them in one transaction; see ``docs/engine.md``.
 """
 
+import logging
 import time
 from contextlib import contextmanager
 from datetime import timedelta
@@ -11,13 +12,16 @@ from datetime import timedelta
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import IntegrityError, connection, models, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from apps.engine import core
 from apps.engine.apply import apply
 from apps.engine.loader import load
 from apps.engine.lock import exclusive_pass
-from apps.engine.models import DisabledWindow, EngineSwitch, PassRecord
+from apps.engine.models import PASS_BUCKETS_MS, DisabledWindow, EngineSwitch, PassRecord, PassTotals
+
+log = logging.getLogger("klique.engine")
 
 
 def switch() -> EngineSwitch:
@@ -57,22 +61,14 @@ def _alert_recipients(policy):
 
 
 def _send_alert(policy, status, kind: str, at) -> bool:
-    """Record the alert once per policy, period and kind; warn the group and the IT admins."""
+    """Record the alert once per policy, period and kind; warn the group and the IT admins.
+
+    The alert row and its notifications are written in one transaction, so a crash leaves both or
+    neither (and the next meter sends it). The emails go once that transaction has committed, and a
+    mail failure is logged: the alert stands, in the portal."""
     from apps.accounts.models import Notification
     from apps.ledger.models import BudgetAlert
 
-    try:
-        with transaction.atomic():
-            BudgetAlert.objects.create(
-                policy=policy,
-                period_start=status.period_start,
-                kind=kind,
-                used_hours=status.used_hours,
-                budget_hours=status.budget_hours,
-                sent_at=at,
-            )
-    except IntegrityError:
-        return False
     if kind == BudgetAlert.Kind.USED_UP:
         subject = f"Time budget of {policy.group} used up"
         message = (
@@ -93,14 +89,38 @@ def _send_alert(policy, status, kind: str, at) -> bool:
             f"{status.period} (alert threshold {policy.alert_threshold}%); {run_out}."
         )
         notification_kind = Notification.Kind.BUDGET_ALERT
-    recipients = _alert_recipients(policy)
-    Notification.objects.bulk_create(
-        Notification(user=user, kind=notification_kind, message=message) for user in recipients
-    )
-    emails = [user.email for user in recipients if user.email]
-    if emails:
-        send_mail(subject, message, None, emails, fail_silently=True)
+    try:
+        with transaction.atomic():
+            BudgetAlert.objects.create(
+                policy=policy,
+                period_start=status.period_start,
+                kind=kind,
+                used_hours=status.used_hours,
+                budget_hours=status.budget_hours,
+                sent_at=at,
+            )
+            recipients = _alert_recipients(policy)
+            Notification.objects.bulk_create(
+                Notification(user=user, kind=notification_kind, message=message) for user in recipients
+            )
+            emails = [user.email for user in recipients if user.email]
+            if emails:
+                transaction.on_commit(lambda: _mail_alert(subject, message, emails, policy, kind))
+    except IntegrityError:
+        return False
     return True
+
+
+def _mail_alert(subject: str, message: str, emails: list[str], policy, kind: str) -> None:
+    try:
+        send_mail(subject, message, None, emails)
+    except Exception:
+        log.exception(
+            "budget alert (%s) of %s not emailed to %s; it is in their portal notifications",
+            kind,
+            policy.group,
+            ", ".join(emails),
+        )
 
 
 def run_meter(now=None) -> dict[str, int]:
@@ -146,43 +166,65 @@ def _load_consistent(now):
         return load(now)
 
 
+def _count_pass(record: PassRecord) -> None:
+    """Add a recorded pass to the running totals (in the caller's transaction)."""
+    name = PassTotals.skipped_name(record.skip_reason) if record.skipped else PassTotals.RAN
+    changes = {"count": F("count") + 1}
+    if not record.skipped:
+        changes["duration_ms"] = F("duration_ms") + record.duration_ms
+        for bound in PASS_BUCKETS_MS:
+            if record.duration_ms <= bound:
+                changes[f"le_{bound}"] = F(f"le_{bound}") + 1
+    if not PassTotals.objects.filter(name=name).update(**changes):
+        PassTotals.objects.get_or_create(name=name)
+        PassTotals.objects.filter(name=name).update(**changes)
+
+
+def _record(**fields) -> PassRecord:
+    """Write a pass's record and count it in the totals, in the caller's transaction or its own."""
+    with transaction.atomic(savepoint=False):
+        record = PassRecord.objects.create(**fields)
+        _count_pass(record)
+    return record
+
+
 def run_pass(now=None) -> PassRecord:
     """One pass of the compute policy engine: fill reservations, reclaim, lend.
 
     Skipped (and recorded as such) when the engine is disabled or another process holds the
-    pass lock. The decisions are applied in one transaction, so a crash leaves all or nothing.
+    pass lock. The decisions and the pass's record are written in one transaction, so a crash
+    leaves the whole pass, recorded, or none of it.
     """
     started = timezone.now()
     now = now or started
     with exclusive_pass() as acquired:
         if not acquired:
-            return PassRecord.objects.create(
-                started_at=started, skipped=True, skip_reason="another pass running"
-            )
+            return _record(started_at=started, skipped=True, skip_reason="another pass running")
         if not engine_enabled():
-            return PassRecord.objects.create(started_at=started, skipped=True, skip_reason="disabled")
+            return _record(started_at=started, skipped=True, skip_reason="disabled")
         with _counting_queries() as queries:
             t0 = time.perf_counter()
             loaded = _load_consistent(now)
             t1 = time.perf_counter()
             decisions = core.allocate(loaded.snapshot)
             t2 = time.perf_counter()
-            applied = apply(loaded, decisions, now)
-            t3 = time.perf_counter()
-        waiting = sum(len(queue) for queue in loaded.snapshot.waiting.values())
-        running = sum(1 for task in loaded.snapshot.placed if not task.preempting)
-        record = PassRecord.objects.create(
-            started_at=started,
-            duration_ms=(t3 - t0) * 1000,
-            load_ms=(t1 - t0) * 1000,
-            decide_ms=(t2 - t1) * 1000,
-            apply_ms=(t3 - t2) * 1000,
-            placed=applied.placed,
-            preempted=applied.preempted,
-            waiting=waiting - applied.placed,
-            running=running - applied.preempted + applied.placed,
-            queries=queries[0],
-        )
+            with transaction.atomic():
+                applied = apply(loaded, decisions, now)
+                t3 = time.perf_counter()
+                waiting = sum(len(queue) for queue in loaded.snapshot.waiting.values())
+                running = sum(1 for task in loaded.snapshot.placed if not task.preempting)
+                record = _record(
+                    started_at=started,
+                    duration_ms=(t3 - t0) * 1000,
+                    load_ms=(t1 - t0) * 1000,
+                    decide_ms=(t2 - t1) * 1000,
+                    apply_ms=(t3 - t2) * 1000,
+                    placed=applied.placed,
+                    preempted=applied.preempted,
+                    waiting=waiting - applied.placed,
+                    running=running - applied.preempted + applied.placed,
+                    queries=queries[0],
+                )
     if record.pk % 600 == 0:
         prune_pass_log(now)
     return record

@@ -67,59 +67,90 @@ def _micros(duration) -> int:
     return int(duration)
 
 
-def _overlap_by_policy(start: datetime, end: datetime, now: datetime) -> dict[int, tuple[int, Decimal]]:
-    """Per policy (own tasks only): (budget units, GPU-microseconds) of the intervals inside
-    [start, end), running ones counted up to ``now``. Budget units are the engine core's:
-    milli-weight x microseconds, exact integers."""
-    stop = min(end, now)
-    if stop <= start:
-        return {}
-    lo = Value(start, output_field=DateTimeField())
-    hi = Value(stop, output_field=DateTimeField())
+def _span(lo: datetime, hi: datetime):
+    """Sum of the overlap of each interval with [lo, hi), running ones counted up to ``hi``; only
+    the intervals that overlap it take part."""
+    low = Value(lo, output_field=DateTimeField())
+    high = Value(hi, output_field=DateTimeField())
     overlap = ExpressionWrapper(
-        Least(Coalesce(F("end"), hi), hi) - Greatest(F("start"), lo), output_field=DurationField()
+        Least(Coalesce(F("end"), high), high) - Greatest(F("start"), low), output_field=DurationField()
     )
+    return Sum(overlap, filter=Q(start__lt=hi) & (Q(end__isnull=True) | Q(end__gt=lo)))
+
+
+def _merged(windows, now: datetime) -> list[tuple[datetime, datetime]]:
+    """Disabled-engine windows as disjoint spans (an open one ends now), so none is taken out twice."""
+    merged: list[list[datetime]] = []
+    for start, end in sorted((start, end or now) for start, end in windows):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return [(start, end) for start, end in merged]
+
+
+def _charged_by_kind(kinds, now: datetime) -> dict[str, dict[int, tuple[int, Decimal]]]:
+    """Per budget period kind, per policy (own tasks only): (budget units, GPU-microseconds) of the
+    intervals inside the current period, running ones counted up to ``now``, with disabled-engine
+    windows taken out of the budget units (GPU time is the ledger's and keeps them).
+
+    Two queries whatever the number of kinds, windows and policies: the windows, then one grouped
+    query with a sum per (kind) and per (kind, window). Budget units are the engine core's:
+    milli-weight x microseconds, exact integers."""
+    kinds = sorted(set(kinds))
+    if not kinds:
+        return {}
+    bounds = {}
+    for kind in kinds:
+        start, end = period_bounds(now, kind)
+        bounds[kind] = (start, max(start, min(end, now)))
+    earliest = min(start for start, _ in bounds.values())
+    windows = _merged(
+        DisabledWindow.objects.filter(start__lt=now)
+        .filter(Q(end__isnull=True) | Q(end__gt=earliest))
+        .values_list("start", "end"),
+        now,
+    )
+    sums, cuts = {}, defaultdict(list)
+    for i, kind in enumerate(kinds):
+        start, stop = bounds[kind]
+        sums[f"span_{i}"] = _span(start, stop)
+        for j, (w_start, w_end) in enumerate(windows):
+            lo, hi = max(w_start, start), min(w_end, stop)
+            if lo < hi:
+                sums[f"cut_{i}_{j}"] = _span(lo, hi)
+                cuts[kind].append(f"cut_{i}_{j}")
     rows = (
-        UsageInterval.objects.filter(start__lt=stop)
-        .filter(Q(end__isnull=True) | Q(end__gt=start))
+        UsageInterval.objects.filter(start__lt=now)
+        .filter(Q(end__isnull=True) | Q(end__gt=earliest))
         .values("policy_id", "time_weight", "gpus")
-        .annotate(span=Sum(overlap))
+        .annotate(**sums)
         .order_by()
     )
-    result: dict[int, list] = defaultdict(lambda: [0, Decimal(0)])
+    result: dict[str, dict[int, list]] = {kind: defaultdict(lambda: [0, Decimal(0)]) for kind in kinds}
     for row in rows:
-        micros = max(_micros(row["span"]), 0)
-        result[row["policy_id"]][0] += micros * to_milli(row["time_weight"])
-        result[row["policy_id"]][1] += micros * row["gpus"]
-    return {pk: (units, gpu_us) for pk, (units, gpu_us) in result.items()}
-
-
-def _charged_by_policy(start: datetime, end: datetime, now: datetime) -> dict[int, tuple[int, Decimal]]:
-    """Budget units charged in [start, end) with disabled-engine windows taken out (GPU time is
-    the ledger's and keeps them)."""
-    charged = _overlap_by_policy(start, end, now)
-    windows = DisabledWindow.objects.filter(start__lt=min(end, now)).filter(
-        Q(end__isnull=True) | Q(end__gt=start)
-    )
-    for window in windows:
-        w_start, w_end = max(window.start, start), min(window.end or now, end)
-        for pk, (units, _) in _overlap_by_policy(w_start, w_end, now).items():
-            total, gpu_us = charged[pk]
-            charged[pk] = (total - units, gpu_us)
-    return charged
+        weight = to_milli(row["time_weight"])
+        for i, kind in enumerate(kinds):
+            micros = max(_micros(row[f"span_{i}"]), 0)
+            if not micros:
+                continue
+            charged = micros - sum(max(_micros(row[cut]), 0) for cut in cuts[kind])
+            entry = result[kind][row["policy_id"]]
+            entry[0] += charged * weight
+            entry[1] += micros * row["gpus"]
+    return {kind: {pk: (units, gpu_us) for pk, (units, gpu_us) in by.items()} for kind, by in result.items()}
 
 
 def budget_units_used(policies, now: datetime, parents: dict[int, int | None]) -> dict[int, int]:
-    """Budget units each budgeted policy (its subtree included) used in its current period."""
-    used: dict[int, int] = {}
-    for kind in {p.budget_period for p in policies if p.has_budget}:
-        start, end = period_bounds(now, kind)
-        own = {pk: units for pk, (units, _) in _charged_by_policy(start, end, now).items()}
-        subtree = _subtree_sums(own, parents)
-        for policy in policies:
-            if policy.has_budget and policy.budget_period == kind:
-                used[policy.pk] = subtree.get(policy.pk, 0)
-    return used
+    """Budget units each budgeted policy (its subtree included) used in its current period, in a
+    fixed number of queries (two, none without a budgeted policy)."""
+    budgeted = [p for p in policies if p.has_budget]
+    charged = _charged_by_kind({p.budget_period for p in budgeted}, now)
+    subtree = {
+        kind: _subtree_sums({pk: units for pk, (units, _) in by.items()}, parents)
+        for kind, by in charged.items()
+    }
+    return {p.pk: subtree[p.budget_period].get(p.pk, 0) for p in budgeted}
 
 
 def _subtree_sums(own: dict, parents: dict[int, int | None]) -> dict:
@@ -145,9 +176,7 @@ def budget_status(policies=None, now: datetime | None = None) -> dict[int, Budge
     parents = parent_policy_ids()
     kinds = {p.budget_period if p.has_budget else "month" for p in policies}
     used = {}
-    for kind in kinds:
-        start, end = period_bounds(now, kind)
-        charged = _charged_by_policy(start, end, now)
+    for kind, charged in _charged_by_kind(kinds, now).items():
         used[kind] = (
             _subtree_sums({pk: Decimal(v[0]) / UNITS_PER_HOUR for pk, v in charged.items()}, parents),
             _subtree_sums({pk: v[1] / MICROS_PER_HOUR for pk, v in charged.items()}, parents),

@@ -211,7 +211,9 @@ CELERY_ENABLE_UTC = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ACKS_LATE = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-# Periodic work; each entry's ``expires`` equals its interval so a slow run never piles up.
+# Periodic work; each entry's ``expires`` equals its interval so a slow run never piles up. The
+# pass, the meter and the worker sweep each have their own queue, so that one slow run delays
+# neither of the others (workers consume ``-Q engine,meter,sweep,celery``).
 ENGINE_PASS_INTERVAL_S = float(os.environ.get("ENGINE_PASS_INTERVAL_S", "1"))
 LOW_WATERMARK_S = int(os.environ.get("LOW_WATERMARK_S", "900"))
 PASS_LOG_DAYS = int(os.environ.get("PASS_LOG_DAYS", "7"))
@@ -243,7 +245,7 @@ CELERY_BEAT_SCHEDULE: dict[str, dict] = {
     "worker-sweep": {
         "task": "klique.pools.sweep",
         "schedule": ENGINE_PASS_INTERVAL_S,
-        "options": {"queue": "engine", "expires": ENGINE_PASS_INTERVAL_S},
+        "options": {"queue": "sweep", "expires": ENGINE_PASS_INTERVAL_S},
     },
     "ledger-rollup": {
         "task": "klique.ledger.rollup",

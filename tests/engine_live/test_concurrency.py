@@ -6,15 +6,21 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import timedelta
 
 import pytest
 from django.conf import settings
 from django.db import connection
+from django.utils import timezone
 
 from apps.engine import core, services
 from apps.engine.models import PassRecord
+from apps.ledger.models import BudgetAlert
+from apps.policies import services as policies
+from apps.tasks.models import Task
 from klique.settings.base import BASE_DIR
 from tests.engine_live.test_pass import estate, submit
+from tests.factories import GroupFactory
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 
@@ -55,8 +61,22 @@ def database_url() -> str:
 
 
 @pytest.mark.redis
-def test_celery_beat_runs_about_one_pass_per_second_and_none_overlap():
-    estate()
+def test_celery_beat_runs_about_one_pass_per_second_and_none_overlap_and_runs_the_meter(settings):
+    pool, ra, rb = estate()
+    # a budget of 36 s at weight 1, alert at 10%: the meter must warn within seconds of starting
+    agents = policies.create_policy(
+        group=GroupFactory(name="Agents"),
+        reservation=0,
+        limit=1,
+        budget_hours="0.01",
+        budget_period="day",
+        alert_threshold=10,
+    )
+    (task,) = submit(policies.connect(policy=agents, profile=ra.profile), 1)
+    settings.LOW_WATERMARK_S = 0
+    services.run_pass(now=timezone.now() - timedelta(seconds=5))
+    assert Task.objects.get(pk=task.pk).state == Task.State.PLACED
+    PassRecord.objects.all().delete()
     env = os.environ | {
         "DATABASE_URL": database_url(),
         "REDIS_URL": settings.REDIS_URL,
@@ -75,7 +95,7 @@ def test_celery_beat_runs_about_one_pass_per_second_and_none_overlap():
             "worker",
             "-B",
             "-Q",
-            "engine,meter,celery",
+            "engine,meter,sweep,celery",
             "--concurrency",
             "2",
             "--loglevel",
@@ -107,3 +127,6 @@ def test_celery_beat_runs_about_one_pass_per_second_and_none_overlap():
     assert 0.7 <= (len(ran) - 1) / window <= 1.3, [r.started_at for r in ran]
     for earlier, later in zip(ran, ran[1:], strict=False):
         assert earlier.started_at.timestamp() + earlier.duration_ms / 1000 <= later.started_at.timestamp()
+    alert = BudgetAlert.objects.filter(policy=agents, kind=BudgetAlert.Kind.THRESHOLD).first()
+    assert alert is not None, "the budget meter did not run: " + output[-3000:]
+    assert alert.sent_at >= first.started_at - timedelta(seconds=1)

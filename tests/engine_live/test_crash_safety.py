@@ -1,6 +1,7 @@
 """Crash safety: the engine and the lifecycle are killed with SIGKILL at random points many times;
 afterwards every task is in one consistent state, none is placed twice, no interval is left open
-for stopped work, and budget use recomputed from the intervals equals what the meter reports."""
+for stopped work, every applied pass has its record (and is counted in the running totals), and
+budget use recomputed from the intervals equals what the meter reports."""
 
 import os
 import random
@@ -12,15 +13,17 @@ from collections import defaultdict
 from decimal import Decimal
 
 import pytest
+from django.db.models import Count, Sum
 from django.utils import timezone
 
 from apps.core.gpus import to_milli
 from apps.engine import core
+from apps.engine.models import PassRecord, PassTotals
 from apps.ledger.budgets import budget_status
 from apps.ledger.models import UsageInterval
 from apps.policies import services as policies
 from apps.policies.models import ResourcePolicy
-from apps.tasks.models import Task
+from apps.tasks.models import Task, TaskEvent
 from klique.settings.base import BASE_DIR
 from tests.engine_live.test_concurrency import database_url
 from tests.factories import GroupFactory, PoolFactory, ProfileFactory, UserFactory
@@ -75,6 +78,19 @@ def check_consistency():
         assert gpus <= pool.capacity, f"{pool} holds {gpus} of {pool.capacity}"
 
 
+def check_every_applied_pass_is_recorded():
+    """Only the pass places and preempts here (the churn submits, cancels and finishes): the
+    records of the passes must account for every placement and preemption the database holds."""
+    records = PassRecord.objects.filter(skipped=False)
+    totals = records.aggregate(placed=Sum("placed"), preempted=Sum("preempted"))
+    events = TaskEvent.objects.values("kind").annotate(n=Count("pk")).order_by()
+    counted = {row["kind"]: row["n"] for row in events}
+    assert (totals["placed"] or 0) == counted.get(TaskEvent.Kind.PLACED, 0)
+    assert (totals["preempted"] or 0) == counted.get(TaskEvent.Kind.PREEMPTED, 0)
+    ran = PassTotals.objects.filter(name=PassTotals.RAN).first()
+    assert (ran.count if ran else 0) == records.count()
+
+
 def check_meter_against_intervals():
     now = timezone.now()
     budgeted = list(ResourcePolicy.objects.filter(budget_hours__isnull=False))
@@ -107,6 +123,8 @@ def test_sigkill_at_random_points_leaves_a_consistent_state():
         os.kill(process.pid, signal.SIGKILL)
         process.wait()
         check_consistency()
+        check_every_applied_pass_is_recorded()
+    assert PassRecord.objects.filter(skipped=False, placed__gt=0).exists()
     check_meter_against_intervals()
     assert Task.objects.count() > 50
     assert UsageInterval.objects.count() > 20

@@ -9,7 +9,7 @@ from django.db import connection
 
 from apps.engine import core, loader, services
 from apps.engine.lock import exclusive_pass
-from apps.engine.models import DisabledWindow, PassRecord
+from apps.engine.models import DisabledWindow, PassRecord, PassTotals
 from apps.ledger.models import UsageInterval
 from apps.policies import services as policies
 from apps.tasks import services as tasks
@@ -19,6 +19,7 @@ from tests.factories import GroupFactory, PoolFactory, ProfileFactory, UserFacto
 pytestmark = pytest.mark.django_db
 
 T0 = datetime(2026, 5, 4, 8, 0, tzinfo=UTC)  # a Monday
+PERIODS = ("day", "week", "month")
 
 
 def estate(capacity=8, res_a=4, res_b=0, limit=8):
@@ -44,22 +45,54 @@ def states(items):
     return [Task.objects.get(pk=t.pk).state for t in items]
 
 
+def budgeted_resource(profile, period, name):
+    group = GroupFactory(name=name, slug=name)
+    policy = policies.create_policy(
+        group=group, reservation=0, limit=8, budget_hours=100, budget_period=period
+    )
+    return policies.connect(policy=policy, profile=profile)
+
+
+def disabled_between(start, end):
+    services.set_engine_enabled(False, at=start)
+    services.set_engine_enabled(True, at=end)
+
+
 def test_the_loader_reads_the_whole_state_in_a_constant_number_of_queries(django_assert_max_num_queries):
-    pool, ra, rb = estate()
+    """However many tasks, budgeted policies, budget periods and disabled-engine windows there are."""
+    pool, ra, rb = estate(capacity=32)
+    day = budgeted_resource(ra.profile, "day", "d1")
     submit(ra, 3)
+    submit(day, 1)
+    disabled_between(T0 - timedelta(hours=3), T0 - timedelta(hours=2, minutes=50))
     with django_assert_max_num_queries(1000) as few:
         small = loader.load(T0)
+    # more of everything: budgeted policies of every period kind, windows in the day, the week
+    # (Monday is T0's day) and the month, and long queues
+    resources = [budgeted_resource(ra.profile, period, f"{period}{i}") for period in PERIODS for i in (2, 3)]
+    for resource in resources:
+        submit(resource, 2)
+    services.run_pass(now=T0 - timedelta(hours=2))  # the budgeted tasks start 2 h before T0
+    disabled_between(T0 - timedelta(hours=1, minutes=30), T0 - timedelta(hours=1, minutes=20))
+    disabled_between(T0 - timedelta(minutes=40), T0 - timedelta(minutes=30))
+    disabled_between(T0 - timedelta(days=2), T0 - timedelta(days=1))  # last week, this month
+    disabled_between(T0 - timedelta(days=40), T0 - timedelta(days=39))  # before the month
     submit(ra, 40)
     submit(rb, 40)
-    services.run_pass(now=T0)
+    services.run_pass(now=T0 - timedelta(minutes=10))
     submit(rb, 40)
     with django_assert_max_num_queries(1000) as many:
         big = loader.load(T0)
     assert len(few.captured_queries) == len(many.captured_queries) <= 15
     core.validate(small.snapshot)
     core.validate(big.snapshot)
-    assert sum(len(q) for q in big.snapshot.waiting.values()) == 123 - 8
-    assert len(big.snapshot.placed) == 8
+    assert len(big.snapshot.placed) == 8 + 8 + 1 + 12  # A and B at their limits, every budgeted task
+    assert sum(len(q) for q in big.snapshot.waiting.values()) == 43 + 80 - 16
+    # each budgeted task ran 2 h, of which 20 min inside windows: 100 min charged, two tasks each
+    charged = 2 * 100 * 60 * 10**6 * 1000
+    budgets = {p.id: p.budget for p in big.snapshot.policies if p.budget}
+    for resource in resources:
+        assert budgets[str(resource.policy_id)].used == charged, resource.policy.budget_period
 
 
 def test_lend_then_reclaim_through_the_database():
@@ -180,6 +213,30 @@ def test_every_pass_is_recorded():
     services.run_pass(now=T0)
     record = PassRecord.objects.get()
     assert not record.skipped and record.queries > 0 and record.duration_ms >= record.decide_ms
+    services.set_engine_enabled(False, at=T0)
+    assert services.run_pass(now=T0 + timedelta(seconds=1)).skipped
+    totals = {row.name: row.count for row in PassTotals.objects.all()}
+    assert totals == {"ran": 1, "skipped: disabled": 1}
+
+
+def test_a_pass_whose_record_cannot_be_written_applies_none_of_its_decisions(monkeypatch):
+    """The decisions and the pass's record are one transaction: an applied pass is never left
+    unrecorded (a crash between the two leaves neither)."""
+    pool, ra, rb = estate()
+    mine = submit(ra, 2)
+
+    def crash(record):
+        raise RuntimeError("killed after the apply, before the record")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(services, "_count_pass", crash)
+        with pytest.raises(RuntimeError):
+            services.run_pass(now=T0)
+    assert states(mine) == ["queued", "queued"]
+    assert not UsageInterval.objects.exists() and not PassRecord.objects.exists()
+    assert not TaskEvent.objects.filter(kind=TaskEvent.Kind.PLACED).exists()
+    assert services.run_pass(now=T0).placed == 2
+    assert PassRecord.objects.get().placed == 2
 
 
 def test_project_priority_orders_a_queue_before_the_queue_seq():

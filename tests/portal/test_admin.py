@@ -264,3 +264,126 @@ def test_admin_queuing_inline_refuses_a_profile_larger_than_the_policy_limit(cli
     assert response.status_code == 200
     assert "is larger than the limit of" in response.content.decode()
     assert not profile.compute_resources.exists()
+
+
+def changelist_rows(client, name) -> dict[str, dict[str, str]]:
+    """A changelist's rows as {first column: {column: text}}."""
+    import html
+    import re
+
+    page = client.get(reverse(f"admin:{name}_changelist")).content.decode()
+    body = page.split("<tbody>", 1)[1].split("</tbody>", 1)[0]
+    rows = {}
+    for row in body.split("<tr")[1:]:
+        cells = re.findall(r'<t[dh] class="field-(\w+)[^"]*"[^>]*>(.*?)</t[dh]>', row, re.S)
+        text = {column: html.unescape(re.sub(r"<[^>]+>", "", value)).strip() for column, value in cells}
+        rows[next(iter(text.values()))] = text
+    return rows
+
+
+def test_the_policy_and_pool_changelists_show_live_use_borrowing_waiting_and_budgets(
+    client, it_admin, time_machine
+):
+    from datetime import UTC, datetime, timedelta
+    from decimal import Decimal
+
+    from apps.engine import services as engine
+    from apps.tasks import services as tasks
+
+    t0 = datetime(2026, 5, 4, 8, 0, tzinfo=UTC)
+    pool = PoolFactory(name="onprem", capacity=8)
+    profile = ProfileFactory(gpus=1, time_weight=1)
+    policies.link_pool(profile, pool)
+    agents = policies.create_policy(
+        group=GroupFactory(name="Agents"), reservation=2, limit=5, budget_hours=10, budget_period="day"
+    )
+    vision = policies.create_policy(group=GroupFactory(name="Vision"), reservation=0, limit=8)
+    user = UserFactory()
+    for policy, n in ((agents, 6), (vision, 4)):
+        resource = policies.connect(policy=policy, profile=profile)
+        for i in range(n):
+            tasks.submit(user=user, compute_resource=resource, command=f"run {i}")
+        engine.run_pass(now=t0)  # Agents: 5 at its limit, 1 waits; Vision: 3 in the room left
+    time_machine.move_to(t0 + timedelta(hours=1), tick=False)
+    client.force_login(it_admin)
+    rows = changelist_rows(client, "policies_resourcepolicy")
+    # 5 GPUs of weight 1 for an hour: 5 of 10 budget hours, burning 5 an hour: out at 10:00
+    assert live(rows["Agents"]) == {
+        "in_use": 5,
+        "borrowed": 3,
+        "waiting": 1,
+        "budget_used": 5,
+        "budget_left": 5,
+        "projected_run_out": "2026-05-04 10:00 UTC",
+    }
+    assert live(rows["Vision"]) == {
+        "in_use": 3,
+        "borrowed": 3,
+        "waiting": 1,
+        "budget_used": "-",
+        "budget_left": "-",
+        "projected_run_out": "-",
+    }
+    time_machine.move_to(t0 + timedelta(hours=2), tick=False)
+    engine.run_pass(now=t0 + timedelta(hours=2))  # used up: its work is stopped
+    rows = changelist_rows(client, "policies_resourcepolicy")
+    assert live(rows["Agents"]) == {
+        "in_use": 0,
+        "borrowed": 0,
+        "waiting": 6,  # its five stopped tasks requeued (no worker had claimed them), and the sixth
+        "budget_used": 10,
+        "budget_left": 0,
+        "projected_run_out": "used up; resets 2026-05-05 00:00 UTC",
+    }
+    assert live(rows["Vision"])["in_use"] == 4  # the same pass lent it the room Agents left
+    used, declared = changelist_rows(client, "pools_pool")["onprem"]["in_use"].split(" / ")
+    assert (Decimal(used), Decimal(declared)) == (4, 8)
+
+
+LIVE = ("in_use", "borrowed", "waiting", "budget_used", "budget_left", "projected_run_out")
+
+
+def live(row: dict[str, str]) -> dict:
+    """The live columns of a policy row, numbers as Decimals (the backends format sums apart)."""
+    from decimal import Decimal, InvalidOperation
+
+    def value(text):
+        try:
+            return Decimal(text)
+        except InvalidOperation:
+            return text
+
+    return {key: value(row[key]) for key in LIVE}
+
+
+def test_it_disables_and_enables_the_engine_in_the_admin_and_the_window_is_recorded(
+    client, it_admin, time_machine
+):
+    from datetime import UTC, datetime, timedelta
+
+    from apps.engine import services as engine
+    from apps.engine.models import DisabledWindow, EngineSwitch
+
+    t0 = datetime(2026, 5, 4, 8, 0, tzinfo=UTC)
+    client.force_login(it_admin)
+    url = reverse("admin:engine_engineswitch_changelist")
+    assert "engine enabled" in client.get(url).content.decode()
+    time_machine.move_to(t0, tick=False)
+    response = client.post(url, {"action": "disable_engine", "_selected_action": ["1"]}, follow=True)
+    assert "The engine is disabled." in response.content.decode()
+    switch = EngineSwitch.objects.get()
+    assert (switch.enabled, switch.changed_at, switch.changed_by) == (False, t0, it_admin)
+    window = DisabledWindow.objects.get()
+    assert (window.start, window.end, window.disabled_by) == (t0, None, it_admin)
+    assert engine.run_pass(now=t0 + timedelta(seconds=1)).skip_reason == "disabled"
+    time_machine.move_to(t0 + timedelta(minutes=5), tick=False)
+    response = client.post(url, {"action": "enable_engine", "_selected_action": ["1"]}, follow=True)
+    assert "The engine is enabled." in response.content.decode()
+    assert EngineSwitch.objects.get().enabled
+    window.refresh_from_db()
+    assert (window.start, window.end) == (t0, t0 + timedelta(minutes=5))
+    assert not engine.run_pass(now=t0 + timedelta(minutes=5)).skipped
+    (window_row,) = changelist_rows(client, "engine_disabledwindow").values()
+    assert window_row["end"] not in {"", "-"}  # listed closed, with its end
+    pass_log = changelist_rows(client, "engine_passrecord").values()
+    assert sorted(row["skip_reason"] for row in pass_log) == ["-", "disabled"]  # "-": it ran
