@@ -79,14 +79,9 @@ def _send_alert(policy, status, kind: str, at) -> bool:
         notification_kind = Notification.Kind.BUDGET_USED_UP
     else:
         subject = f"Time budget of {policy.group} at {status.used_fraction * 100:.0f}%"
-        run_out = (
-            f"projected to run out at {status.projected_run_out:%Y-%m-%d %H:%M} UTC"
-            if status.projected_run_out
-            else "not burning now"
-        )
         message = (
             f"{policy.group} has used {status.used_hours} of its {status.budget_hours} budget hours this "
-            f"{status.period} (alert threshold {policy.alert_threshold}%); {run_out}."
+            f"{status.period} (alert threshold {policy.alert_threshold}%); {status.run_out_text()}."
         )
         notification_kind = Notification.Kind.BUDGET_ALERT
     try:

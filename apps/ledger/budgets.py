@@ -54,6 +54,23 @@ class BudgetStatus:
         return self.used_hours / self.budget_hours
 
     @property
+    def runs_out_in_period(self) -> bool:
+        """The budget runs out before the period resets at the current burn rate."""
+        return self.projected_run_out is not None and self.projected_run_out < self.resets_at
+
+    def run_out_text(self) -> str:
+        """When the budget runs out, in words: a run-out at or after the reset is no run-out."""
+        if not self.has_budget:
+            return "no budget"
+        if self.used_up:
+            return f"used up; resets {self.resets_at:%Y-%m-%d %H:%M} UTC"
+        if self.projected_run_out is None:
+            return "not burning now"
+        if not self.runs_out_in_period:
+            return f"lasts until reset {self.resets_at:%Y-%m-%d %H:%M} UTC"
+        return f"projected to run out at {self.projected_run_out:%Y-%m-%d %H:%M} UTC"
+
+    @property
     def over_threshold(self) -> bool:
         fraction = self.used_fraction
         return fraction is not None and fraction * 100 >= self.alert_threshold

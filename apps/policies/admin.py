@@ -162,9 +162,7 @@ class ResourcePolicyAdmin(admin.ModelAdmin):
         status = self._status(policy)
         if not status or not status.has_budget:
             return "-"
-        if status.used_up:
-            return f"used up; resets {status.resets_at:%Y-%m-%d %H:%M} UTC"
-        return f"{status.projected_run_out:%Y-%m-%d %H:%M} UTC" if status.projected_run_out else "not burning"
+        return status.run_out_text()
 
     def save_model(self, request, obj, form, change):
         before = services.quota_of(ResourcePolicy.objects.get(pk=obj.pk)) if change else None

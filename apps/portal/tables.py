@@ -35,15 +35,7 @@ def when(value) -> str:
 def run_out(status) -> str:
     """When a time budget runs out at the current burn rate. A run-out at or after the period's
     reset is no run-out: the budget lasts the period, and the reset is shown instead."""
-    if not status.has_budget:
-        return "no budget"
-    if status.used_up:
-        return f"used up; resets {when(status.resets_at)}"
-    if status.projected_run_out is None:
-        return "not burning now"
-    if status.projected_run_out >= status.resets_at:
-        return f"lasts until reset {when(status.resets_at)}"
-    return when(status.projected_run_out)
+    return when(status.projected_run_out) if status.runs_out_in_period else status.run_out_text()
 
 
 class GpuColumn(tables.Column):

@@ -46,8 +46,18 @@ def test_each_demo_role_sees_its_navigation_and_its_charts_with_no_console_error
     page.wait_for_url(browser.server + home)
     page.wait_for_selector(".js-plotly-plot .main-svg")
     assert page.locator(".js-plotly-plot").count() == chart_count
+    # Plotly redraws a chart at its box's size shortly after the page's grid settles (charts.js).
+    page.wait_for_function(f"() => ({OVERFLOWING_CHARTS})().length === 0", timeout=5000)
     page.screenshot(path=shots / f"{username}.png", full_page=True)
     assert browser.errors == []
+
+
+# Charts whose drawing is wider than the box that holds them (so part of it would be cut off).
+OVERFLOWING_CHARTS = """() => [...document.querySelectorAll('.js-plotly-plot')].map((chart) => {
+    const box = chart.closest('.chart') || chart.parentElement;
+    const svg = chart.querySelector('.main-svg');
+    return {id: chart.id, svg: svg.getBoundingClientRect().width, box: box.clientWidth};
+}).filter((c) => c.svg > c.box + 1)"""
 
 
 def test_a_department_head_splits_a_quota_and_is_refused_over_the_department_total(demo_estate, session):
@@ -113,6 +123,7 @@ def test_on_a_phone_the_menu_opens_and_the_page_does_not_scroll_sideways(demo_es
     page.click(".menu-button")
     assert page.locator("nav .roles a:text-is('Pretraining')").is_visible()
     page.wait_for_selector(".js-plotly-plot .main-svg")
+    page.wait_for_function(f"() => ({OVERFLOWING_CHARTS})().length === 0", timeout=5000)
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
     page.screenshot(path=shots / "lead-pretraining-phone.png", full_page=True)
     assert browser.errors == []

@@ -107,3 +107,33 @@ def test_weight_zero_work_spends_no_budget(team):
     interval(resource, NOW - timedelta(hours=6), None, weight="0")
     status = budget_status([child], now=NOW)[child.pk]
     assert status.used_hours == 0 and status.burn_rate == 0 and not status.used_up
+
+
+def _status(**changes):
+    from dataclasses import replace
+
+    from apps.ledger.budgets import BudgetStatus
+
+    now = datetime(2026, 12, 20, tzinfo=UTC)
+    base = BudgetStatus(
+        policy_id=1, has_budget=True, period="month", period_start=datetime(2026, 12, 1, tzinfo=UTC),
+        resets_at=datetime(2027, 1, 1, tzinfo=UTC), budget_hours=Decimal(100), used_hours=Decimal(90),
+        left_hours=Decimal(10), burn_rate=Decimal(1), projected_run_out=now + timedelta(hours=10),
+        alert_threshold=80, used_up=False, gpu_hours=Decimal(90), gpus_in_use=Decimal(1),
+    )  # fmt: skip
+    return replace(base, **changes)
+
+
+@pytest.mark.parametrize(
+    "changes, text",
+    [
+        ({}, "projected to run out at 2026-12-20 10:00 UTC"),
+        ({"projected_run_out": datetime(2027, 2, 6, tzinfo=UTC)}, "lasts until reset 2027-01-01 00:00 UTC"),
+        ({"projected_run_out": datetime(2027, 1, 1, tzinfo=UTC)}, "lasts until reset 2027-01-01 00:00 UTC"),
+        ({"projected_run_out": None, "burn_rate": Decimal(0)}, "not burning now"),
+        ({"used_up": True, "left_hours": Decimal(0)}, "used up; resets 2027-01-01 00:00 UTC"),
+        ({"has_budget": False}, "no budget"),
+    ],
+)
+def test_a_run_out_at_or_after_the_reset_is_no_run_out(changes, text):
+    assert _status(**changes).run_out_text() == text

@@ -314,7 +314,7 @@ def test_the_policy_and_pool_changelists_show_live_use_borrowing_waiting_and_bud
         "waiting": 1,
         "budget_used": 5,
         "budget_left": 5,
-        "projected_run_out": "2026-05-04 10:00 UTC",
+        "projected_run_out": "projected to run out at 2026-05-04 10:00 UTC",
     }
     assert live(rows["Vision"]) == {
         "in_use": 3,
