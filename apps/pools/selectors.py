@@ -68,7 +68,9 @@ def estate_overview() -> dict:
 
 
 def worker_by_token(raw: str) -> Worker | None:
-    """The worker a worker token belongs to, unless it was retired."""
+    """The worker a worker token belongs to, unless it was retired. A lost worker's token still
+    works: it must be able to heartbeat (which makes it active again and names the tasks it has
+    to stop) and to report; ``services.claim`` refuses it work until that heartbeat."""
     live = Worker.objects.exclude(state=Worker.State.RETIRED).select_related("pool")
     try:
         return live.get(token_hash=hash_token(raw))

@@ -3,7 +3,9 @@
 A daemon enrols with its pool's enrolment token and gets a worker token of its own. With it, it
 heartbeats (answered with stop commands), claims placed work of its pool and reports what became
 of it. Every report is idempotent: a retry after a timeout changes nothing and is answered with
-the task's state. ``sweep`` marks silent workers lost and releases placements no worker claimed.
+the task's state. Only an active worker claims: a lost one heartbeats first. ``sweep`` marks
+silent workers lost, releases placements no worker claimed and requeues whatever a worker that is
+not active still holds.
 """
 
 import secrets
@@ -51,6 +53,15 @@ class InvalidToken(Exception):
 
 class NotThisPool(Exception):
     """A worker asked about a task of another pool."""
+
+
+class NotActive(Exception):
+    """A worker that is not active (lost, or retired meanwhile) asked for work. A lost worker is
+    active again once it heartbeats: the heartbeat is what names the tasks it must stop."""
+
+    def __init__(self, state: str):
+        super().__init__(state)
+        self.state = state
 
 
 def _seconds(name: str) -> timedelta:
@@ -196,7 +207,18 @@ def claim(
     """Claim the next placed tasks of the worker's pool that fit its free GPUs, oldest placement
     first, then queue order. ``free`` lists each GPU's free milli-GPUs (the tasks get slots on
     them); ``free_gpus`` is a plain total for a worker whose scheduler picks the GPUs. Locked rows
-    are skipped, so concurrent claimers never get the same task."""
+    are skipped, so concurrent claimers never get the same task.
+
+    Only an active worker claims. Its row is locked first, so a claim and the sweep that marks the
+    worker lost never interleave: either the claim comes first (and the sweep requeues what it
+    took) or the worker is already lost and the claim is refused until it heartbeats again. A lost
+    worker holds nothing (the sweep took its tasks back), so nothing it claimed could stay placed
+    and charged where no sweep looks. A claim does not count as a heartbeat: only the heartbeat
+    says which tasks the worker still runs."""
+    locked = Worker.objects.select_for_update().filter(pk=worker.pk).order_by("pk")
+    state = locked.values_list("state", flat=True).first()
+    if state != Worker.State.ACTIVE:
+        raise NotActive(state or Worker.State.RETIRED)
     if free is not None:
         largest = gpu_slots.largest(free)
     else:
@@ -324,7 +346,9 @@ def _sweep_clock(now: datetime) -> datetime:
 @transaction.atomic
 def sweep(now: datetime) -> dict[str, int]:
     """Mark workers silent past the heartbeat timeout as lost and requeue their tasks (charged
-    until the last heartbeat); release placements no worker claimed within the claim timeout.
+    until the last heartbeat); release placements no worker claimed within the claim timeout; and
+    requeue work still held by a worker that is not active (lost or retired), however it came to
+    hold it, so that no claimed task is left placed and charged where no other check looks.
 
     After a gap in sweeping (the control plane was down), no worker is marked lost until it has
     had a full timeout to check back in.
@@ -335,7 +359,7 @@ def sweep(now: datetime) -> dict[str, int]:
     lost = []
     if resumed_at <= cutoff:
         lost = list(
-            Worker.objects.select_for_update(skip_locked=True).filter(
+            Worker.objects.select_for_update(skip_locked=True, of=("self",)).filter(
                 state=Worker.State.ACTIVE, last_heartbeat__lt=cutoff
             )
         )
@@ -352,4 +376,32 @@ def sweep(now: datetime) -> dict[str, int]:
         )
     )
     lifecycle.requeue_lost(unclaimed, Task.StopReason.UNCLAIMED, now, ended_at=now)
-    return {"lost_workers": len(lost), "requeued": requeued, "unclaimed": len(unclaimed)}
+    return {
+        "lost_workers": len(lost),
+        "requeued": requeued,
+        "unclaimed": len(unclaimed),
+        "stranded": _release_stranded(now),
+    }
+
+
+def _release_stranded(now: datetime) -> int:
+    """Requeue active tasks whose worker is lost or retired (reason ``worker_lost``, charged until
+    it was last heard). Marking a worker lost or retiring it requeues its work in the same
+    transaction and a claim needs an active worker, so this finds nothing unless a row was left
+    by an older release or written by hand; it is the net under every other path."""
+    stranded = list(
+        Task.objects.select_for_update(skip_locked=True, of=("self",))
+        .filter(state__in=Task.ACTIVE_STATES, worker__isnull=False)
+        .exclude(worker__state=Worker.State.ACTIVE)
+        .select_related("worker")
+        .order_by("pk")
+    )
+    by_worker: dict[int, list[Task]] = {}
+    for task in stranded:
+        by_worker.setdefault(task.worker_id, []).append(task)
+    for tasks in by_worker.values():
+        worker = tasks[0].worker
+        lifecycle.requeue_lost(
+            tasks, Task.StopReason.WORKER_LOST, now, ended_at=worker.last_heartbeat or worker.enrolled_at
+        )
+    return len(stranded)

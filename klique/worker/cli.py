@@ -85,7 +85,8 @@ def parser() -> argparse.ArgumentParser:
         "--pending-timeout",
         type=float,
         default=float(env("KLIQUE_SLURM_PENDING_TIMEOUT_S", 300)),
-        help="release a Slurm job back to Klique when it waits unallocated this long (seconds)",
+        help="release a Slurm job back to Klique when it waits unallocated this long after sbatch "
+        "(seconds; it is counted and charged while it waits) [KLIQUE_SLURM_PENDING_TIMEOUT_S]",
     )
     p.add_argument("--version", action="version", version=f"klique-worker {__version__}")
     return p

@@ -4,6 +4,11 @@ order, then the heartbeat and its commands, then a claim when GPUs are free) and
 Nothing is lost while the control plane is unreachable: the work keeps running, reports wait in
 order and are sent when it answers again, and the daemon retries with exponential backoff and
 full jitter. Every report is idempotent on the server, so a retry after a timeout is safe.
+
+A task that is no longer this daemon's (``orphaned``: requeued while the daemon was lost, say) is
+stopped and forgotten without a report. If the control plane hands the same task back before
+that run has ended, the new run waits for it: one run of a task at a time, in its folder and its
+checkpoint directory, and no report of the old run lands on the new claim.
 """
 
 import logging
@@ -46,6 +51,7 @@ class Held:
     kill_at: float | None = None
     killed: bool = False
     ended: bool = False
+    waiting: bool = False  # claimed again while an orphaned run of the same task still ends
 
 
 @dataclass
@@ -60,10 +66,21 @@ def utc_now() -> str:
 
 
 class Daemon:
-    def __init__(self, settings: Settings, client: ControlPlane, runner, *, nvml=None, clock=time.monotonic):
+    def __init__(
+        self,
+        settings: Settings,
+        client: ControlPlane,
+        runner,
+        *,
+        nvml=None,
+        clock=time.monotonic,
+        rng: random.Random | None = None,
+    ):
         self.settings, self.client, self.runner, self.nvml, self.clock = settings, client, runner, nvml, clock
+        self.rng = rng or random.Random()
         self.free = [gpu_slots.WHOLE] * len(settings.devices)
         self.held: dict[int, Held] = {}
+        self.orphans: dict[int, Held] = {}  # runs of tasks no longer ours, until they have ended
         self.reports: deque[Report] = deque()
         self.heartbeat_s = 5.0
         self.next_heartbeat = self.next_claim = 0.0
@@ -132,13 +149,17 @@ class Daemon:
             self.enrol()
 
     def backoff(self, error: Exception) -> float:
+        """Full jitter: the n-th failure in a row waits uniformly in [0, min(retry_max, 2**n)] s."""
         self.failures += 1
-        delay = random.uniform(0, min(self.settings.retry_max_s, 2 ** min(self.failures, 10)))
+        delay = self.rng.uniform(0, self.backoff_cap(self.failures))
         log.warning(
             "control plane unreachable",
             extra={"fields": {"error": str(error), "attempt": self.failures, "retry_in_s": round(delay, 1)}},
         )
         return delay
+
+    def backoff_cap(self, failures: int) -> float:
+        return min(self.settings.retry_max_s, 2 ** min(failures, 10))
 
     def recovered(self) -> None:
         if self.failures:
@@ -148,8 +169,16 @@ class Daemon:
     # The work.
 
     def follow(self, now: float) -> None:
-        """Turn what the runner saw into reports; SIGKILL what outlived its grace."""
+        """Turn what the runner saw into reports; SIGKILL what outlived its grace; start the runs
+        that waited for an orphaned run of the same task to end."""
         for change in self.runner.poll():
+            orphan = self.orphans.get(change.task_id)
+            if orphan is not None:
+                if change.kind != "running":
+                    self.release_gpus(orphan)
+                    del self.orphans[change.task_id]
+                    log.info("orphan ended", extra={"fields": {"task": change.task_id, "how": change.kind}})
+                continue
             held = self.held.get(change.task_id)
             if held is None or held.ended:
                 continue
@@ -168,17 +197,25 @@ class Daemon:
             }
             log.info("ended", extra={"fields": fields})
             body = {"at": utc_now(), "log_tail": self.runner.log_tail(change.task_id)}
-            if held.stop == "orphaned":
-                del self.held[change.task_id]
-            elif change.kind == "exited" and not held.stop:
+            if change.kind == "exited" and not held.stop:
                 self.queue(held, "exited", {**body, "exit_code": change.exit_code})
             else:
                 self.queue(held, "stopped", body)
-        for task_id, held in self.held.items():
-            if held.kill_at is not None and now >= held.kill_at and not held.killed and not held.ended:
-                held.killed = True
-                log.warning("grace over, killing", extra={"fields": {"task": task_id}})
-                self.runner.kill(task_id)
+        for task_id, held in [*self.orphans.items(), *self.held.items()]:
+            if held.waiting or held.killed or held.ended or held.kill_at is None or now < held.kill_at:
+                continue
+            held.killed = True
+            log.warning("grace over, killing", extra={"fields": {"task": task_id}})
+            self.runner.kill(task_id)
+        for task_id, held in list(self.held.items()):
+            if held.waiting and task_id not in self.orphans:
+                held.waiting = False
+                if held.stop:  # stopped before it could start: nothing ran
+                    self.release_gpus(held)
+                    held.ended = True
+                    self.queue(held, "stopped", {"at": utc_now(), "log_tail": ""})
+                else:
+                    self.start(held)
 
     def queue(self, held: Held, what: str, body: dict) -> None:
         self.reports.append(Report(held.task["id"], what, body))
@@ -203,17 +240,40 @@ class Daemon:
         answer = self.client.heartbeat(body)
         self.recovered()
         self.heartbeat_s = float(answer.get("heartbeat_s", self.heartbeat_s))
-        self.next_heartbeat = now + self.heartbeat_s * random.uniform(0.9, 1.1)
+        self.next_heartbeat = now + self.heartbeat_s * self.rng.uniform(0.9, 1.1)
         for command in answer.get("commands", []):
             self.stop(command["stop"], command["reason"], float(command["grace_s"]), now)
 
     def stop(self, task_id: int, reason: str, grace_s: float, now: float) -> None:
         held = self.held.get(task_id)
-        if held is None or held.ended or held.stop:
+        if held is None or held.ended:
+            return
+        if reason == "orphaned":
+            self.orphan(task_id, grace_s, now)
+            return
+        if held.stop:
             return
         held.stop, held.kill_at = reason, now + grace_s
         log.info("stopping", extra={"fields": {"task": task_id, "reason": reason, "grace_s": grace_s}})
-        self.runner.terminate(task_id)
+        if not held.waiting:
+            self.runner.terminate(task_id)
+
+    def orphan(self, task_id: int, grace_s: float, now: float) -> None:
+        """The task is no longer ours: stop its run (if it was being stopped already, within the
+        grace it had) and never report it, since a report would land on the task's next claim."""
+        held = self.held.pop(task_id)
+        log.info("orphaned", extra={"fields": {"task": task_id, "grace_s": grace_s}})
+        if held.ended:  # its run is over; what is left to say about it is no longer ours to say
+            self.reports = deque(r for r in self.reports if r.task_id != task_id)
+            return
+        if held.waiting:  # never started: give its GPUs back
+            self.release_gpus(held)
+            return
+        self.orphans[task_id] = held
+        if not held.stop:
+            held.kill_at = now + grace_s
+            self.runner.terminate(task_id)
+        held.stop = "orphaned"
 
     def claim(self, now: float) -> None:
         """Claim what fits the free GPUs; poll less often while there is nothing to claim. A worker
@@ -226,29 +286,54 @@ class Daemon:
         else:
             shares = [str(Decimal(left) / gpu_slots.WHOLE) for left in self.free]
             body = {"slots": shares, "max_tasks": self.settings.max_claim}
-        tasks = self.client.claim(body)
+        try:
+            tasks = self.client.claim(body)
+        except Rejected as error:
+            # A lost worker is refused work until it heartbeats again (409): heartbeat now.
+            log.warning("claim refused", extra={"fields": {"error": str(error)}})
+            self.recovered()
+            self.next_heartbeat = 0.0
+            self.next_claim = now + self.settings.poll_min_s
+            return
         self.recovered()
         for task in tasks:
-            self.launch(task)
+            self.launch(task, now)
         if tasks:
             self.claim_every = self.settings.poll_min_s
         else:
             self.claim_every = min(self.claim_every * 2, self.settings.poll_max_s)
-        self.next_claim = now + self.claim_every * random.uniform(0.8, 1.2)
+        self.next_claim = now + self.claim_every * self.rng.uniform(0.8, 1.2)
 
-    def launch(self, task: dict) -> None:
+    def launch(self, task: dict, now: float) -> None:
+        """Take the claimed task's GPUs and start it, or, while an earlier run of the same task
+        still ends here, keep them for it and start it once that run has ended."""
+        if task["id"] in self.held:  # handed out afresh: the run we have is not the task's any more
+            self.orphan(task["id"], self.settings.shutdown_grace_s, now)
         size = gpu_slots.milli(task["gpus"])
         slots = task.get("slots") or []
         if self.runner.mode == "slurm" or not self.fits(slots, size):
             slots = gpu_slots.fit(self.free, size) or []
-        held = Held(task, slots, size)
+        held = Held(task, slots, size, waiting=task["id"] in self.orphans)
         self.held[task["id"]] = held
         gpu_slots.take(self.free, slots, self.taken(size))
         devices = [self.settings.devices[index] for index in slots]
         log.info(
             "claimed",
-            extra={"fields": {"task": task["id"], "gpus": task["gpus"], "devices": ",".join(devices)}},
+            extra={
+                "fields": {
+                    "task": task["id"],
+                    "gpus": task["gpus"],
+                    "devices": ",".join(devices),
+                    "waits_for_old_run": held.waiting or None,
+                }
+            },
         )
+        if not held.waiting:
+            self.start(held)
+
+    def start(self, held: Held) -> None:
+        task = held.task
+        devices = [self.settings.devices[index] for index in held.slots]
         try:
             self.runner.start(task, devices)
         except StartFailed as error:
@@ -292,18 +377,20 @@ class Daemon:
         for task_id, held in self.held.items():
             if not held.ended and not held.stop:
                 held.stop, held.kill_at = "shutdown", now + self.settings.shutdown_grace_s
-                self.runner.terminate(task_id)
+                if not held.waiting:
+                    self.runner.terminate(task_id)
 
     def drained(self) -> bool:
-        if not self.held and not self.reports:
+        if not self.held and not self.reports and not self.orphans:
             return True
         return self.clock() - self.draining_since > self.settings.shutdown_grace_s + 30
 
     def abandon(self) -> None:
         """Kill every task at once: the control plane no longer counts them as ours."""
-        for task_id, held in self.held.items():
-            if not held.ended:
+        for task_id, held in [*self.orphans.items(), *self.held.items()]:
+            if not held.ended and not held.waiting:
                 self.runner.kill(task_id)
         self.held.clear()
+        self.orphans.clear()
         self.reports.clear()
         self.free = [gpu_slots.WHOLE] * len(self.settings.devices)

@@ -2,7 +2,13 @@
 ``squeue`` (and ``sacct`` once the job has left the controller's memory). The task is reported
 running only while Slurm keeps the job allocated: a job Slurm requeues, preempts or loses, or one
 that waits unallocated past the pending timeout, is cancelled and released back to Klique's
-queue, so reservations, limits and budgets count it only while it holds its GPUs."""
+queue (reason ``released``).
+
+While the job waits in Slurm the task stays ``placed``, and a placed task is counted against its
+policy's reservation and limit and the pool's capacity, and charged from its placement (DESIGN
+section 4: waiting for a node counts). The pending timeout bounds that: a job kept waiting is
+counted and charged for at most the claim latency plus ``pending_timeout_s`` (and one poll),
+then released and its usage interval closed."""
 
 import logging
 import math

@@ -117,4 +117,58 @@ def test_the_sweep_runs_as_a_celery_task_on_the_beat():
 
     assert sweep.name == "klique.pools.sweep"
     assert settings.CELERY_BEAT_SCHEDULE["worker-sweep"]["task"] == "klique.pools.sweep"
-    assert sweep.apply().get() == {"lost_workers": 0, "requeued": 0, "unclaimed": 0}
+    assert sweep.apply().get() == {"lost_workers": 0, "requeued": 0, "unclaimed": 0, "stranded": 0}
+
+
+@pytest.mark.parametrize("state", [Worker.State.LOST, Worker.State.RETIRED])
+def test_work_held_by_a_worker_that_is_not_active_is_requeued_charged_until_it_was_last_heard(
+    pool, enrol, place, state
+):
+    """A row no other check looks at (the unclaimed release needs no worker, the lost check an
+    active one), as an older release that let a lost worker claim left behind."""
+    t0 = timezone.now() - timedelta(minutes=5)
+    worker, _ = enrol()
+    tasks = place(pool, 2, at=t0)
+    claim(worker, t0 + timedelta(seconds=1))
+    Task.objects.filter(pk=tasks[0].pk).update(state=Task.State.RUNNING, started_at=t0 + timedelta(seconds=2))
+    heard = t0 + timedelta(seconds=20)
+    Worker.objects.filter(pk=worker.pk).update(state=state, last_heartbeat=heard, lost_at=heard)
+    swept_at = t0 + timedelta(seconds=40)
+    assert services.sweep(swept_at) == {"lost_workers": 0, "requeued": 0, "unclaimed": 0, "stranded": 2}
+    positions = []
+    for task in tasks:
+        task.refresh_from_db()
+        assert task.state == Task.State.QUEUED and task.worker is None
+        assert task.last_preemption_reason == "worker_lost" and task.preemption_count == 1
+        assert UsageInterval.objects.get(task=task).end == heard
+        assert task.events.get(kind=TaskEvent.Kind.REQUEUED).at == swept_at
+        positions.append(selectors.queue_position(task))
+    assert positions == [1, 2]
+    assert services.sweep(swept_at + timedelta(seconds=1))["stranded"] == 0
+
+
+def test_a_sweep_leaves_the_work_of_active_workers_alone(pool, enrol, place):
+    t0 = timezone.now() - timedelta(minutes=5)
+    worker, _ = enrol()
+    (task,) = place(pool, 1, at=t0)
+    claim(worker, t0)
+    Worker.objects.filter(pk=worker.pk).update(last_heartbeat=t0 + timedelta(seconds=30))
+    assert services.sweep(t0 + timedelta(seconds=40))["stranded"] == 0
+    task.refresh_from_db()
+    assert task.state == Task.State.PLACED and task.worker == worker
+
+
+def test_a_claim_that_raced_the_sweep_is_requeued_by_the_next_sweep(pool, enrol, place):
+    """The claim locked the worker first, so that sweep skipped it; the next one finds it silent
+    and takes back what it claimed, charged only until its last heartbeat."""
+    t0 = timezone.now() - timedelta(minutes=5)
+    worker, _ = enrol()
+    (task,) = place(pool, 1, at=t0)
+    Worker.objects.filter(pk=worker.pk).update(last_heartbeat=t0)
+    sweep_steadily(t0, t0 + timedelta(seconds=20))
+    claim(worker, t0 + timedelta(seconds=29))
+    totals = sweep_steadily(t0 + timedelta(seconds=30), t0 + timedelta(seconds=40))
+    assert totals["lost_workers"] == 1 and totals["requeued"] == 1
+    task.refresh_from_db()
+    assert task.state == Task.State.QUEUED and task.last_preemption_reason == "worker_lost"
+    assert UsageInterval.objects.get(task=task).end == t0  # the placement, as the heartbeat was before

@@ -358,3 +358,115 @@ def test_a_lost_worker_that_heartbeats_again_is_active_and_kills_its_old_work(po
     assert commands == [{"stop": task.pk, "reason": "orphaned", "grace_s": 30}]
     worker.refresh_from_db()
     assert worker.state == Worker.State.ACTIVE
+
+
+def lose(worker):
+    """Let ``worker`` fall silent past the heartbeat timeout and sweep as a running control plane
+    does: it is marked lost and its work requeued."""
+    Worker.objects.filter(pk=worker.pk).update(last_heartbeat=timezone.now() - timedelta(minutes=5))
+    sweep_steadily(timezone.now() - timedelta(minutes=1), timezone.now())
+    worker.refresh_from_db()
+    assert worker.state == Worker.State.LOST
+
+
+def test_a_lost_worker_cannot_claim_until_it_heartbeats_again(pool, enrol, place):
+    worker, client = enrol()
+    lose(worker)
+    (task,) = place(pool)
+    answer = client.post(CLAIM, {"free_gpus": "4"}, format="json")
+    assert answer.status_code == 409, answer.content
+    assert "heartbeat" in answer.json()["detail"] and "lost" in answer.json()["detail"]
+    task.refresh_from_db()
+    assert task.state == Task.State.PLACED and task.worker is None
+    assert not task.events.filter(kind=TaskEvent.Kind.CLAIMED).exists()
+    assert client.post(HEARTBEAT, {"tasks": []}, format="json").status_code == 200
+    ids = [t["id"] for t in client.post(CLAIM, {"free_gpus": "4"}, format="json").json()["tasks"]]
+    assert ids == [task.pk]
+
+
+def test_a_claim_reads_the_workers_state_from_the_database_not_from_the_caller(pool, enrol, place):
+    worker, _ = enrol()
+    (task,) = place(pool)
+    Worker.objects.filter(pk=worker.pk).update(state=Worker.State.LOST)
+    assert worker.state == Worker.State.ACTIVE  # a stale copy, as a request that raced the sweep holds
+    with pytest.raises(services.NotActive) as refused:
+        claim_one(worker)
+    assert refused.value.state == Worker.State.LOST
+    task.refresh_from_db()
+    assert task.worker is None
+
+
+def test_a_worker_retired_after_its_token_was_checked_cannot_claim(pool, enrol, place):
+    worker, _ = enrol()
+    place(pool)
+    stale = Worker.objects.get(pk=worker.pk)
+    services.retire(worker, timezone.now())
+    with pytest.raises(services.NotActive) as refused:
+        claim_one(stale)
+    assert refused.value.state == Worker.State.RETIRED
+    assert Task.objects.filter(worker=worker).count() == 0
+
+
+def test_a_retired_workers_claim_is_refused_with_401(pool, enrol, place):
+    worker, client = enrol()
+    place(pool)
+    services.retire(worker, timezone.now())
+    assert client.post(CLAIM, {"free_gpus": "4"}, format="json").status_code == 401
+
+
+def test_reports_from_a_lost_worker_on_work_requeued_away_from_it_change_nothing(pool, enrol, place):
+    lost, lost_client = enrol("lost")
+    other, other_client = enrol("other")
+    (task,) = place(pool)
+    claim_one(lost)
+    report(lost_client, task, "started")
+    report(lost_client, task, "log", tail="old run\n")
+    lose(lost)
+    task.refresh_from_db()
+    assert task.state == Task.State.QUEUED and task.last_preemption_reason == "worker_lost"
+    lifecycle.place_many([(selectors_task(task), pool)], timezone.now())
+    claim_one(other)
+    report(other_client, task, "log", tail="new run\n")
+    events, intervals = task.events.count(), list(UsageInterval.objects.filter(task=task).values())
+    for what, body in [
+        ("started", {}),
+        ("exited", {"exit_code": 0}),
+        ("exited", {"exit_code": 137}),
+        ("stopped", {}),
+        ("log", {"tail": "old run, later\n"}),
+    ]:
+        answer = report(lost_client, task, what, **body)
+        assert answer.status_code == 200, what
+        assert answer.json() == {"task": task.pk, "state": "placed", "yours": False}, what
+    task.refresh_from_db()
+    assert task.state == Task.State.PLACED and task.worker == other and task.preemption_count == 1
+    assert task.events.count() == events
+    assert list(UsageInterval.objects.filter(task=task).values()) == intervals
+    assert TaskLog.objects.get(task=task).tail == "new run\n"
+    commands = lost_client.post(HEARTBEAT, {"tasks": [task.pk]}, format="json").json()["commands"]
+    assert commands == [{"stop": task.pk, "reason": "orphaned", "grace_s": 30}]
+    task.refresh_from_db()
+    assert task.worker == other and task.state == Task.State.PLACED
+
+
+def test_reports_from_a_lost_worker_on_work_requeued_and_still_waiting_change_nothing(pool, enrol, place):
+    lost, client = enrol()
+    (task,) = place(pool)
+    claim_one(lost)
+    report(client, task, "started")
+    lose(lost)
+    for what, body in [("started", {}), ("exited", {"exit_code": 0}), ("stopped", {})]:
+        assert report(client, task, what, **body).json() == {
+            "task": task.pk,
+            "state": "queued",
+            "yours": False,
+        }
+    task.refresh_from_db()
+    assert task.state == Task.State.QUEUED and task.preemption_count == 1
+
+
+def selectors_task(task) -> Task:
+    """The task as the engine loads it to place it."""
+    return Task.objects.select_related("compute_resource__policy", "compute_resource__profile").get(
+        pk=task.pk
+    )

@@ -5,36 +5,12 @@ import json
 import logging
 import subprocess
 import sys
-import types
 
 import pytest
 
 from klique.worker import cli
 from klique.worker.gpus import Nvml
-
-
-def fake_pynvml(count=2, fail_init=False):
-    module = types.ModuleType("pynvml")
-
-    class NVMLError(Exception):
-        pass
-
-    def init():
-        if fail_init:
-            raise NVMLError("Driver Not Loaded")
-
-    memory = types.SimpleNamespace(total=80 << 30, used=1 << 30)
-    module.NVMLError = NVMLError
-    module.NVML_TEMPERATURE_GPU = 0
-    module.nvmlInit = init
-    module.nvmlDeviceGetCount = lambda: count
-    module.nvmlDeviceGetHandleByIndex = lambda i: i
-    module.nvmlDeviceGetUUID = lambda h: f"GPU-uuid-{h}"
-    module.nvmlDeviceGetName = lambda h: b"NVIDIA H100"
-    module.nvmlDeviceGetMemoryInfo = lambda h: memory
-    module.nvmlDeviceGetUtilizationRates = lambda h: types.SimpleNamespace(gpu=40 + h)
-    module.nvmlDeviceGetTemperature = lambda h, kind: 60
-    return module
+from tests.worker.fakes import fake_pynvml
 
 
 def args(*argv):

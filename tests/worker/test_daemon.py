@@ -2,6 +2,7 @@
 GPUs the claim gave it, stops it on command (SIGTERM, grace, SIGKILL), reports every exit, and
 keeps its work through an outage of the control plane."""
 
+from collections import deque
 from datetime import timedelta
 
 import pytest
@@ -12,7 +13,10 @@ from apps.pools import services
 from apps.pools.models import Worker
 from apps.tasks import services as lifecycle
 from apps.tasks.models import Task
+from klique.worker.gpus import Nvml
+from tests.pools.conftest import sweep_steadily
 from tests.worker.conftest import run_until
+from tests.worker.fakes import fake_pynvml
 
 pytestmark = pytest.mark.django_db
 
@@ -124,8 +128,9 @@ def test_a_canceled_task_the_worker_no_longer_holds_is_killed_as_an_orphan(make_
     lifecycle.requeue_lost(
         [Task.objects.get(pk=task.pk)], "worker_lost", timezone.now(), ended_at=timezone.now()
     )
-    run_until(daemon, lambda: not daemon.held)
+    run_until(daemon, lambda: not daemon.held and not daemon.orphans)
     assert daemon.runner.processes == {} and state(task) == Task.State.QUEUED
+    assert daemon.free == [1000, 1000] and daemon.reports == deque()
 
 
 def test_a_retired_worker_enrols_again_and_drops_its_old_work(make_daemon, pool, place):
@@ -164,3 +169,85 @@ def test_fractions_share_a_gpu(make_daemon, pool, place, tmp_path):
     assert daemon.free == [0]
     run_until(daemon, lambda: all(state(t) == Task.State.SUCCEEDED for t in tasks))
     assert {(tmp_path / str(t.pk)).read_text().strip() for t in tasks} == {"GPU-0"}
+
+
+def test_the_heartbeat_carries_gpu_stats_when_nvml_is_there(make_daemon):
+    daemon = make_daemon(gpus=2)
+    worker = Worker.objects.get(hostname="node-1", state=Worker.State.ACTIVE)
+    daemon.tick()
+    worker.refresh_from_db()
+    assert worker.gpu_stats == [] and worker.last_heartbeat is not None
+    daemon.nvml = Nvml(fake_pynvml(2))
+    daemon.next_heartbeat = 0
+    daemon.tick()
+    worker.refresh_from_db()
+    assert worker.gpu_stats == [
+        {
+            "index": i,
+            "utilization_pct": 40 + i,
+            "memory_used_mb": 1024,
+            "memory_total_mb": 81920,
+            "temperature_c": 60,
+        }
+        for i in range(2)
+    ]
+
+
+def test_a_daemon_whose_claim_is_refused_as_lost_heartbeats_at_once_then_claims(
+    make_daemon, pool, place, caplog
+):
+    daemon = make_daemon()
+    worker = Worker.objects.get(hostname="node-1", state=Worker.State.ACTIVE)
+    daemon.tick()  # the first heartbeat
+    Worker.objects.filter(pk=worker.pk).update(state=Worker.State.LOST)  # as a sweep would after a gap
+    (task,) = place(pool)
+    Task.objects.filter(pk=task.pk).update(command="sleep 0.2")
+    daemon.next_heartbeat, daemon.next_claim = daemon.clock() + 3600, 0
+    daemon.tick()
+    assert "claim refused" in caplog.text and "409" in caplog.text
+    assert daemon.next_heartbeat == 0 and daemon.failures == 0
+    run_until(daemon, lambda: state(task) == Task.State.SUCCEEDED)
+    worker.refresh_from_db()
+    assert worker.state == Worker.State.ACTIVE and task.worker == worker
+
+
+def test_a_task_handed_back_to_its_lost_worker_runs_again_only_after_the_old_run_ended(
+    make_daemon, pool, place, network, tmp_path
+):
+    """The daemon was cut off long enough to be marked lost; its task went back to the queue and
+    was placed on the same pool again. Back online, it is told the old run is an orphan and, in
+    the same tick, claims the task afresh: the new run starts only once the old one has ended (one
+    run at a time in the task's checkpoint directory), the old run's exit is not reported on the
+    new claim, and the old run's GPU comes back."""
+    daemon = make_daemon(gpus=2)
+    (task,) = place(pool)
+    runs, marker = tmp_path / "runs", tmp_path / "marker"
+    command = (
+        f"if [ -f {marker} ]; then echo second >> {runs}; exit 0; fi; touch {marker}; "
+        f"trap 'sleep 0.3; echo first-ended >> {runs}; exit 143' TERM; while true; do sleep 0.05; done"
+    )
+    Task.objects.filter(pk=task.pk).update(command=command)
+    run_until(daemon, lambda: state(task) == Task.State.RUNNING)
+    network.down = True
+    run_until(daemon, lambda: daemon.failures >= 1)
+    Worker.objects.filter(pk=task.worker_id).update(last_heartbeat=timezone.now() - timedelta(minutes=5))
+    sweep_steadily(timezone.now() - timedelta(minutes=1), timezone.now())
+    assert state(task) == Task.State.QUEUED and task.last_preemption_reason == "worker_lost"
+    lifecycle.place_many([(placeable(task), pool)], timezone.now())
+    daemon.retry_at = daemon.next_heartbeat = daemon.next_claim = 0
+    network.down = False
+    daemon.tick()
+    assert task.pk in daemon.orphans and daemon.held[task.pk].waiting, "claimed again at once"
+    task.refresh_from_db()
+    assert task.state == Task.State.PLACED and task.worker.state == Worker.State.ACTIVE
+    assert daemon.free == [0, 0], "the old run's GPU and the new claim's"
+    run_until(daemon, lambda: state(task) == Task.State.SUCCEEDED)
+    assert runs.read_text().split() == ["first-ended", "second"]
+    assert task.preemption_count == 1 and task.exit_code == 0
+    kinds = list(task.events.order_by("pk").values_list("kind", flat=True))
+    assert kinds == [
+        "submitted", "placed", "claimed", "started", "preempted", "requeued",
+        "placed", "claimed", "started", "succeeded",
+    ]  # fmt: skip
+    run_until(daemon, lambda: not daemon.held and not daemon.orphans)
+    assert daemon.free == [1000, 1000] and daemon.runner.processes == {}

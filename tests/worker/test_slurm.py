@@ -1,13 +1,17 @@
 """Slurm mode against the real one-node cluster of deploy/slurm-dev (four GPUs through GRES):
 work submitted through the control plane runs as a batch job with ``--gres=gpu:N``, is reported
 running only while Slurm keeps it allocated, passes its exit code through, is cancelled on a stop
-command, and goes back to Klique's queue when Slurm requeues it or leaves it pending too long."""
+command, and goes back to Klique's queue when Slurm requeues it or leaves it pending too long
+(counted and charged, as placed work, until then)."""
 
 import subprocess
+from datetime import timedelta
 
 import pytest
 
 from apps.engine import services as engine
+from apps.ledger.models import UsageInterval
+from apps.policies.models import ResourcePolicy
 from apps.tasks.models import Task
 from tests.worker.conftest import run_until, submit
 
@@ -88,13 +92,32 @@ def test_a_job_slurm_requeues_goes_back_to_klique_and_runs_again(slurm_daemon, e
     run_until(slurm_daemon, slurm_daemon.drained, timeout=60)
 
 
-def test_a_job_left_pending_too_long_is_released(make_daemon, pool, estate):
+def test_a_job_pending_in_slurm_is_counted_and_charged_from_placement_until_released(
+    make_daemon, pool, estate
+):
+    """While Slurm keeps the job waiting the task stays placed: it counts against its policy's
+    limit and its interval is open from the placement (DESIGN section 4). After the pending
+    timeout the job is cancelled, the task goes back to its queue and the interval ends."""
     daemon = make_daemon(
         gpus=4, hostname="login-2", slurm={"pending_timeout_s": 2, "extra_args": ("--begin=now+600",)}
     )
     resource, token = estate
-    pk = submit(token, resource, "true")
+    ResourcePolicy.objects.filter(pk=resource.policy_id).update(limit=1)
+    first = submit(token, resource, "true")
+    second = submit(token, resource, "true")
     engine.run_pass()
-    run_until(daemon, lambda: task(pk).state == Task.State.QUEUED, timeout=60)
-    assert task(pk).last_preemption_reason == "released" and task(pk).started_at is None
+    run_until(daemon, lambda: daemon.runner.jobs, timeout=60)
+    pending = task(first)
+    assert pending.state == Task.State.PLACED and pending.worker is not None and pending.started_at is None
+    assert squeue_state(daemon.runner.jobs[first].job_id).strip() == "PENDING"
+    engine.run_pass()
+    assert task(second).state == Task.State.QUEUED, "the pending job counts against the limit of 1"
+    interval = UsageInterval.objects.get(task_id=first)
+    assert interval.start == pending.placed_at and interval.end is None
+    run_until(daemon, lambda: task(first).state == Task.State.QUEUED, timeout=60)
+    released = task(first)
+    assert released.last_preemption_reason == "released" and released.started_at is None
     assert daemon.runner.jobs == {}
+    interval.refresh_from_db()
+    requeued_at = released.events.get(kind="requeued").at
+    assert interval.end - interval.start >= timedelta(seconds=2) and interval.end <= requeued_at

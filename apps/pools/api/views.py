@@ -1,14 +1,15 @@
 """The worker API under ``/api/v1/workers/``: enrol, heartbeat, claim and the task reports.
 
 Thin: each view validates its body and calls one service. A worker token acts for its own pool
-only: another pool's task answers 403. Reports are idempotent and answer the task's state.
+only: another pool's task answers 403. Reports are idempotent and answer the task's state. A lost
+worker's claim answers 409 until it heartbeats again.
 """
 
 from django.conf import settings
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
-from rest_framework.exceptions import AuthenticationFailed, PermissionDenied
+from rest_framework.exceptions import APIException, AuthenticationFailed, PermissionDenied
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -20,6 +21,7 @@ from apps.pools.api.authentication import (
     IsWorker,
     WorkerTokenAuthentication,
 )
+from apps.pools.models import Worker
 from apps.tasks.models import Task
 from klique.worker.slots import milli
 
@@ -56,6 +58,16 @@ class EnrolView(APIView):
         )
 
 
+class WorkerLost(APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "worker_lost"
+    default_detail = (
+        "This worker was marked lost (silent past the heartbeat timeout) and its tasks were "
+        "requeued. Send a heartbeat first: it makes the worker active again and names the tasks "
+        "to stop; then claim."
+    )
+
+
 class WorkerView(APIView):
     authentication_classes = [WorkerTokenAuthentication]
     permission_classes = [IsWorker]
@@ -82,13 +94,18 @@ class ClaimView(WorkerView):
     def post(self, request):
         data = _valid(serializers.ClaimSerializer, request)
         free = [milli(share) for share in data["slots"]] if "slots" in data else None
-        claimed = services.claim(
-            request.auth,
-            free=free,
-            free_gpus=data.get("free_gpus"),
-            max_tasks=data["max_tasks"],
-            now=timezone.now(),
-        )
+        try:
+            claimed = services.claim(
+                request.auth,
+                free=free,
+                free_gpus=data.get("free_gpus"),
+                max_tasks=data["max_tasks"],
+                now=timezone.now(),
+            )
+        except services.NotActive as error:
+            if error.state == Worker.State.LOST:
+                raise WorkerLost from error
+            raise AuthenticationFailed("This worker was retired; enrol again.") from error
         return Response({"tasks": serializers.ClaimedTaskSerializer(claimed, many=True).data})
 
 

@@ -1,0 +1,108 @@
+"""Stand-ins for what the daemon talks to, for tests that need no control plane, no processes
+and no GPU: a pynvml module, a control plane that answers from a script, a runner that only
+records, and a clock the test moves."""
+
+import types
+
+from klique.worker.client import Unreachable
+
+
+def fake_pynvml(count=2, fail_init=False):
+    module = types.ModuleType("pynvml")
+
+    class NVMLError(Exception):
+        pass
+
+    def init():
+        if fail_init:
+            raise NVMLError("Driver Not Loaded")
+
+    memory = types.SimpleNamespace(total=80 << 30, used=1 << 30)
+    module.NVMLError = NVMLError
+    module.NVML_TEMPERATURE_GPU = 0
+    module.nvmlInit = init
+    module.nvmlDeviceGetCount = lambda: count
+    module.nvmlDeviceGetHandleByIndex = lambda i: i
+    module.nvmlDeviceGetUUID = lambda h: f"GPU-uuid-{h}"
+    module.nvmlDeviceGetName = lambda h: b"NVIDIA H100"
+    module.nvmlDeviceGetMemoryInfo = lambda h: memory
+    module.nvmlDeviceGetUtilizationRates = lambda h: types.SimpleNamespace(gpu=40 + h)
+    module.nvmlDeviceGetTemperature = lambda h, kind: 60
+    return module
+
+
+class Clock:
+    def __init__(self, now: float = 1000.0):
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class ScriptedControlPlane:
+    """Answers claims from ``claims`` (a list of task lists, then nothing), heartbeats with no
+    commands, and raises Unreachable for everything while ``down``. Every call is recorded with
+    the clock's time."""
+
+    def __init__(self, clock: Clock, claims=(), heartbeat_s: float = 5.0):
+        self.clock, self.claims, self.heartbeat_s = clock, list(claims), heartbeat_s
+        self.down = False
+        self.calls: list[tuple[str, float, dict]] = []
+
+    def _call(self, what: str, body: dict) -> None:
+        self.calls.append((what, self.clock(), body))
+        if self.down:
+            raise Unreachable("connection refused")
+
+    def times(self, what: str) -> list[float]:
+        return [at for kind, at, _ in self.calls if kind == what]
+
+    def enrol(self, token, **body) -> dict:
+        self._call("enrol", body)
+        return {"worker": 1, "pool": "onprem", "token": "kqw_x", "heartbeat_s": self.heartbeat_s}
+
+    def heartbeat(self, body: dict) -> dict:
+        self._call("heartbeat", body)
+        return {"commands": [], "heartbeat_s": self.heartbeat_s}
+
+    def claim(self, body: dict) -> list[dict]:
+        self._call("claim", body)
+        return self.claims.pop(0) if self.claims else []
+
+    def report(self, task_id: int, what: str, body: dict) -> dict:
+        self._call(what, body)
+        return {"task": task_id, "state": "running", "yours": True}
+
+    def close(self) -> None:
+        pass
+
+
+class RecordingRunner:
+    """Starts nothing; its tasks run until the test says otherwise."""
+
+    mode = "process"
+
+    def __init__(self):
+        self.started: list[int] = []
+
+    def kill_leftovers(self) -> list[int]:
+        return []
+
+    def start(self, task: dict, devices: list[str]) -> None:
+        self.started.append(task["id"])
+
+    def poll(self) -> list:
+        return []
+
+    def terminate(self, task_id: int) -> None:
+        pass
+
+    def kill(self, task_id: int) -> None:
+        pass
+
+    def log_tail(self, task_id: int) -> str:
+        return ""
+
+
+def task(task_id: int, gpus: str = "1") -> dict:
+    return {"id": task_id, "command": "true", "gpus": gpus, "slots": [], "spec": {}, "preemption_count": 0}
