@@ -75,3 +75,11 @@ def test_the_off_site_check_finds_absolute_and_protocol_relative_addresses():
     ]
     # A random token that happens to contain "cdn" is not an address.
     assert OFF_SITE.findall('<input name="csrfmiddlewaretoken" value="aCdNx9">') == []
+
+
+def test_the_schema_generator_finds_nothing_to_warn_about(tmp_path):
+    from django.core.management import call_command
+
+    call_command("spectacular", "--fail-on-warn", "--file", str(tmp_path / "schema.yaml"))
+    schema = (tmp_path / "schema.yaml").read_text()
+    assert "/api/v1/workers/heartbeat" in schema and "HeartbeatAnswer" in schema

@@ -105,3 +105,38 @@ class StoppedSerializer(serializers.Serializer):
 
 class LogSerializer(serializers.Serializer):
     tail = LogTailField()
+
+
+# The answers, for the published schema.
+
+
+class EnrolledSerializer(serializers.Serializer):
+    worker = serializers.IntegerField()
+    pool = serializers.CharField()
+    token = serializers.CharField(help_text="The worker token, shown in this answer only.")
+    heartbeat_s = serializers.FloatField()
+    heartbeat_timeout_s = serializers.FloatField()
+
+
+class StopCommandSerializer(serializers.Serializer):
+    stop = serializers.IntegerField(help_text="The task to stop.")
+    reason = serializers.CharField(help_text="reclaim, budget, canceled, orphaned, ...")
+    grace_s = serializers.FloatField(help_text="Seconds between SIGTERM and SIGKILL.")
+
+
+class HeartbeatAnswerSerializer(serializers.Serializer):
+    worker = serializers.IntegerField()
+    state = serializers.CharField()
+    commands = StopCommandSerializer(many=True)
+    heartbeat_s = serializers.FloatField()
+    heartbeat_timeout_s = serializers.FloatField()
+
+
+class ClaimAnswerSerializer(serializers.Serializer):
+    tasks = ClaimedTaskSerializer(many=True)
+
+
+class ReportAnswerSerializer(serializers.Serializer):
+    task = serializers.IntegerField()
+    state = serializers.CharField()
+    yours = serializers.BooleanField(help_text="The task is still this worker's to run.")

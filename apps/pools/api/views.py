@@ -38,7 +38,7 @@ class EnrolView(APIView):
     authentication_classes = [EnrolmentTokenAuthentication]
     permission_classes = [HasEnrolmentToken]
 
-    @extend_schema(request=serializers.EnrolSerializer)
+    @extend_schema(request=serializers.EnrolSerializer, responses={201: serializers.EnrolledSerializer})
     def post(self, request):
         data = _valid(serializers.EnrolSerializer, request)
         now = timezone.now()
@@ -76,7 +76,7 @@ class WorkerView(APIView):
 class HeartbeatView(WorkerView):
     """I am alive, running these tasks; the answer carries stop commands."""
 
-    @extend_schema(request=serializers.HeartbeatSerializer)
+    @extend_schema(request=serializers.HeartbeatSerializer, responses=serializers.HeartbeatAnswerSerializer)
     def post(self, request):
         data = _valid(serializers.HeartbeatSerializer, request)
         try:
@@ -88,9 +88,7 @@ class HeartbeatView(WorkerView):
 class ClaimView(WorkerView):
     """Claim the next placed tasks of this worker's pool that fit its free GPUs."""
 
-    @extend_schema(
-        request=serializers.ClaimSerializer, responses=serializers.ClaimedTaskSerializer(many=True)
-    )
+    @extend_schema(request=serializers.ClaimSerializer, responses=serializers.ClaimAnswerSerializer)
     def post(self, request):
         data = _valid(serializers.ClaimSerializer, request)
         free = [milli(share) for share in data["slots"]] if "slots" in data else None
@@ -115,6 +113,10 @@ class TaskReportView(WorkerView):
     serializer_class = None
     service = None
 
+    def get_serializer_class(self):
+        return self.serializer_class
+
+    @extend_schema(responses=serializers.ReportAnswerSerializer)
     def post(self, request, task_id: int):
         data = _valid(self.serializer_class, request)
         worker = request.auth
