@@ -66,6 +66,11 @@ BAD = [
     (changed(["profiles", 0, "pools"], ["nowhere"]), "profiles[0].pools[0]: unknown pool 'nowhere'"),
     (changed(["profiles", 0, "gpus"], -0.5), "profiles[0].gpus: must be >= 0"),
     (changed(["profiles", 0, "gpus"], 0.0001), "profiles[0].gpus: must be a multiple of 0.001 GPU"),
+    (changed(["profiles", 0, "gpus"], 1.5), "profiles[0].gpus: above 1 a GPU size must be whole, got 1.5"),
+    (
+        with_event({"at": 1, "submit": {"id": "x", "resource": "a-any", "gpus": 1.25, "duration_s": 1}}),
+        "events[1].submit.gpus: above 1 a GPU size must be whole",
+    ),
     (changed(["policies", 0, "limit"], 0.5), "policies[0].limit: 0.5 GPUs is below the reservation of 1 GPU"),
     (changed(["policies", 0, "reservaton"], 1), "policies[0].reservaton: unknown field"),
     (changed(["policies", 0, "parent"], "ghost"), "policies[0].parent: unknown policy 'ghost'"),

@@ -196,7 +196,7 @@ def _profile(v, field: str, pool_names: set[str]) -> ProfileSpec:
         raise ScenarioError(f"{field}.pools: a pool is listed twice")
     return ProfileSpec(
         _name(o["name"], f"{field}.name"),
-        _gpus(o["gpus"], f"{field}.gpus"),
+        _size(o["gpus"], f"{field}.gpus"),
         _milli(o.get("time_weight", 1), f"{field}.time_weight"),
         pools,
         _bool(o.get("size_from_task", False), f"{field}.size_from_task"),
@@ -354,7 +354,7 @@ def _submit(body, field, resources, profiles, limit, submitted) -> Submit:
     profile = profiles[resources[resource].profile]
     size = profile.size
     if "gpus" in o:
-        size = _gpus(o["gpus"], f"{field}.gpus")
+        size = _size(o["gpus"], f"{field}.gpus")
         if not profile.size_from_task and size != profile.size:
             raise ScenarioError(
                 f"{field}.gpus: profile {profile.name!r} has a fixed size of {_g(profile.size)}"
@@ -440,6 +440,14 @@ def _scaled(v, field: str, scale: int, unit: str) -> int:
 
 def _gpus(v, field: str) -> int:
     return _scaled(v, field, MILLI, "0.001 GPU")
+
+
+def _size(v, field: str) -> int:
+    """A GPU size: a fraction in (0, 1) or a whole number of GPUs, as the domain's rule."""
+    size = _gpus(v, field)
+    if size > MILLI and size % MILLI:
+        raise ScenarioError(f"{field}: above 1 a GPU size must be whole, got {_g(size)}")
+    return size
 
 
 def _milli(v, field: str) -> int:
