@@ -106,14 +106,19 @@ def _merged(windows, now: datetime) -> list[tuple[datetime, datetime]]:
     return [(start, end) for start, end in merged]
 
 
+# Sums per query: PostgreSQL allows 1,664 entries in a select list; a month of at most this many
+# disabled-engine windows takes one query, each further batch one more.
+CUTS_PER_QUERY = 400
+
+
 def _charged_by_kind(kinds, now: datetime) -> dict[str, dict[int, tuple[int, Decimal]]]:
     """Per budget period kind, per policy (own tasks only): (budget units, GPU-microseconds) of the
     intervals inside the current period, running ones counted up to ``now``, with disabled-engine
     windows taken out of the budget units (GPU time is the ledger's and keeps them).
 
-    Two queries whatever the number of kinds, windows and policies: the windows, then one grouped
-    query with a sum per (kind) and per (kind, window). Budget units are the engine core's:
-    milli-weight x microseconds, exact integers."""
+    Two queries whatever the number of kinds and policies (the windows, then one grouped query with
+    a sum per kind and per (kind, window)), and one more per ``CUTS_PER_QUERY`` windows beyond the
+    first batch. Budget units are the engine core's: milli-weight x microseconds, exact integers."""
     kinds = sorted(set(kinds))
     if not kinds:
         return {}
@@ -128,39 +133,45 @@ def _charged_by_kind(kinds, now: datetime) -> dict[str, dict[int, tuple[int, Dec
         .values_list("start", "end"),
         now,
     )
-    sums, cuts = {}, defaultdict(list)
+    spans = {f"span_{i}": _span(*bounds[kind]) for i, kind in enumerate(kinds)}
+    cuts: list[tuple[str, str, object]] = []
     for i, kind in enumerate(kinds):
         start, stop = bounds[kind]
-        sums[f"span_{i}"] = _span(start, stop)
         for j, (w_start, w_end) in enumerate(windows):
             lo, hi = max(w_start, start), min(w_end, stop)
             if lo < hi:
-                sums[f"cut_{i}_{j}"] = _span(lo, hi)
-                cuts[kind].append(f"cut_{i}_{j}")
-    rows = (
+                cuts.append((kind, f"cut_{i}_{j}", _span(lo, hi)))
+    intervals = (
         UsageInterval.objects.filter(start__lt=now)
         .filter(Q(end__isnull=True) | Q(end__gt=earliest))
         .values("policy_id", "time_weight", "gpus")
-        .annotate(**sums)
         .order_by()
     )
+    batches = [cuts[i : i + CUTS_PER_QUERY] for i in range(0, len(cuts), CUTS_PER_QUERY)] or [[]]
+    groups: dict[tuple, dict] = {}
+    for n, batch in enumerate(batches):
+        sums = {name: expression for _, name, expression in batch}
+        for row in intervals.annotate(**(spans if n == 0 else {}), **sums):
+            key = (row["policy_id"], row["time_weight"], row["gpus"])
+            groups.setdefault(key, {}).update(row)
     result: dict[str, dict[int, list]] = {kind: defaultdict(lambda: [0, Decimal(0)]) for kind in kinds}
-    for row in rows:
-        weight = to_milli(row["time_weight"])
+    for (policy_id, time_weight, gpus), row in groups.items():
+        weight = to_milli(time_weight)
         for i, kind in enumerate(kinds):
-            micros = max(_micros(row[f"span_{i}"]), 0)
+            micros = max(_micros(row.get(f"span_{i}")), 0)
             if not micros:
                 continue
-            charged = micros - sum(max(_micros(row[cut]), 0) for cut in cuts[kind])
-            entry = result[kind][row["policy_id"]]
-            entry[0] += charged * weight
-            entry[1] += micros * row["gpus"]
+            taken = sum(max(_micros(row.get(name)), 0) for k, name, _ in cuts if k == kind)
+            entry = result[kind][policy_id]
+            entry[0] += (micros - taken) * weight
+            entry[1] += micros * gpus
     return {kind: {pk: (units, gpu_us) for pk, (units, gpu_us) in by.items()} for kind, by in result.items()}
 
 
 def budget_units_used(policies, now: datetime, parents: dict[int, int | None]) -> dict[int, int]:
     """Budget units each budgeted policy (its subtree included) used in its current period, in a
-    fixed number of queries (two, none without a budgeted policy)."""
+    fixed number of queries (two, none without a budgeted policy; one more per 400 disabled windows
+    in a period beyond the first 400)."""
     budgeted = [p for p in policies if p.has_budget]
     charged = _charged_by_kind({p.budget_period for p in budgeted}, now)
     subtree = {

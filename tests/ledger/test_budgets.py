@@ -94,6 +94,21 @@ def test_disabled_engine_windows_are_not_charged(team):
     assert status.gpu_hours == Decimal("4.000")  # the ledger keeps the real 4 h on 1 GPU
 
 
+def test_thousands_of_disabled_windows_in_a_period_are_all_taken_out(team):
+    """More windows than one query's select list may hold (1,664 on PostgreSQL): the sums go in
+    batches and every window is still taken out once."""
+    _, child, resource = team
+    day = period_bounds(NOW, "day")[0]
+    interval(resource, day, None)  # 12 h running since midnight, weight 2
+    DisabledWindow.objects.bulk_create(
+        DisabledWindow(start=day + timedelta(seconds=20 * i), end=day + timedelta(seconds=20 * i + 10))
+        for i in range(1800)
+    )  # 1,800 windows of 10 s in the first 10 hours: 5 h disabled
+    status = budget_status([child], now=NOW)[child.pk]
+    assert status.used_hours == Decimal("14.000")  # (12 - 5) h x weight 2
+    assert status.gpu_hours == Decimal("12.000")
+
+
 def test_used_up_when_nothing_is_left(team):
     _, child, resource = team
     interval(resource, NOW - timedelta(hours=6), NOW - timedelta(hours=1))
