@@ -92,6 +92,8 @@ def _tables(request, *tables, per_page: int = 25):
 
 
 def _page(request, template: str, context: dict, tables=(), status: int = 200):
+    if status == 400 and request.GET.get("export"):
+        return HttpResponseBadRequest("export: a filter refuses its value (the page names the field).")
     exported = _tables(request, *tables)
     if exported is not None:
         return exported

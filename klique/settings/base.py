@@ -212,8 +212,8 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ACKS_LATE = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Periodic work; each entry's ``expires`` equals its interval so a slow run never piles up. The
-# pass, the meter and the worker sweep each have their own queue, so that one slow run delays
-# neither of the others (workers consume ``-Q engine,meter,sweep,celery``).
+# pass, the meter and the worker sweep each have their own queue, so each can be given a worker
+# of its own (the Procfile's one worker consumes ``-Q engine,meter,sweep,celery``).
 ENGINE_PASS_INTERVAL_S = float(os.environ.get("ENGINE_PASS_INTERVAL_S", "1"))
 LOW_WATERMARK_S = int(os.environ.get("LOW_WATERMARK_S", "900"))
 PASS_LOG_DAYS = int(os.environ.get("PASS_LOG_DAYS", "7"))

@@ -14,7 +14,12 @@ class Refused(Exception):
 
 
 class Rejected(Exception):
-    """Any other 4xx: the request itself is wrong (or names another pool's task); retrying won't help."""
+    """Any other 4xx: the request itself is wrong (or names another pool's task); retrying won't help.
+    A 409 on a claim is the exception: the worker was marked lost and must heartbeat first."""
+
+    def __init__(self, message: str, status: int):
+        super().__init__(message)
+        self.status = status
 
 
 class ControlPlane:
@@ -41,7 +46,7 @@ class ControlPlane:
         if answer.status_code in (408, 429) or answer.status_code >= 500:
             raise Unreachable(f"HTTP {answer.status_code}")
         if answer.status_code >= 400:
-            raise Rejected(f"HTTP {answer.status_code}: {answer.text[:300]}")
+            raise Rejected(f"HTTP {answer.status_code}: {answer.text[:300]}", answer.status_code)
         try:
             return answer.json()
         except ValueError as error:

@@ -289,11 +289,15 @@ class Daemon:
         try:
             tasks = self.client.claim(body)
         except Rejected as error:
-            # A lost worker is refused work until it heartbeats again (409): heartbeat now.
-            log.warning("claim refused", extra={"fields": {"error": str(error)}})
             self.recovered()
-            self.next_heartbeat = 0.0
-            self.next_claim = now + self.settings.poll_min_s
+            if error.status == 409:
+                # A lost worker is refused work until it heartbeats again: heartbeat now.
+                log.warning("claim refused: marked lost", extra={"fields": {"error": str(error)}})
+                self.next_heartbeat = 0.0
+                self.next_claim = now + self.settings.poll_min_s
+            else:
+                log.error("claim rejected", extra={"fields": {"error": str(error)}})
+                self.next_claim = now + self.settings.poll_max_s
             return
         self.recovered()
         for task in tasks:

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from apps.ledger.models import UsageInterval
 from apps.pools import services
+from apps.pools.api import serializers
 from apps.pools.models import TaskLog, Worker
 from apps.tasks import selectors
 from apps.tasks import services as lifecycle
@@ -126,11 +127,24 @@ def test_a_heartbeat_answers_stop_commands_for_preempted_and_canceled_work(pool,
     lifecycle.request_stop_many([Task.objects.get(pk=reclaimed.pk)], Task.StopReason.RECLAIM, now)
     lifecycle.cancel(canceled, at=now)
     ids = [reclaimed.pk, canceled.pk, running.pk]
-    commands = client.post(HEARTBEAT, {"tasks": ids}, format="json").json()["commands"]
+    answer = client.post(HEARTBEAT, {"tasks": ids}, format="json").json()
+    commands = answer["commands"]
     assert sorted(commands, key=lambda c: c["stop"]) == [
         {"stop": reclaimed.pk, "reason": "preempted", "why": "reclaim", "grace_s": 30},
         {"stop": canceled.pk, "reason": "canceled", "why": "canceled", "grace_s": 30},
     ]
+    assert_matches_published_schema(answer, serializers.HeartbeatAnswerSerializer)
+
+
+def assert_matches_published_schema(answer: dict, serializer_class) -> None:
+    """Every key the API answers is one the schema publishes, nested lists of objects too."""
+    fields = serializer_class().fields
+    assert set(answer) <= set(fields), set(answer) - set(fields)
+    for name, value in answer.items():
+        child = getattr(fields[name], "child", None)
+        if isinstance(value, list) and child is not None and hasattr(child, "fields"):
+            for item in value:
+                assert set(item) <= set(child.fields), set(item) - set(child.fields)
 
 
 def test_a_heartbeat_names_orphans_the_worker_must_kill(pool, enrol, place):

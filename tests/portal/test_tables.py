@@ -189,6 +189,21 @@ def test_it_filters_the_engine_passes_by_outcome_and_duration(login, busy):
     assert client.get("/it/?s-slower_than=fast").status_code == 400
 
 
+@pytest.mark.parametrize(
+    "who, url",
+    [
+        ("it", "/it/?s-slower_than=abc&export=csv&table=passes"),
+        ("it", "/it/?p-kind=moon&export=csv&table=pools"),
+        ("finance", "/finance/?g-group=999999&export=csv&table=groups"),
+        ("finance", "/finance/?g-level=galaxy&export=csv&table=groups"),
+    ],
+)
+def test_an_export_with_a_refused_filter_is_refused_not_exported_unfiltered(login, estate, who, url):
+    response = login(who).get(url)
+    assert response.status_code == 400
+    assert "text/csv" not in response.get("Content-Type", "")
+
+
 def test_a_filter_form_keeps_the_pages_other_filters_and_sorting(login, estate):
     page = login("it").get("/it/?q-group=rank&queues-sort=name&p-kind=hpc&pools-page=1").content.decode()
     pool_form = page.split('id="pools"', 1)[1].split("</form>", 1)[0]

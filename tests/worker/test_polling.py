@@ -149,3 +149,23 @@ def test_heartbeats_come_every_interval_within_ten_percent():
     assert all(1.8 - STEP <= gap <= 2.2 + 2 * STEP for gap in gaps)
     assert min(gaps) < 1.85 and max(gaps) > 2.15
     assert {(a, b) for a, b, _ in rng.draws} == {(0.9, 1.1)}
+
+
+def test_a_claim_rejected_for_another_reason_than_lost_backs_off_to_poll_max_without_heartbeating():
+    from klique.worker.client import Rejected
+
+    clock = Clock()
+    control = ScriptedControlPlane(clock)
+
+    def refuse(body):
+        control._call("claim", body)
+        raise Rejected("HTTP 400: max_tasks: must be at least 1", 400)
+
+    control.claim = refuse
+    d = daemon(clock, control, random.Random(1))
+    run_for(d, clock, 1)  # enrol, the first heartbeat, the first claim
+    heartbeats = len(control.times("heartbeat"))
+    run_for(d, clock, 12)
+    claims = control.times("claim")
+    assert [round(b - a) for a, b in zip(claims, claims[1:], strict=False)] == [10]
+    assert len(control.times("heartbeat")) - heartbeats <= 3  # only the regular heartbeats

@@ -120,7 +120,10 @@ class EnrolledSerializer(serializers.Serializer):
 
 class StopCommandSerializer(serializers.Serializer):
     stop = serializers.IntegerField(help_text="The task to stop.")
-    reason = serializers.CharField(help_text="reclaim, budget, canceled, orphaned, ...")
+    reason = serializers.CharField(
+        help_text="preempted (the task goes back to its queue), canceled, or orphaned (no longer yours)."
+    )
+    why = serializers.CharField(required=False, help_text="The stop reason: reclaim, budget, canceled, ...")
     grace_s = serializers.FloatField(help_text="Seconds between SIGTERM and SIGKILL.")
 
 
