@@ -154,6 +154,9 @@ def _charged_by_kind(kinds, now: datetime) -> dict[str, dict[int, tuple[int, Dec
         for row in intervals.annotate(**(spans if n == 0 else {}), **sums):
             key = (row["policy_id"], row["time_weight"], row["gpus"])
             groups.setdefault(key, {}).update(row)
+    cut_names = defaultdict(list)
+    for kind, name, _ in cuts:
+        cut_names[kind].append(name)
     result: dict[str, dict[int, list]] = {kind: defaultdict(lambda: [0, Decimal(0)]) for kind in kinds}
     for (policy_id, time_weight, gpus), row in groups.items():
         weight = to_milli(time_weight)
@@ -161,7 +164,7 @@ def _charged_by_kind(kinds, now: datetime) -> dict[str, dict[int, tuple[int, Dec
             micros = max(_micros(row.get(f"span_{i}")), 0)
             if not micros:
                 continue
-            taken = sum(max(_micros(row.get(name)), 0) for k, name, _ in cuts if k == kind)
+            taken = sum(max(_micros(row.get(name)), 0) for name in cut_names[kind])
             entry = result[kind][policy_id]
             entry[0] += (micros - taken) * weight
             entry[1] += micros * gpus

@@ -91,18 +91,17 @@ def _tables(request, *tables, per_page: int = 25):
     return SafeExport("csv", names[name]).response(f"{name}.csv")
 
 
-def _page(request, template: str, context: dict, tables=(), status: int = 200):
-    if status == 400 and request.GET.get("export"):
-        return HttpResponseBadRequest("export: a filter refuses its value (the page names the field).")
+def _page(request, template: str, context: dict, tables=(), filters=(), status: int = 200):
+    """The page, or one of its tables as CSV. A filter that refuses its value (the reason is on
+    its field) makes the page a 400, and refuses the export rather than export unfiltered rows."""
+    if not all(found.is_valid() for found in filters):
+        if request.GET.get("export"):
+            return HttpResponseBadRequest("export: a filter refuses its value (the page names the field).")
+        status = 400
     exported = _tables(request, *tables)
     if exported is not None:
         return exported
     return render(request, template, context, status=status)
-
-
-def _status(*filters) -> int:
-    """400 when a filter refuses a value (the reason is on its field), else 200."""
-    return 200 if all(found.is_valid() for found in filters) else 400
 
 
 def _kept(rows: list, found, pk) -> list:
@@ -197,7 +196,7 @@ def leadership(request):
         "portal/leadership.html",
         context,
         [context["units"], context["cloud"]],
-        status=_status(units_filter, cloud_filter),
+        [units_filter, cloud_filter],
     )
 
 
@@ -260,8 +259,8 @@ def it(request):
         ],
     }
     tables = [context[name] for name in ("pools", "queues", "budgets", "passes", "events")]
-    status = _status(queues, events, pool_filter, budget_filter, pass_filter)
-    return _page(request, "portal/it.html", context, tables, status=status)
+    filters = [queues, events, pool_filter, budget_filter, pass_filter]
+    return _page(request, "portal/it.html", context, tables, filters)
 
 
 @login_required
@@ -307,7 +306,7 @@ def finance(request):
         "portal/finance.html",
         context,
         [context["groups"], context["prices"]],
-        status=_status(groups_filter, prices_filter),
+        [groups_filter, prices_filter],
     )
 
 
@@ -365,7 +364,7 @@ def department(request, slug: str):
         "portal/department.html",
         context,
         [context["teams"], context["changes"]],
-        status=_status(teams_filter, changes_filter),
+        [teams_filter, changes_filter],
     )
 
 
@@ -455,9 +454,8 @@ def _team_page(request, group: Group, *, add_form=None, status: int = 200):
         "project_filter": project_filter,
         "charts": team_charts,
     }
-    if status == 200:
-        status = _status(member_filter, project_filter)
-    return _page(request, "portal/team.html", context, [member_table, project_table], status=status)
+    tables, filters = [member_table, project_table], [member_filter, project_filter]
+    return _page(request, "portal/team.html", context, tables, filters, status=status)
 
 
 @login_required
@@ -577,9 +575,14 @@ def work(request):
             )
         ],
     }
-    status = 400 if form.errors else _status(found, resource_filter)
+    tables = [context["tasks"], context["resources"]]
     return _page(
-        request, "portal/work.html", context, [context["tasks"], context["resources"]], status=status
+        request,
+        "portal/work.html",
+        context,
+        tables,
+        [found, resource_filter],
+        status=400 if form.errors else 200,
     )
 
 
