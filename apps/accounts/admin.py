@@ -3,6 +3,7 @@ from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
 
 from apps.accounts import services
 from apps.accounts.models import ApiToken, Group, Membership, Project, User
+from apps.core.fields import PLAIN_NUMBERS
 
 
 class MembershipInline(admin.TabularInline):
@@ -75,6 +76,7 @@ class MembershipAdmin(admin.ModelAdmin):
 
 @admin.register(Project)
 class ProjectAdmin(admin.ModelAdmin):
+    formfield_overrides = PLAIN_NUMBERS
     list_display = ["name", "group"]
     search_fields = ["name", "group__name"]
     list_filter = ["group"]

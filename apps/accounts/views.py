@@ -9,6 +9,7 @@ from django.views.decorators.http import require_POST
 
 from apps.accounts import selectors, services
 from apps.accounts.forms import ApiTokenForm
+from apps.core import throttles
 
 
 @never_cache
@@ -16,6 +17,8 @@ from apps.accounts.forms import ApiTokenForm
 def tokens(request):
     """List, create (the token is shown once, on this response only) and revoke tokens."""
     form, raw = ApiTokenForm(), None
+    if request.method == "POST" and (refused := throttles.refused(request, "token")):
+        return refused
     if request.method == "POST":
         form = ApiTokenForm(request.POST)
         if form.is_valid():

@@ -1,10 +1,13 @@
 """GPU amounts: decimals with three places in the database, integer milli-GPUs in the engine.
 
 A size is either a fraction in (0, 1) with at most three decimals, or a whole number of GPUs
-(0 means CPU only). Never floats.
+(0 means CPU only). Never floats. Text is read only in plain ASCII decimal notation
+(``apps.core.numbers``): ``"1_0"``, ``"１"`` or ``"1e1"`` is not a number of GPUs.
 """
 
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
+
+from apps.core.numbers import NotPlain, plain_decimal
 
 GPU_MAX_DIGITS = 10
 GPU_DECIMAL_PLACES = 3
@@ -24,12 +27,18 @@ def from_milli(milli: int) -> Decimal:
     return (Decimal(milli) / MILLI).quantize(Decimal("0.001"))
 
 
+def parse_gpu_amount(amount) -> Decimal:
+    """A GPU amount as a ``Decimal``: a JSON number, a ``Decimal`` or plain decimal text, else
+    ``NotPlain``. Every field that reads GPUs (API, portal, admin) reads them through this."""
+    return plain_decimal(amount)
+
+
 def gpu_amount_error(amount) -> str | None:
     """The reason a GPU amount (a capacity, a reservation, a limit) is invalid, or None."""
     try:
-        value = Decimal(amount)
-    except (InvalidOperation, TypeError, ValueError):
-        return "Enter a number of GPUs."
+        value = parse_gpu_amount(amount)
+    except NotPlain:
+        return "Enter a number of GPUs in plain decimal notation (e.g. 2 or 0.5)."
     if not value.is_finite():
         return "Enter a finite number of GPUs."
     if value < 0:
@@ -44,7 +53,7 @@ def gpu_size_error(amount) -> str | None:
     error = gpu_amount_error(amount)
     if error:
         return error
-    value = Decimal(amount)
+    value = parse_gpu_amount(amount)
     if value > 1 and value != value.to_integral_value():
         return "A GPU size above 1 must be a whole number of GPUs; fractions are between 0 and 1."
     return None

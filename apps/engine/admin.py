@@ -1,5 +1,6 @@
 from django.contrib import admin, messages
 
+from apps.core.fields import PLAIN_NUMBERS
 from apps.engine import services
 from apps.engine.models import DisabledWindow, EngineSwitch, PassRecord
 
@@ -53,6 +54,8 @@ class DisabledWindowAdmin(admin.ModelAdmin):
 @admin.register(PassRecord)
 class PassRecordAdmin(admin.ModelAdmin):
     """The pass log."""
+
+    formfield_overrides = PLAIN_NUMBERS
 
     list_display = [
         "started_at",

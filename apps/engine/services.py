@@ -150,14 +150,22 @@ def _counting_queries():
         yield count
 
 
-def _load_consistent(now):
+def _load_consistent(now=None):
     """Read the whole snapshot from one consistent view of the database (a repeatable-read
-    transaction of its own; inside a caller's transaction, that transaction's view)."""
+    transaction of its own; inside a caller's transaction, that transaction's view).
+
+    Without ``now``, the pass's time is taken once the view is fixed: every end the view shows
+    was stamped before it committed, so the pass never places work into freed room at a time
+    before that room was freed (the ledger would charge both at once, above the pool's capacity).
+    """
     outermost = not connection.in_atomic_block
     with transaction.atomic():
-        if connection.vendor == "postgresql" and outermost:
-            with connection.cursor() as cursor:
+        with connection.cursor() as cursor:
+            if connection.vendor == "postgresql" and outermost:
                 cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            if now is None:
+                cursor.execute("SELECT 1")  # the view is fixed by the transaction's first query
+                now = timezone.now()
         return load(now)
 
 
@@ -191,7 +199,6 @@ def run_pass(now=None) -> PassRecord:
     leaves the whole pass, recorded, or none of it.
     """
     started = timezone.now()
-    now = now or started
     with exclusive_pass() as acquired:
         if not acquired:
             return _record(started_at=started, skipped=True, skip_reason="another pass running")
@@ -200,6 +207,7 @@ def run_pass(now=None) -> PassRecord:
         with _counting_queries() as queries:
             t0 = time.perf_counter()
             loaded = _load_consistent(now)
+            now = loaded.snapshot.now
             t1 = time.perf_counter()
             decisions = core.allocate(loaded.snapshot)
             t2 = time.perf_counter()

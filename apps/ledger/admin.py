@@ -1,10 +1,12 @@
 from django.contrib import admin
 
+from apps.core.fields import PLAIN_NUMBERS
 from apps.ledger.models import UsageInterval
 
 
 @admin.register(UsageInterval)
 class UsageIntervalAdmin(admin.ModelAdmin):
+    formfield_overrides = PLAIN_NUMBERS
     list_display = ["task", "user", "policy", "pool", "gpus", "time_weight", "start", "end"]
     list_filter = ["pool", "gpu_type", "policy"]
     search_fields = ["task__name", "user__username"]

@@ -3,15 +3,18 @@ from decimal import Decimal
 
 from django import forms
 from django.contrib import admin
-from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
+from django.core.exceptions import NON_FIELD_ERRORS, FieldDoesNotExist, ValidationError
 from django.db.models import Count, Q
 
+from apps.core.fields import PLAIN_NUMBERS, PlainIntegerFormField
 from apps.policies import services
 from apps.policies.models import ComputeResource, PolicyChange, Profile, ProfilePool, ResourcePolicy
 
 
 class PoolOrderInline(admin.TabularInline):
     """The profile's pools in order: work goes to the first pool with capacity, then the next."""
+
+    formfield_overrides = PLAIN_NUMBERS
 
     model = ProfilePool
     fk_name = "profile"
@@ -42,6 +45,8 @@ class LinkRowForm(forms.ModelForm):
 class QueuingOrderInline(admin.TabularInline):
     """The profile's policies in queuing priority: the first group's work is placed first."""
 
+    formfield_overrides = PLAIN_NUMBERS
+
     model = ComputeResource
     form = LinkRowForm
     fk_name = "profile"
@@ -56,6 +61,7 @@ class QueuingOrderInline(admin.TabularInline):
 
 @admin.register(Profile)
 class ProfileAdmin(admin.ModelAdmin):
+    formfield_overrides = PLAIN_NUMBERS
     list_display = ["name", "gpus", "size_from_task", "time_weight", "pool_order"]
     list_filter = ["size_from_task"]
     search_fields = ["name", "description"]
@@ -81,6 +87,7 @@ class ProfileAdmin(admin.ModelAdmin):
 
 
 class PolicyComputeResourceInline(admin.TabularInline):
+    formfield_overrides = PLAIN_NUMBERS
     model = ComputeResource
     fk_name = "policy"
     fields = ["name", "profile", "queuing_rank", "enabled"]
@@ -92,9 +99,69 @@ class PolicyComputeResourceInline(admin.TabularInline):
 _budget_statuses: ContextVar[dict | None] = ContextVar("budget_statuses", default=None)
 
 
+class ResourcePolicyForm(forms.ModelForm):
+    """The policy's form carries the version it was rendered from. The admin validates and saves a
+    change in one transaction, so ``clean`` takes the quota write's locks (``lock_policies``) and
+    checks the version before the rules run: a policy saved since is refused, and the form shows
+    the current values instead of overwriting them."""
+
+    seen_version = PlainIntegerFormField(
+        widget=forms.HiddenInput, required=False, min_value=1, help_text="The policy's version when shown."
+    )
+
+    class Meta:
+        model = ResourcePolicy
+        fields = ["group", "reservation", "limit", "budget_hours", "budget_period", "alert_threshold"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        changing = self.instance.pk is not None
+        self.fields["seen_version"].required = changing
+        if changing:
+            self.fields["seen_version"].initial = self.instance.version
+
+    def clean(self):
+        cleaned = super().clean()
+        if self.instance.pk is not None and cleaned.get("seen_version") is not None:
+            moved_to = ResourcePolicy(group=cleaned.get("group") or self.instance.group)
+            try:
+                services.lock_policies(
+                    [self.instance, moved_to], versions={self.instance.pk: cleaned["seen_version"]}
+                )
+            except services.QuotaChanged as changed:
+                self._show(changed.current[0])
+                raise ValidationError(changed.message, code="stale") from None
+        return cleaned
+
+    def _post_clean(self):
+        if not self.stale:
+            super()._post_clean()
+
+    def _show(self, current: ResourcePolicy) -> None:
+        """Render the stored values and version, so that saving again is a decision on them."""
+        data = self.data.copy()
+        for name in self.fields:
+            try:
+                attname = ResourcePolicy._meta.get_field(name).attname
+            except FieldDoesNotExist:
+                continue
+            value = getattr(current, attname)
+            data[self.add_prefix(name)] = "" if value is None else value
+        data[self.add_prefix("seen_version")] = current.version
+        self.data = data
+
+    @property
+    def stale(self) -> bool:
+        return any(error.code == "stale" for error in self.errors.as_data().get(NON_FIELD_ERRORS, []))
+
+
 @admin.register(ResourcePolicy)
 class ResourcePolicyAdmin(admin.ModelAdmin):
     """Policies with live columns: GPUs in use (subtree), borrowed, waiting, budget used and left."""
+
+    formfield_overrides = PLAIN_NUMBERS
+
+    form = ResourcePolicyForm
 
     list_display = [
         "group",
@@ -165,13 +232,18 @@ class ResourcePolicyAdmin(admin.ModelAdmin):
         return status.run_out_text()
 
     def save_model(self, request, obj, form, change):
-        before = services.quota_of(ResourcePolicy.objects.get(pk=obj.pk)) if change else None
-        super().save_model(request, obj, form, change)
-        if before is not None:
-            services.record_quota_change(obj, before, actor=request.user, via=PolicyChange.Via.ADMIN)
+        services.save_policy(
+            obj, version=form.cleaned_data.get("seen_version"), actor=request.user, via=PolicyChange.Via.ADMIN
+        )
+
+    def render_change_form(self, request, context, *args, **kwargs):
+        response = super().render_change_form(request, context, *args, **kwargs)
+        if getattr(context.get("adminform"), "form", None) is not None and context["adminform"].form.stale:
+            response.status_code = 409
+        return response
 
     fieldsets = [
-        (None, {"fields": ["group"]}),
+        (None, {"fields": ["group", "seen_version"]}),
         ("How much at once", {"fields": ["reservation", "limit"]}),
         ("How long", {"fields": ["budget_hours", "budget_period", "alert_threshold"]}),
     ]
@@ -179,6 +251,7 @@ class ResourcePolicyAdmin(admin.ModelAdmin):
 
 @admin.register(ComputeResource)
 class ComputeResourceAdmin(admin.ModelAdmin):
+    formfield_overrides = PLAIN_NUMBERS
     list_display = ["name", "policy", "profile", "queuing_rank", "enabled"]
     list_filter = ["enabled", "profile"]
     search_fields = ["name", "policy__group__name", "profile__name"]

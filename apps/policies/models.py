@@ -108,6 +108,11 @@ class ResourcePolicy(models.Model):
         validators=[MinValueValidator(1), MaxValueValidator(100)],
         help_text="Warn admins and the group once per period when this share of the budget is used.",
     )
+    version = models.PositiveIntegerField(
+        default=1,
+        editable=False,
+        help_text="Counts the saves of this policy; a form that carries an older version is refused.",
+    )
 
     class Meta:
         ordering = ["group__name"]

@@ -2,9 +2,15 @@
 
 Every write runs the rules of ``apps.policies.rules`` (through ``full_clean``) inside a transaction,
 so a change that breaks one is refused whole, with the field and the reason.
+
+Quota writes (a policy's reservation, limit or time budget) run one at a time per parent: each first
+locks the rows it writes and their parent policy (``lock_policies``), then reads, checks and saves,
+so two writes under one parent cannot both pass the sum rules on values the other is changing. A
+write that comes from a form carries the ``version`` of each row the form showed; a row saved since
+is refused with ``QuotaChanged`` (nothing saved), never overwritten.
 """
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
 
 from django.db import transaction
@@ -13,7 +19,9 @@ from django.utils import timezone
 
 from apps.accounts.models import Group
 from apps.core.writes import validated_save
+from apps.policies import selectors
 from apps.policies.models import ComputeResource, PolicyChange, Profile, ProfilePool, ResourcePolicy
+from apps.policies.rules import fmt
 from apps.pools.models import Pool
 
 
@@ -111,23 +119,114 @@ def set_queuing_order(profile: Profile, policies: Sequence[ResourcePolicy]) -> N
 def create_policy(
     *, group: Group, reservation, limit, budget_hours=None, budget_period: str = "", alert_threshold: int = 80
 ) -> ResourcePolicy:
-    with transaction.atomic():
-        return validated_save(
-            ResourcePolicy(
-                group=group,
-                reservation=reservation,
-                limit=limit,
-                budget_hours=budget_hours,
-                budget_period=budget_period,
-                alert_threshold=alert_threshold,
-            )
+    return save_policy(
+        ResourcePolicy(
+            group=group,
+            reservation=reservation,
+            limit=limit,
+            budget_hours=budget_hours,
+            budget_period=budget_period,
+            alert_threshold=alert_threshold,
+        )
+    )
+
+
+class QuotaChanged(Exception):
+    """Someone else saved these policies after the form that carries their versions was rendered;
+    nothing was saved. ``current``: the policies as stored now."""
+
+    def __init__(self, current: Sequence[ResourcePolicy]):
+        self.current = list(current)
+        super().__init__(self.message)
+
+    @property
+    def message(self) -> str:
+        names = [policy.group.name for policy in self.current]
+        now = "; ".join(f"{policy.group.name}: {quota_text(policy)}" for policy in self.current)
+        return (
+            f"{' and '.join(names)} {'was' if len(names) == 1 else 'were'} changed by someone else since "
+            f"you opened this page, so nothing was saved. Here are the current values ({now}); "
+            "make your change on them and save again."
         )
 
 
-def update_policy(policy: ResourcePolicy, **fields) -> ResourcePolicy:
+def quota_text(policy: ResourcePolicy) -> str:
+    budget = (
+        f"time budget {fmt(policy.budget_hours)} h per {policy.budget_period}"
+        if policy.has_budget
+        else "no time budget"
+    )
+    return f"reservation {fmt(policy.reservation)}, limit {fmt(policy.limit)}, {budget}"
+
+
+def lock_policies(
+    policies: Iterable[ResourcePolicy], *, versions: Mapping[int, int] | None = None
+) -> dict[int, ResourcePolicy]:
+    """Lock the rows a quota write reads and writes, until the transaction ends: each saved policy of
+    ``policies`` and the parent policy of each (whose reservation, limit and budget its children
+    share; every write under that parent locks it too, so they run one after the other and each
+    reads the others' saved values). One statement locks them in primary-key order, so two writes
+    never wait on each other in a cycle. On SQLite, which has no row locks, the settings' IMMEDIATE
+    transactions serialize writers instead.
+
+    ``versions``: {policy id: the version a form showed}; a row saved since raises ``QuotaChanged``.
+    Returns the locked policies (parents included) as stored now, by id.
+    """
+    policies = list(policies)
+    ids = {policy.pk for policy in policies if policy.pk is not None}
+    ids |= selectors.parent_policy_ids_of({policy.group_id for policy in policies})
+    locked = {
+        policy.pk: policy
+        for policy in ResourcePolicy.objects.select_for_update(no_key=True)
+        .select_related("group")
+        .filter(pk__in=ids)
+        .order_by("pk")
+    }
+    stale = [
+        locked[pk] for pk, seen in (versions or {}).items() if pk in locked and locked[pk].version != seen
+    ]
+    if stale:
+        raise QuotaChanged(sorted(stale, key=lambda policy: policy.group.name))
+    return locked
+
+
+def save_policy(
+    policy: ResourcePolicy, *, version: int | None = None, actor=None, via: str = ""
+) -> ResourcePolicy:
+    """Save a new policy, or every field of a changed one as set on ``policy`` (the admin's form),
+    under the locks of ``lock_policies`` (the parents of its stored and its new group, if it moves).
+    ``version``: the version the form showed (a form must pass it, or a newer save would be
+    overwritten). With ``via``, a change is recorded in the audit trail."""
     with transaction.atomic():
-        ResourcePolicy.objects.select_for_update().filter(pk=policy.pk).first()
-        return validated_save(policy, **fields)
+        if policy.pk is None:
+            lock_policies([policy])
+            return validated_save(policy)
+        stored = ResourcePolicy.objects.only("group").get(pk=policy.pk)
+        seen = None if version is None else {policy.pk: version}
+        current = lock_policies([policy, stored], versions=seen)[policy.pk]
+        before = quota_of(current)
+        validated_save(policy, version=current.version + 1)
+        if via:
+            record_quota_change(policy, before, actor=actor, via=via)
+        return policy
+
+
+def update_policy(
+    policy: ResourcePolicy, *, version: int | None = None, actor=None, via: str = "", **fields
+) -> ResourcePolicy:
+    """Set ``fields`` on the policy as stored now (under the locks of ``lock_policies``) and save it
+    checked. The other fields keep their stored values, whatever ``policy`` holds; ``policy`` is
+    refreshed. ``version`` and ``via`` as for ``save_policy``."""
+    with transaction.atomic():
+        seen = None if version is None else {policy.pk: version}
+        current = lock_policies([policy], versions=seen)[policy.pk]
+        before = quota_of(current)
+        validated_save(current, version=current.version + 1, **fields)
+        if via:
+            record_quota_change(current, before, actor=actor, via=via)
+    for field in ResourcePolicy._meta.concrete_fields:
+        setattr(policy, field.attname, getattr(current, field.attname))
+    return policy
 
 
 def connect(*, policy: ResourcePolicy, profile: Profile, name: str = "") -> ComputeResource:

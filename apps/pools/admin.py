@@ -3,6 +3,7 @@ from django.db.models import Q, Sum
 from django.template.response import TemplateResponse
 from django.utils import timezone
 
+from apps.core.fields import PLAIN_NUMBERS
 from apps.policies import services as policies
 from apps.policies.models import ProfilePool
 from apps.pools import services
@@ -12,12 +13,15 @@ from apps.pools.selectors import reservations_behind
 
 @admin.register(GpuType)
 class GpuTypeAdmin(admin.ModelAdmin):
+    formfield_overrides = PLAIN_NUMBERS
     list_display = ["name", "memory_gb"]
     search_fields = ["name"]
 
 
 class ExecutionOrderInline(admin.TabularInline):
     """The pool's profiles in execution priority: the first one's work is placed first."""
+
+    formfield_overrides = PLAIN_NUMBERS
 
     model = ProfilePool
     fk_name = "pool"
@@ -31,6 +35,7 @@ class ExecutionOrderInline(admin.TabularInline):
 
 
 class WorkerInline(admin.TabularInline):
+    formfield_overrides = PLAIN_NUMBERS
     model = Worker
     fields = ["hostname", "state", "gpus", "last_heartbeat"]
     readonly_fields = fields
@@ -44,6 +49,7 @@ class WorkerInline(admin.TabularInline):
 
 @admin.register(Pool)
 class PoolAdmin(admin.ModelAdmin):
+    formfield_overrides = PLAIN_NUMBERS
     list_display = ["name", "kind", "gpu_type", "capacity", "in_use", "region", "enabled"]
     list_filter = ["kind", "gpu_type", "enabled", "region"]
     search_fields = ["name", "region"]
@@ -95,6 +101,8 @@ class PoolAdmin(admin.ModelAdmin):
 @admin.register(Worker)
 class WorkerAdmin(admin.ModelAdmin):
     """Workers come from enrolment; IT can only retire them (their tasks go back to the queues)."""
+
+    formfield_overrides = PLAIN_NUMBERS
 
     list_display = ["hostname", "pool", "mode", "state", "gpus", "free_gpus", "last_heartbeat", "enrolled_at"]
     list_filter = ["state", "mode", "pool"]

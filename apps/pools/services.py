@@ -23,6 +23,7 @@ from apps.pools.models import EnrolmentToken, GpuType, Pool, TaskLog, Worker, Wo
 from apps.tasks import services as lifecycle
 from apps.tasks.models import Task, TaskEvent
 from klique.worker import slots as gpu_slots
+from klique.worker.text import storable
 
 ENROLMENT_PREFIX = "kqe_"
 WORKER_PREFIX = "kqw_"
@@ -245,6 +246,8 @@ def claim(
         picked.append(Claimed(task, chosen))
         if len(picked) == max_tasks:
             break
+    # ``now`` was taken as the request began, maybe before a pass committed the placement it takes
+    now = max([now, *(c.task.placed_at for c in picked)])
     lifecycle.claim_many(worker, [c.task for c in picked], now)
     return picked
 
@@ -274,12 +277,11 @@ def _is_held(worker: Worker, task: Task) -> bool:
 
 def _save_log(worker: Worker, task: Task, tail: str | None, now: datetime) -> None:
     """Keep the output of the worker's own task (a retried report after the end included); another
-    worker of the pool cannot overwrite it."""
+    worker of the pool cannot overwrite it. Output is stored cleaned (``storable``), never refused."""
     if tail is None or task.worker_id != worker.pk:
         return
-    TaskLog.objects.update_or_create(
-        task=task, defaults={"worker": worker, "tail": tail[-TaskLog.MAX_CHARS :], "updated_at": now}
-    )
+    kept = storable(tail[-TaskLog.MAX_CHARS :])
+    TaskLog.objects.update_or_create(task=task, defaults={"worker": worker, "tail": kept, "updated_at": now})
 
 
 @transaction.atomic
@@ -321,6 +323,23 @@ def report_stopped(worker: Worker, task_id: int, *, at=None, log_tail=None, now:
     else:
         lifecycle.requeue_lost([task], RELEASED, now, ended_at=at)
     return task
+
+
+@transaction.atomic
+def report_start_failed(worker: Worker, task_id: int, *, error: str = "", at=None, now: datetime) -> Task:
+    """The worker could not start the work. It is not the pool letting go of it (``stopped``): the
+    task is tried again, up to ``WORKER_START_ATTEMPTS`` starts in all, then it ends failed with
+    the error (``apps.tasks.services.start_failed``)."""
+    task = _locked_task(worker, task_id)
+    if not _is_held(worker, task):
+        return task
+    return lifecycle.start_failed(
+        task,
+        error=storable(error),
+        at=_clamp(at, task, now),
+        attempts=settings.WORKER_START_ATTEMPTS,
+        worker=worker.hostname,
+    )
 
 
 @transaction.atomic

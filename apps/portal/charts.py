@@ -1,11 +1,15 @@
 """Charts built on the server with plotly from the selectors' figures, rendered by the plotly.js
-served from ``static/vendor/`` (no CDN). Decimals become floats here, for drawing only."""
+served from ``static/vendor/`` (no CDN). Decimals become floats here, for drawing only. Each chart
+is an empty box and its figure as JSON data; ``static/klique/charts.js`` draws it, so the pages
+need no inline script (the Content-Security-Policy allows none)."""
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
 import plotly.graph_objects as go
+from django.utils.html import format_html, json_script
 
 CONFIG = {"displaylogo": False, "responsive": True, "modeBarButtonsToRemove": ["select2d", "lasso2d"]}
 
@@ -25,7 +29,12 @@ def _render(chart_id: str, title: str, figure: go.Figure, y_title: str = "") -> 
         yaxis_title=y_title,
         autosize=True,
     )
-    html = figure.to_html(full_html=False, include_plotlyjs=False, div_id=chart_id, config=CONFIG)
+    drawing = json.loads(figure.to_json()) | {"config": CONFIG}
+    html = format_html(
+        '<div id="{}" class="plotly-graph-div klique-chart"></div>{}',
+        chart_id,
+        json_script(drawing, f"{chart_id}-figure"),
+    )
     return Chart(title, html)
 
 

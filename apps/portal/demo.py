@@ -152,8 +152,9 @@ def demo_password() -> str:
 
 
 @transaction.atomic
-def seed() -> dict[str, int]:
-    """Create whatever of the demo estate is missing; return how many objects were created."""
+def seed(password: str | None = None) -> dict[str, int]:
+    """Create whatever of the demo estate is missing; return how many objects were created. New
+    demo users get ``password`` (the demo password by default)."""
     created = {"groups": 0, "pools": 0, "profiles": 0, "policies": 0, "compute resources": 0, "users": 0}
 
     groups: dict[str, Group] = {}
@@ -240,7 +241,7 @@ def seed() -> dict[str, int]:
             user = User.objects.create_user(
                 username=demo.username,
                 email=f"{demo.username}@acme.example",
-                password=demo_password(),
+                password=password or demo_password(),
                 first_name=first,
                 last_name=last,
             )

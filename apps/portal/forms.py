@@ -3,14 +3,13 @@
 from django import forms
 
 from apps.accounts.models import Project, User
-from apps.core.gpus import GPU_DECIMAL_PLACES, GPU_MAX_DIGITS
+from apps.core.fields import GpuAmountFormField, PlainDecimalFormField
 from apps.policies.models import ResourcePolicy
+from apps.tasks.limits import MAX_COMMAND_CHARS
 
 
 def gpu_field(label: str, **kwargs) -> forms.DecimalField:
-    return forms.DecimalField(
-        label=label, max_digits=GPU_MAX_DIGITS, decimal_places=GPU_DECIMAL_PLACES, min_value=0, **kwargs
-    )
+    return GpuAmountFormField(label=label, min_value=0, **kwargs)
 
 
 class QuotaForm(forms.Form):
@@ -18,11 +17,17 @@ class QuotaForm(forms.Form):
 
     reservation = gpu_field("Reservation (GPUs)")
     limit = gpu_field("Limit (GPUs)")
-    budget_hours = forms.DecimalField(
+    budget_hours = PlainDecimalFormField(
         label="Time budget (budget hours)", max_digits=12, decimal_places=3, min_value=0, required=False
     )
     budget_period = forms.ChoiceField(
         label="Period", choices=[("", "no budget"), *ResourcePolicy.Period.choices], required=False
+    )
+    version = forms.IntegerField(
+        label="Version shown",
+        min_value=1,
+        widget=forms.HiddenInput,
+        help_text="The row's version when shown.",
     )
 
     def __init__(self, *args, policy: ResourcePolicy, **kwargs):
@@ -32,6 +37,7 @@ class QuotaForm(forms.Form):
             "limit": policy.limit,
             "budget_hours": policy.budget_hours,
             "budget_period": policy.budget_period,
+            "version": policy.version,
         }
         super().__init__(*args, prefix=f"p{policy.pk}", initial=initial, **kwargs)
 
@@ -58,7 +64,11 @@ class SubmitForm(forms.Form):
         help_text="Only for a profile that takes the size from the task; empty: the profile's.",
     )
     name = forms.CharField(max_length=200, required=False)
-    command = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), help_text="What the worker runs.")
+    command = forms.CharField(
+        max_length=MAX_COMMAND_CHARS,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="What the worker runs.",
+    )
     project = forms.ModelChoiceField(queryset=None, required=False)
     checkpoint = forms.BooleanField(
         required=False, help_text="The work checkpoints, so a preempted run resumes."

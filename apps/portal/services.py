@@ -33,20 +33,32 @@ def _lowered(before: dict, after: dict) -> dict:
     return step
 
 
-def split_quota(parent: ResourcePolicy, values: dict[int, dict], *, actor: User) -> list[PolicyChange]:
+def split_quota(
+    parent: ResourcePolicy, values: dict[int, dict], *, actor: User, versions: dict[int, int] | None = None
+) -> list[PolicyChange]:
     """Set the reservation, limit and time budget of the policies directly below ``parent`` together,
     inside its totals. Every rule of ``apps.policies.rules`` is checked on the final split through
     ``update_policy``; if one is broken nothing is saved and ``SplitRefused`` names each broken rule.
-    Each changed policy gets an audit record with the values before and after."""
+    Each changed policy gets an audit record with the values before and after.
+
+    The parent and its children are locked first (``lock_policies``), so splits and other quota
+    writes under ``parent`` run one after the other. ``versions``: {policy id: version} of each row
+    as the form showed it; when one was saved since, the split is refused whole with
+    ``QuotaChanged`` (a stale form never overwrites a newer change)."""
     children = {child.pk: child for child in child_policies(parent)}
     if set(values) - set(children):
         raise ValueError(f"policies not directly below {parent}: {sorted(set(values) - set(children))}")
-    before = {pk: policies.quota_of(children[pk]) for pk in values}
-    changed = {
-        pk: new for pk, new in values.items() if any(before[pk][f] != new[f] for f in policies.QUOTA_FIELDS)
-    }
     errors: dict[int, dict[str, list[str]]] = {}
     with transaction.atomic():
+        locked = policies.lock_policies(children.values(), versions=versions)
+        children = {pk: locked[pk] for pk in children}
+        before = {pk: policies.quota_of(children[pk]) for pk in values}
+        wanted = {pk: {f: row[f] for f in policies.QUOTA_FIELDS} for pk, row in values.items()}
+        changed = {
+            pk: new
+            for pk, new in wanted.items()
+            if any(before[pk][f] != new[f] for f in policies.QUOTA_FIELDS)
+        }
         for step in (_lowered, lambda old, new: new):
             for pk, new in changed.items():
                 if pk in errors:

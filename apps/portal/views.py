@@ -21,6 +21,7 @@ from apps.ledger.selectors import visible_groups
 from apps.ledger.tables import UsageTable
 from apps.policies.models import ResourcePolicy
 from apps.policies.selectors import child_policies, submittable_resources
+from apps.policies.services import QuotaChanged
 from apps.pools.models import Pool
 from apps.pools.selectors import estate_overview
 from apps.portal import charts, selectors, services
@@ -382,8 +383,20 @@ def split(request, slug: str):
     if request.method == "POST":
         if all(form.is_valid() for form in forms):
             values = {form.policy.pk: form.cleaned_data for form in forms}
+            versions = {pk: row["version"] for pk, row in values.items()}
             try:
-                changes = services.split_quota(policy, values, actor=request.user)
+                changes = services.split_quota(policy, values, actor=request.user, versions=versions)
+            except QuotaChanged as changed:
+                # Someone saved since this page was shown: show the current values, save nothing.
+                policy = _policy(group)
+                children = sorted(child_policies(policy), key=lambda child: child.group.name)
+                context = {
+                    "group": group,
+                    "policy": policy,
+                    "forms": quota_forms(children),
+                    "conflict": changed.message,
+                }
+                return render(request, "portal/split.html", context, status=409)
             except services.SplitRefused as refused:
                 for form in forms:
                     for field, errors in refused.errors.get(form.policy.pk, {}).items():

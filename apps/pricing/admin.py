@@ -3,6 +3,7 @@ is audited; only finance and IT may change prices. The audit trail is read-only.
 
 from django.contrib import admin
 
+from apps.core.fields import PLAIN_NUMBERS
 from apps.pricing import selectors, services
 from apps.pricing.models import Price, PriceChange
 
@@ -11,6 +12,7 @@ VIA = PriceChange.Via.ADMIN
 
 @admin.register(Price)
 class PriceAdmin(admin.ModelAdmin):
+    formfield_overrides = PLAIN_NUMBERS
     list_display = ["gpu_type", "per_gpu_hour", "currency", "effective_from"]
     list_filter = ["gpu_type", "currency"]
     search_fields = ["gpu_type__name"]

@@ -2,6 +2,8 @@ from django import forms
 from django.contrib import admin
 from django.core.exceptions import ValidationError
 
+from apps.core.fields import PLAIN_NUMBERS, GpuAmountFormField
+from apps.core.parsers import JSONFormField
 from apps.tasks import services
 from apps.tasks.models import Channel, Schedule, ScheduleRun, Task, TaskEvent
 
@@ -19,9 +21,7 @@ class TaskEventInline(admin.TabularInline):
 
 
 class TaskAdminForm(forms.ModelForm):
-    gpus = forms.DecimalField(
-        required=False, decimal_places=3, help_text=Task._meta.get_field("gpus").help_text
-    )
+    gpus = GpuAmountFormField(required=False, help_text=Task._meta.get_field("gpus").help_text)
 
     class Meta:
         model = Task
@@ -36,6 +36,7 @@ class TaskAdminForm(forms.ModelForm):
             "channel",
             "checkpoint",
         ]
+        field_classes = {"spec": JSONFormField}  # the API's limits on JSON (apps/core/parsers.py)
 
     def clean(self):
         data = super().clean()
@@ -50,6 +51,7 @@ class TaskAdminForm(forms.ModelForm):
 
 @admin.register(Task)
 class TaskAdmin(admin.ModelAdmin):
+    formfield_overrides = PLAIN_NUMBERS
     form = TaskAdminForm
     list_display = [
         "id",
@@ -137,6 +139,8 @@ class ScheduleRunInline(admin.TabularInline):
 @admin.register(Schedule)
 class ScheduleAdmin(admin.ModelAdmin):
     """Schedules act as their owner, so IT reads them and can pause them but does not write them."""
+
+    formfield_overrides = PLAIN_NUMBERS
 
     list_display = ["name", "owner", "cron", "compute_resource", "active", "next_run_at", "stopped_reason"]
     list_filter = ["active"]

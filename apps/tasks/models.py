@@ -4,6 +4,7 @@ from django.conf import settings
 from django.db import models
 
 from apps.core.gpus import GPU_DECIMAL_PLACES, GPU_MAX_DIGITS
+from apps.tasks.limits import MAX_COMMAND_CHARS, validate_command_size, validate_spec_size
 
 
 class Channel(models.TextChoices):
@@ -36,6 +37,7 @@ class Task(models.Model):
         WORKER_LOST = "worker_lost", "Worker lost"
         UNCLAIMED = "unclaimed", "Not claimed in time"
         RELEASED = "released", "Released by the pool (e.g. requeued by Slurm)"
+        START_FAILED = "start_failed", "Its worker could not start it"
 
     name = models.CharField(max_length=200, blank=True)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="tasks")
@@ -51,8 +53,17 @@ class Task(models.Model):
         decimal_places=GPU_DECIMAL_PLACES,
         help_text="The task's size: the profile's, or the task's own if the profile takes it from the task.",
     )
-    command = models.TextField(help_text="The command the worker runs.")
-    spec = models.JSONField(default=dict, blank=True, help_text="Environment, image and other run options.")
+    command = models.TextField(
+        max_length=MAX_COMMAND_CHARS,
+        validators=[validate_command_size],
+        help_text="The command the worker runs.",
+    )
+    spec = models.JSONField(
+        default=dict,
+        blank=True,
+        validators=[validate_spec_size],
+        help_text="Environment, image and other run options.",
+    )
     channel = models.CharField(max_length=10, choices=Channel.choices, default=Channel.API)
     state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED, db_index=True)
     queue_seq = models.BigIntegerField(
@@ -92,6 +103,10 @@ class Task(models.Model):
     preemption_count = models.PositiveIntegerField(default=0)
     last_preemption_reason = models.CharField(max_length=20, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
+    failure = models.TextField(
+        blank=True,
+        help_text="Why the task failed without an exit code: the error its worker met starting it.",
+    )
 
     class Meta:
         ordering = ["-pk"]
@@ -120,6 +135,7 @@ class TaskEvent(models.Model):
         REQUEUED = "requeued", "Requeued"
         CLAIMED = "claimed", "Claimed by a worker"
         STARTED = "started", "Started"
+        START_FAILED = "start_failed", "Could not start"
         SUCCEEDED = "succeeded", "Succeeded"
         FAILED = "failed", "Failed"
         CANCEL_REQUESTED = "cancel_requested", "Cancel requested"
@@ -156,7 +172,7 @@ class Schedule(models.Model):
     compute_resource = models.ForeignKey(
         "policies.ComputeResource", on_delete=models.PROTECT, related_name="schedules"
     )
-    command = models.TextField()
+    command = models.TextField(max_length=MAX_COMMAND_CHARS, validators=[validate_command_size])
     gpus = models.DecimalField(
         "GPUs", max_digits=GPU_MAX_DIGITS, decimal_places=GPU_DECIMAL_PLACES, null=True, blank=True
     )
@@ -164,7 +180,7 @@ class Schedule(models.Model):
         "accounts.Project", null=True, blank=True, on_delete=models.PROTECT, related_name="schedules"
     )
     checkpoint = models.BooleanField(default=False)
-    spec = models.JSONField(default=dict, blank=True)
+    spec = models.JSONField(default=dict, blank=True, validators=[validate_spec_size])
     active = models.BooleanField(default=True)
     stopped_reason = models.CharField(max_length=500, blank=True, help_text="Why the schedule stopped.")
     stopped_at = models.DateTimeField(null=True, blank=True)

@@ -16,6 +16,7 @@ from apps.core.gpus import gpu_size_error
 from apps.ledger import services as ledger
 from apps.policies.models import ComputeResource
 from apps.policies.rules import fmt
+from apps.tasks.limits import size_errors
 from apps.tasks.models import Channel, Schedule, ScheduleRun, Task, TaskEvent
 
 
@@ -65,6 +66,9 @@ def submit(
         )
     if not command or not command.strip():
         raise ValidationError({"command": "Command is required."})
+    too_large = size_errors(command, spec)
+    if too_large:
+        raise ValidationError(too_large)
     if project is not None and project.group_id != compute_resource.policy.group_id:
         raise ValidationError(
             {"project": f"Project {project} does not belong to group {compute_resource.policy.group}."}
@@ -279,6 +283,32 @@ def cancel(task: Task, *, actor=None, at=None) -> Task:
     return task
 
 
+@transaction.atomic
+def start_failed(task: Task, *, error: str, at, attempts: int, worker: str = "") -> Task:
+    """The task's worker could not start its work (the OS refused to run the command, sbatch
+    refused the job). It goes back to the front of its queue (reason ``start_failed``) for another
+    try, on any worker of its pools, until its work has failed to start ``attempts`` times: then it
+    ends ``failed`` with the error as its ``failure``. A task being canceled ends canceled."""
+    if task.state not in Task.ACTIVE_STATES:
+        raise ValueError(f"task {task.pk} is {task.state}, not active")
+    _events([task], TaskEvent.Kind.START_FAILED, at, detail={"error": error, "worker": worker})
+    failures = task.events.filter(kind=TaskEvent.Kind.START_FAILED).count()
+    if task.stop_reason == Task.StopReason.CANCELED and task.state == Task.State.STOPPING:
+        stopped_many([task], at)
+    elif failures < attempts:
+        requeue_lost([task], Task.StopReason.START_FAILED, at, ended_at=at)
+    else:
+        ledger.close_intervals([task.pk], at)
+        task.state, task.ended_at, task.stop_reason, task.exit_code = Task.State.FAILED, at, "", None
+        where = f" on worker {worker}" if worker else ""
+        reason = error or "the worker gave no reason"
+        task.failure = f"Could not start{where} ({failures} of {attempts} attempts): {reason}"
+        task.save(update_fields=[*LIFECYCLE_FIELDS, "failure"])
+        detail = {"error": error, "attempts": failures}
+        _events([task], TaskEvent.Kind.FAILED, at, reason=Task.StopReason.START_FAILED, detail=detail)
+    return task
+
+
 def claim_many(worker, tasks, at) -> None:
     """A worker daemon of the tasks' pool took them; they stay placed (and charged) until started."""
     for task in tasks:
@@ -351,6 +381,7 @@ def _check_schedule(schedule: Schedule) -> None:
         errors["name"] = "Give the schedule a name."
     if not schedule.command.strip():
         errors["command"] = "Command is required."
+    errors.update(size_errors(schedule.command, schedule.spec))
     error = cron_error(schedule.cron)
     if error:
         errors["cron"] = error

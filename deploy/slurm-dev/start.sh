@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A one-node Slurm cluster for tests of an HPC pool: slurmctld, slurmd and slurmdbd (for sacct)
-# as root, four fake GPUs declared through GRES, everything under one folder.
+# as root, four fake GPUs declared through GRES, everything under one folder, with its own munged
+# (socket, key, pid, log and seed in DIR/munge), so it starts beside any other munged on the machine.
 #
 #   deploy/slurm-dev/start.sh [DIR]    (default /tmp/klique-slurm; prints `export SLURM_CONF=...`)
 #   deploy/slurm-dev/stop.sh  [DIR]
@@ -17,7 +18,8 @@ if [ -f "$dir/slurmctld.pid" ] && kill -0 "$(cat "$dir/slurmctld.pid")" 2>/dev/n
   echo "export SLURM_CONF=$SLURM_CONF"
   exit 0
 fi
-mkdir -p "$dir/state" "$dir/spool" "$dir/log" "$dir/dev"
+mkdir -p "$dir/state" "$dir/spool" "$dir/log" "$dir/dev" "$dir/munge"
+munge_socket="$dir/munge/munge.socket.2"
 for ((i = 0; i < gpus; i++)); do
   [ -e "$dir/dev/nvidia$i" ] || mknod "$dir/dev/nvidia$i" c 1 3
 done
@@ -27,7 +29,7 @@ ClusterName=klique-dev
 SlurmctldHost=$host
 SlurmUser=root
 AuthType=auth/munge
-AuthInfo=cred_expire=10
+AuthInfo=cred_expire=10,socket=$munge_socket
 MailProg=/bin/true
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
@@ -46,6 +48,7 @@ SlurmctldLogFile=$dir/log/slurmctld.log
 SlurmdLogFile=$dir/log/slurmd.log
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=$host
+AccountingStoragePass=$munge_socket
 JobAcctGatherType=jobacct_gather/none
 NodeName=$host CPUs=8 RealMemory=4000 Gres=gpu:$gpus State=UNKNOWN
 PartitionName=gpu Nodes=$host Default=YES MaxTime=INFINITE State=UP
@@ -58,6 +61,7 @@ CONF
 
 cat >"$dir/slurmdbd.conf" <<CONF
 AuthType=auth/munge
+AuthInfo=socket=$munge_socket
 DbdHost=$host
 SlurmUser=root
 StorageType=accounting_storage/mysql
@@ -85,11 +89,15 @@ if ! mysqladmin -h 127.0.0.1 -u root ping >/dev/null 2>&1; then
   echo "slurm-dev: slurmdbd needs MariaDB on 127.0.0.1:3306 (root, no password)" >&2
   exit 1
 fi
-if ! pgrep -x munged >/dev/null; then
-  install -d -o munge -g munge -m 755 /run/munge
-  runuser -u munge -- /usr/sbin/munged
+chmod a+x "$dir"
+chown munge:munge "$dir/munge"
+chmod 755 "$dir/munge"
+[ -f "$dir/munge/munge.key" ] || runuser -u munge -- mungekey --create --keyfile="$dir/munge/munge.key"
+if ! { [ -f "$dir/munge/munged.pid" ] && kill -0 "$(cat "$dir/munge/munged.pid")" 2>/dev/null; }; then
+  runuser -u munge -- /usr/sbin/munged --socket="$munge_socket" --key-file="$dir/munge/munge.key" \
+    --pid-file="$dir/munge/munged.pid" --log-file="$dir/munge/munged.log" --seed-file="$dir/munge/munged.seed"
 fi
-wait_for munged 20 munge -n
+wait_for munged 20 munge -n --socket="$munge_socket"
 
 slurmdbd
 wait_for slurmdbd 60 sacctmgr -n list cluster

@@ -90,6 +90,8 @@ def describe(task: Task) -> str:
         return f"stopping on pool {task.pool}: {REASONS.get(task.stop_reason, task.stop_reason)}"
     if task.state == "canceled":
         return "canceled"
+    if task.state == "failed" and task.failure:
+        return f"failed: {task.failure}"
     return f"{task.state} (exit code {task.exit_code})"
 
 

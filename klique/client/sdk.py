@@ -160,6 +160,7 @@ class Task:
     ended_at: datetime | None
     preemptions: tuple[Preemption, ...] = ()
     spec: dict = dataclasses.field(default_factory=dict)
+    failure: str = ""
 
     @property
     def done(self) -> bool:

@@ -57,9 +57,11 @@ INSTALLED_APPS = [
     "apps.ledger",
     "apps.pricing",
     "apps.portal",
+    "axes",
 ]
 
 MIDDLEWARE = [
+    "apps.core.health.HealthMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -68,6 +70,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "allauth.account.middleware.AccountMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "klique.urls"
@@ -127,6 +131,7 @@ STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", BASE_DIR / "staticfiles"))
 LOGIN_URL = "account_login"
 LOGIN_REDIRECT_URL = "/"
 AUTHENTICATION_BACKENDS = [
+    "apps.portal.auth.LoginLimitBackend",
     "django.contrib.auth.backends.ModelBackend",
     "allauth.account.auth_backends.AuthenticationBackend",
 ]
@@ -172,14 +177,17 @@ EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "klique@localhost")
 
 REST_FRAMEWORK = {
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "apps.core.schema.AutoSchema",
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "apps.accounts.api.authentication.PersonalTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_FILTER_BACKENDS": ["apps.core.filters.StrictFilterBackend"],
     "DEFAULT_PAGINATION_CLASS": "apps.core.pagination.LimitOffset",
+    # JSON only; depth, NUL and lone surrogates refused as 400 (apps/core/parsers.py, docs/channels.md).
+    "DEFAULT_PARSER_CLASSES": ["apps.core.parsers.JSONParser"],
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
     "PAGE_SIZE": 50,
 }
 
@@ -224,6 +232,8 @@ WORKER_HEARTBEAT_S = float(os.environ.get("WORKER_HEARTBEAT_S", "5"))
 WORKER_HEARTBEAT_TIMEOUT_S = float(os.environ.get("WORKER_HEARTBEAT_TIMEOUT_S", "30"))
 WORKER_CLAIM_TIMEOUT_S = float(os.environ.get("WORKER_CLAIM_TIMEOUT_S", "120"))
 WORKER_STOP_GRACE_S = int(os.environ.get("WORKER_STOP_GRACE_S", "30"))
+# A task whose work fails to start this many times (on any workers) ends failed (docs/workers.md).
+WORKER_START_ATTEMPTS = int(os.environ.get("WORKER_START_ATTEMPTS", "3"))
 # How often the usage ledger's hourly and daily rollups are brought up to date (docs/ledger.md).
 LEDGER_ROLLUP_INTERVAL_S = float(os.environ.get("LEDGER_ROLLUP_INTERVAL_S", "60"))
 CELERY_BEAT_SCHEDULE: dict[str, dict] = {
@@ -253,3 +263,72 @@ CELERY_BEAT_SCHEDULE: dict[str, dict] = {
         "options": {"expires": LEDGER_ROLLUP_INTERVAL_S},
     },
 }
+
+# Hardening (docs/deploy.md): which environment this is, the cache all web processes share, the
+# login limits, the API throttles, the Content-Security-Policy and the readiness probe.
+KLIQUE_ENV = "development"
+
+# Login limits and throttles count in this cache, so with several web processes it must be Redis.
+CACHES = {
+    "default": (
+        {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "klique",
+            "OPTIONS": {"socket_connect_timeout": 2, "socket_timeout": 2},
+        }
+        if REDIS_URL
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    )
+}
+# Development's one runserver process answers every login, so its memory is the shared cache;
+# production (settings.production) never runs on a per-process cache and keeps the check.
+SILENCED_SYSTEM_CHECKS = [] if REDIS_URL else ["axes.W001"]
+
+# django-axes locks a (username, client IP) pair after LOGIN_FAILURE_LIMIT failed logins, on the
+# admin's login and the portal's alike, for LOGIN_LOCKOUT_MINUTES; allauth's own rate limits on
+# the portal stay on too. Behind TRUSTED_PROXY_COUNT proxies the client IP comes from
+# X-Forwarded-For; with none it is the peer's address, so a client cannot choose its own.
+LOGIN_FAILURE_LIMIT = int(os.environ.get("LOGIN_FAILURE_LIMIT", "10"))
+LOGIN_LOCKOUT_MINUTES = float(os.environ.get("LOGIN_LOCKOUT_MINUTES", "15"))
+TRUSTED_PROXY_COUNT = int(os.environ.get("TRUSTED_PROXY_COUNT", "0"))
+AXES_HANDLER = "axes.handlers.cache.AxesCacheHandler"
+AXES_FAILURE_LIMIT = LOGIN_FAILURE_LIMIT
+AXES_COOLOFF_TIME = LOGIN_LOCKOUT_MINUTES / 60
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_USERNAME_CALLABLE = "apps.portal.auth.login_name"
+AXES_LOCKOUT_CALLABLE = "apps.portal.auth.locked_out"
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False
+AXES_IPWARE_PROXY_COUNT = TRUSTED_PROXY_COUNT or None
+AXES_IPWARE_META_PRECEDENCE_ORDER = (
+    ["HTTP_X_FORWARDED_FOR", "REMOTE_ADDR"] if TRUSTED_PROXY_COUNT else ["REMOTE_ADDR"]
+)
+ALLAUTH_TRUSTED_PROXY_COUNT = TRUSTED_PROXY_COUNT
+
+# API throttles (apps/core/throttles.py), counted per caller: per worker on the worker endpoints,
+# per enrolment token on enrolment, per person on personal token creation.
+THROTTLE_RATES = {
+    "worker": os.environ.get("THROTTLE_WORKER", "600/min"),
+    "enrol": os.environ.get("THROTTLE_ENROL", "300/min"),
+    "token": os.environ.get("THROTTLE_TOKEN", "30/hour"),
+}
+
+# Content-Security-Policy (django-csp): scripts and styles only from this site, no inline script.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "frame-ancestors": ["'none'"],
+        "form-action": ["'self'", *([OIDC_PROVIDER_URL] if OIDC_PROVIDER_URL else [])],
+    }
+}
+
+# /readyz fails when the engine's last pass is older than this (0: not checked).
+READY_MAX_PASS_AGE_S = float(os.environ.get("READY_MAX_PASS_AGE_S", "60"))

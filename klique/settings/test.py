@@ -8,3 +8,11 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
+
+KLIQUE_ENV = "test"
+# Each test process counts logins and throttles in its own memory, whatever REDIS_URL says; the
+# tests of the shared (Redis) cache name it themselves.
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+SILENCED_SYSTEM_CHECKS = ["axes.W001"]
+# Daemons in the live tests heartbeat many times a second; the throttle tests set low rates.
+THROTTLE_RATES = {"worker": "100000/min", "enrol": "100000/min", "token": "100000/min"}

@@ -5,6 +5,13 @@ Nothing is lost while the control plane is unreachable: the work keeps running, 
 order and are sent when it answers again, and the daemon retries with exponential backoff and
 full jitter. Every report is idempotent on the server, so a retry after a timeout is safe.
 
+A report the control plane refuses (a 4xx other than 401) is not dropped: it is sent again
+reduced (``Report.reduced``: without its log tail and details, then without its time) and only
+given up when nothing is left to leave out, so an exit is recorded and finished work never runs
+again. Work that cannot be started here (the OS refuses to run it, sbatch refuses the job) is
+reported as ``start_failed``, with the error: the control plane tries it again a few times, then
+fails it with that reason.
+
 A task that is no longer this daemon's (``orphaned``: requeued while the daemon was lost, say) is
 stopped and forgotten without a report. If the control plane hands the same task back before
 that run has ended, the new run waits for it: one run of a task at a time, in its folder and its
@@ -22,6 +29,7 @@ from decimal import Decimal
 from klique.worker import slots as gpu_slots
 from klique.worker.client import ControlPlane, Refused, Rejected, Unreachable
 from klique.worker.runs import StartFailed
+from klique.worker.text import storable
 
 log = logging.getLogger("klique.worker")
 
@@ -54,11 +62,29 @@ class Held:
     waiting: bool = False  # claimed again while an orphaned run of the same task still ends
 
 
+MAX_ERROR_CHARS = 1000
+# What a report must carry for the control plane to act on it; anything else may be left out.
+ESSENTIAL = {"exited": ("exit_code",)}
+
+
 @dataclass
 class Report:
     task_id: int
     what: str
     body: dict = field(default_factory=dict)
+
+    def reduced(self) -> "Report | None":
+        """This report with less in it, after the control plane refused it: first only what is
+        essential and its time, then only what is essential; None once nothing is left to leave
+        out (and for a log update, which carries nothing else)."""
+        if self.what == "log":
+            return None
+        essential = ESSENTIAL.get(self.what, ())
+        for keep in ((*essential, "at"), essential):
+            body = {name: value for name, value in self.body.items() if name in keep}
+            if body != self.body:
+                return Report(self.task_id, self.what, body)
+        return None
 
 
 def utc_now() -> str:
@@ -196,7 +222,7 @@ class Daemon:
                 "stop": held.stop,
             }
             log.info("ended", extra={"fields": fields})
-            body = {"at": utc_now(), "log_tail": self.runner.log_tail(change.task_id)}
+            body = {"at": utc_now(), "log_tail": storable(self.runner.log_tail(change.task_id))}
             if change.kind == "exited" and not held.stop:
                 self.queue(held, "exited", {**body, "exit_code": change.exit_code})
             else:
@@ -226,8 +252,16 @@ class Daemon:
             try:
                 self.client.report(report.task_id, report.what, report.body)
             except Rejected as error:
-                log.error("report rejected", extra={"fields": {"task": report.task_id, "error": str(error)}})
-            self.recovered()
+                self.recovered()
+                fields = {"task": report.task_id, "report": report.what, "error": str(error)}
+                reduced = report.reduced()
+                if reduced is not None:
+                    log.warning("report refused; sending it again reduced", extra={"fields": fields})
+                    self.reports[0] = reduced
+                    continue
+                log.error("report refused; given up", extra={"fields": fields})
+            else:
+                self.recovered()
             self.reports.popleft()
             held = self.held.get(report.task_id)
             if held is not None and held.ended and not any(r.task_id == report.task_id for r in self.reports):
@@ -345,7 +379,7 @@ class Daemon:
             self.release_gpus(held)
             held.ended = True
             self.queue(
-                held, "stopped", {"at": utc_now(), "log_tail": f"klique-worker could not start it: {error}"}
+                held, "start_failed", {"at": utc_now(), "error": storable(str(error))[:MAX_ERROR_CHARS]}
             )
 
     def fits(self, slots: list[int], size: int) -> bool:

@@ -23,7 +23,9 @@ class Change:
 
 
 class StartFailed(Exception):
-    """The work could not be started here (sbatch refused it, the command cannot be run)."""
+    """The work could not be started here: the OS refused to run it (E2BIG: the command or the
+    environment is above the argument limit; ENOENT; EACCES), its folder could not be made, or
+    sbatch refused the job. Reported as ``start_failed``, not as stopped."""
 
 
 def clean_environ() -> dict[str, str]:

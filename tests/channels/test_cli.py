@@ -7,12 +7,13 @@ import subprocess
 import time
 
 import pytest
+from django.utils import timezone
 
 from apps.tasks import services
 from apps.tasks.api.views import TaskViewSet
 from apps.tasks.models import Task
 from tests.channels.conftest import token_for
-from tests.channels.live import KLIQUE, Follower, cli_env, finish, klique, place, preempt
+from tests.channels.live import KLIQUE, Follower, cli_env, finish, klique, loaded, place, preempt
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -122,6 +123,16 @@ def test_wait_exits_1_when_the_task_fails(env, estate):
     finish(task_id, 3)
     follower.expect("failed (exit code 3)")
     assert follower.exit_code() == 1
+
+
+def test_status_of_a_task_that_could_not_start_shows_the_reason(env, estate):
+    task = services.submit(user=estate.member, compute_resource=estate.vision_a100, command="x" * 10)
+    place(task.pk, estate.pool)
+    services.start_failed(
+        loaded(task.pk), error="[Errno 7] Argument list too long", at=timezone.now(), attempts=1
+    )
+    result = klique(env, "status", str(task.pk))
+    assert "failed: Could not start (1 of 1 attempts): [Errno 7] Argument list too long" in result.stdout
 
 
 def test_status_wait_exits_8_when_the_task_is_canceled(env, estate):

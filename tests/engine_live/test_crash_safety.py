@@ -1,13 +1,19 @@
 """Crash safety: the engine and the lifecycle are killed with SIGKILL at random points many times;
 afterwards every task is in one consistent state, none is placed twice, no interval is left open
 for stopped work, every applied pass has its record (and is counted in the running totals), and
-budget use recomputed from the intervals equals what the meter reports."""
+budget use recomputed from the intervals equals what the meter reports.
+
+Each kill waits for events from the process (it prints each step as it begins it), never for a
+guessed time: a slow start on a loaded machine only delays the kill. The real processes (engine
+loop, Celery, worker daemons, HTTP) are in tests/engine_live/test_crash_real.py."""
 
 import os
+import queue
 import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import defaultdict
 from decimal import Decimal
@@ -71,8 +77,10 @@ def check_consistency():
     for intervals in by_task.values():
         for earlier, later in zip(intervals, intervals[1:], strict=False):
             assert earlier.end is not None and earlier.end <= later.start, "a task placed twice at once"
+    # Stopping work counts for no room (docs/engine.md, "Usage"): its worker frees the GPUs first.
     held = defaultdict(Decimal)
-    for interval in UsageInterval.objects.filter(end__isnull=True).select_related("pool"):
+    open_intervals = UsageInterval.objects.filter(end__isnull=True).exclude(task__state=Task.State.STOPPING)
+    for interval in open_intervals.select_related("pool"):
         held[interval.pool] += interval.gpus
     for pool, gpus in held.items():
         assert gpus <= pool.capacity, f"{pool} holds {gpus} of {pool.capacity}"
@@ -106,7 +114,33 @@ def check_meter_against_intervals():
         )
 
 
-def test_sigkill_at_random_points_leaves_a_consistent_state():
+class Steps:
+    """The step lines a churn process prints, read as they come."""
+
+    def __init__(self, process: subprocess.Popen):
+        self.process = process
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.passes = 0
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.process.stdout:
+            self.lines.put(line.decode().strip())
+        self.lines.put(None)
+
+    def next(self, timeout: float = 120) -> str:
+        """The next step begun; fails if the process ends or begins nothing for ``timeout`` s."""
+        try:
+            step = self.lines.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(f"the churn process began no step in {timeout} s") from None
+        if step is None:
+            raise AssertionError(f"the churn process ended: {self.process.stderr.read().decode()[-3000:]}")
+        self.passes += step == "pass"
+        return step
+
+
+def test_sigkill_at_random_points_after_a_pass_has_begun_leaves_a_consistent_state():
     churn_estate()
     env = os.environ | {"DATABASE_URL": database_url(), "DJANGO_SETTINGS_MODULE": "klique.settings.base"}
     rng = random.Random(20261202)
@@ -115,13 +149,19 @@ def test_sigkill_at_random_points_leaves_a_consistent_state():
             [sys.executable, "-m", "tests.engine_live.churn", str(kill)],
             cwd=BASE_DIR,
             env=env,
-            stdout=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
-        time.sleep(rng.uniform(0.8, 2.5))
+        steps = Steps(process)
+        while steps.next() != "pass":
+            pass
+        for _ in range(rng.randint(0, 8)):
+            steps.next()
+        time.sleep(rng.uniform(0, 0.02))  # somewhere inside the step begun, not only at its start
         assert process.poll() is None, process.stderr.read().decode()[-3000:]
         os.kill(process.pid, signal.SIGKILL)
         process.wait()
+        assert steps.passes >= 1, "killed before a pass had begun"
         check_consistency()
         check_every_applied_pass_is_recorded()
     assert PassRecord.objects.filter(skipped=False, placed__gt=0).exists()

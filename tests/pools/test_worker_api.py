@@ -158,10 +158,9 @@ def test_a_heartbeat_names_orphans_the_worker_must_kill(pool, enrol, place):
 
 def test_claimed_work_the_worker_does_not_run_goes_back_to_its_queue(pool, enrol, place):
     worker, client = enrol()
-    lost_answer, fresh = place(pool, 2)
-    services.claim(
-        worker, free=[1000], free_gpus=None, max_tasks=1, now=timezone.now() - timedelta(seconds=20)
-    )
+    earlier = timezone.now() - timedelta(seconds=20)
+    lost_answer, fresh = place(pool, 2, at=earlier)
+    services.claim(worker, free=[1000], free_gpus=None, max_tasks=1, now=earlier)
     claim_one(worker)
     client.post(HEARTBEAT, {"tasks": []}, format="json")
     lost_answer.refresh_from_db()

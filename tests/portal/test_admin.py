@@ -193,6 +193,7 @@ def test_an_admin_edit_of_a_quota_is_audited(client, it_admin):
             "budget_hours": "",
             "budget_period": "",
             "alert_threshold": "80",
+            "seen_version": policy.version,
             "compute_resources-TOTAL_FORMS": "0",
             "compute_resources-INITIAL_FORMS": "0",
         },

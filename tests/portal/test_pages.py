@@ -41,7 +41,8 @@ def test_role_pages_draw_their_charts_with_the_local_plotly_and_no_cdn(login, bu
     for url in PAGES[username]:
         page = client.get(url).content.decode()
         assert '<script src="/static/vendor/plotly.min.js"></script>' in page
-        assert "Plotly.newPlot" in page
+        assert '<script src="/static/klique/charts.js" defer></script>' in page
+        assert 'type="application/json"' in page and "<script>" not in page and "newPlot" not in page
         assert not [cdn for cdn in CDNS if cdn in page], url
 
 

@@ -1,11 +1,14 @@
 """A department head splits the department's quota between its teams: valid changes are saved
-together and audited; each invalid change is refused with the rule it breaks, and nothing is saved."""
+together and audited; each invalid change is refused with the rule it breaks, and nothing is saved;
+a form opened before someone else saved is refused, never applied over the newer change."""
 
+import re
 from decimal import Decimal
 
 import pytest
 
 from apps.accounts.models import User
+from apps.policies import services as policies
 from apps.policies.models import PolicyChange, ResourcePolicy
 from apps.portal import services
 
@@ -28,6 +31,7 @@ def split_data(**changes) -> dict:
             "limit": p.limit,
             "budget_hours": "" if p.budget_hours is None else p.budget_hours,
             "budget_period": p.budget_period,
+            "version": p.version,
         } | changes.get(slug, {})
         data |= {f"p{p.pk}-{field}": value for field, value in row.items()}
     return data
@@ -144,3 +148,76 @@ def test_clearing_a_team_budget_while_raising_another_fits_the_department(login)
     )
     assert response.status_code == 302
     assert policy("alignment").budget_hours is None and policy("pretraining").budget_hours == Decimal("32000")
+
+
+# Stale forms (rule: a quota write carries the version of each row the form showed; a row saved
+# since refuses the write whole with 409 and shows the current values). The concurrent versions
+# of these, on PostgreSQL, are in test_quota_split_concurrency.py.
+
+STALE = "changed by someone else since you opened this page"
+
+
+def shown_version(page: str, p: ResourcePolicy) -> str:
+    return re.search(rf'name="p{p.pk}-version" value="(\d+)"', page).group(1)
+
+
+def test_a_split_form_opened_before_another_change_is_refused_and_shows_the_current_values(login):
+    head_form = split_data(alignment={"reservation": "32"})  # the head opens the page
+    it = login("it")
+    assert it.post(URL, split_data(pretraining={"reservation": "56"})).status_code == 302
+
+    head = login("head-language")
+    response = head.post(URL, head_form)
+    # Applying it would set Pretraining back to 48 (its value on the head's page): refused instead.
+    assert response.status_code == 409
+    page = response.content.decode()
+    assert f"Pretraining was {STALE}, so nothing was saved." in page
+    assert "Pretraining: reservation 56, limit 160, time budget 24000 h per month" in page
+    assert policy("pretraining").reservation == 56 and policy("alignment").reservation == 24
+    assert PolicyChange.objects.count() == 1
+    # The page now shows the current values and versions: the head's change made on them is saved.
+    pretraining = policy("pretraining")
+    assert f'name="p{pretraining.pk}-reservation" value="56.000"' in page
+    assert shown_version(page, pretraining) == str(pretraining.version)
+    on_current = split_data(pretraining={"reservation": "48"}, alignment={"reservation": "32"})
+    assert head.post(URL, on_current).status_code == 302
+    assert policy("pretraining").reservation == 48 and policy("alignment").reservation == 32
+
+
+def test_a_stale_row_the_form_did_not_change_refuses_the_split_too(login):
+    """The head only changed Pretraining, but the page showed Alignment's old budget: saving the
+    form whole would put it back, so the split is refused."""
+    head_form = split_data(pretraining={"limit": "150"})
+    login("it").post(URL, split_data(alignment={"budget_hours": "6000"}))
+    response = login("head-language").post(URL, head_form)
+    assert response.status_code == 409 and f"Alignment was {STALE}" in response.content.decode()
+    assert policy("alignment").budget_hours == 6000 and policy("pretraining").limit == 160
+
+
+def test_a_split_without_the_versions_is_refused_on_the_field(login):
+    data = {key: value for key, value in split_data().items() if not key.endswith("-version")}
+    response = login("head-language").post(URL, data)
+    assert response.status_code == 400
+    assert "Alignment, Version shown: This field is required." in response.content.decode()
+
+
+def test_each_save_counts_one_more_version(estate):
+    before = policy("alignment").version
+    services.split_quota(
+        policy("language"),
+        {policy("alignment").pk: {**split_row("alignment"), "reservation": Decimal("20")}},
+        actor=User.objects.get(username="head-language"),
+        versions={policy("alignment").pk: before},
+    )
+    assert policy("alignment").version > before
+    with pytest.raises(policies.QuotaChanged):
+        services.split_quota(
+            policy("language"),
+            {policy("alignment").pk: split_row("alignment")},
+            actor=User.objects.get(username="head-language"),
+            versions={policy("alignment").pk: before},
+        )
+
+
+def split_row(slug: str) -> dict:
+    return policies.quota_of(policy(slug))

@@ -120,6 +120,7 @@ def _split_data(slug: str) -> dict[str, str]:
             f"p{policy.pk}-limit": str(policy.limit),
             f"p{policy.pk}-budget_hours": "" if policy.budget_hours is None else str(policy.budget_hours),
             f"p{policy.pk}-budget_period": policy.budget_period,
+            f"p{policy.pk}-version": str(policy.version),
         }
     return data
 

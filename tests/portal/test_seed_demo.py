@@ -1,13 +1,20 @@
 """``seed_demo`` loads a believable estate and running it again changes nothing."""
 
+import os
+import re
+import subprocess
+import sys
+
 import pytest
 from django.core.management import call_command
+from django.test import override_settings
 
 from apps.accounts.models import Group, Membership, User
 from apps.policies.models import ComputeResource, Profile, ResourcePolicy
 from apps.pools.models import Pool
 from apps.portal import demo
 from apps.pricing.models import Price
+from klique.settings.base import BASE_DIR
 
 pytestmark = pytest.mark.django_db
 
@@ -51,3 +58,39 @@ def test_demo_users_log_in_with_the_printed_password(client, capsys):
     assert client.login(username="finance", password=demo.demo_password())
     assert User.objects.get(username="it").is_staff
     assert not User.objects.get(username="dev-pretraining").is_staff
+
+
+# Production (issue 11, defect 7): the demo's users must not appear with the published password.
+def test_seed_demo_refuses_to_run_under_production_settings(tmp_path):
+    environment = {
+        k: v for k, v in os.environ.items() if k not in {"DEBUG", "REDIS_URL", "KLIQUE_DEMO_PASSWORD"}
+    } | {
+        "DJANGO_SETTINGS_MODULE": "klique.settings.production",
+        "SECRET_KEY": "p" * 50,
+        "ALLOWED_HOSTS": "klique.example.org",
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'never-used.sqlite3'}",
+    }
+    done = subprocess.run(
+        [sys.executable, "manage.py", "seed_demo"],
+        cwd=BASE_DIR,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode != 0
+    assert "seed_demo refuses to run under production settings" in done.stderr
+    assert "--allow-production" in done.stderr
+    assert demo.DEFAULT_DEMO_PASSWORD not in done.stdout + done.stderr
+
+
+@override_settings(KLIQUE_ENV="production")
+def test_seed_demo_allowed_in_production_uses_a_generated_password_printed_once(client, capsys):
+    call_command("seed_demo", allow_production=True)
+    out = capsys.readouterr().out
+    password = re.search(r"shown this once: (\S+)\):", out).group(1)
+    assert password != demo.demo_password() and len(password) >= 20
+    assert client.login(username="it", password=password)
+    assert not client.login(username="it", password=demo.demo_password())
+    call_command("seed_demo", allow_production=True)
+    assert password not in capsys.readouterr().out  # printed once: the users exist now

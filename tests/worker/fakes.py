@@ -4,7 +4,8 @@ records, and a clock the test moves."""
 
 import types
 
-from klique.worker.client import Unreachable
+from klique.worker.client import Rejected, Unreachable
+from klique.worker.runs import StartFailed
 
 
 def fake_pynvml(count=2, fail_init=False):
@@ -44,8 +45,9 @@ class ScriptedControlPlane:
     commands, and raises Unreachable for everything while ``down``. Every call is recorded with
     the clock's time."""
 
-    def __init__(self, clock: Clock, claims=(), heartbeat_s: float = 5.0):
+    def __init__(self, clock: Clock, claims=(), heartbeat_s: float = 5.0, refuse=None):
         self.clock, self.claims, self.heartbeat_s = clock, list(claims), heartbeat_s
+        self.refuse = refuse  # refuse(what, body) -> True: the report is answered 400
         self.down = False
         self.calls: list[tuple[str, float, dict]] = []
 
@@ -71,6 +73,8 @@ class ScriptedControlPlane:
 
     def report(self, task_id: int, what: str, body: dict) -> dict:
         self._call(what, body)
+        if self.refuse is not None and self.refuse(what, body):
+            raise Rejected("HTTP 400: refused", 400)
         return {"task": task_id, "state": "running", "yours": True}
 
     def close(self) -> None:
@@ -82,13 +86,16 @@ class RecordingRunner:
 
     mode = "process"
 
-    def __init__(self):
+    def __init__(self, start_error: str = ""):
         self.started: list[int] = []
+        self.start_error = start_error  # each start fails with it, as an exec the OS refuses does
 
     def kill_leftovers(self) -> list[int]:
         return []
 
     def start(self, task: dict, devices: list[str]) -> None:
+        if self.start_error:
+            raise StartFailed(self.start_error)
         self.started.append(task["id"])
 
     def poll(self) -> list:

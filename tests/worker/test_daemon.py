@@ -5,6 +5,7 @@ keeps its work through an outage of the control plane."""
 from collections import deque
 from datetime import timedelta
 
+import httpx
 import pytest
 from django.utils import timezone
 
@@ -251,3 +252,63 @@ def test_a_task_handed_back_to_its_lost_worker_runs_again_only_after_the_old_run
     ]  # fmt: skip
     run_until(daemon, lambda: not daemon.held and not daemon.orphans)
     assert daemon.free == [1000, 1000] and daemon.runner.processes == {}
+
+
+def test_output_with_a_nul_byte_ends_the_task_once_charged_once_with_its_log_kept(make_daemon, pool, place):
+    daemon = make_daemon()
+    (task,) = place(pool)
+    Task.objects.filter(pk=task.pk).update(command='printf "a\\000b\\n"')
+    run_until(daemon, lambda: state(task) == Task.State.SUCCEEDED and not daemon.reports)
+    assert task.events.filter(kind="claimed").count() == 1
+    assert UsageInterval.objects.filter(task=task).count() == 1
+    assert task.log.tail == "a\ufffdb\n"
+
+
+def test_a_report_the_server_refuses_is_sent_again_reduced_and_the_work_is_not_run_again(
+    make_daemon, pool, place, network
+):
+    refused = []
+    handle = network.handle_request
+
+    def refuse_log_tails(request):
+        if request.url.path.endswith("/exited") and b"log_tail" in request.content:
+            refused.append(request.url.path)
+            return httpx.Response(400, json={"log_tail": ["Refused, as an older server did."]})
+        return handle(request)
+
+    network.handle_request = refuse_log_tails
+    daemon = make_daemon()
+    (task,) = place(pool)
+    Task.objects.filter(pk=task.pk).update(command="echo done")
+    run_until(daemon, lambda: state(task) == Task.State.SUCCEEDED and not daemon.reports)
+    assert refused == [f"/api/v1/workers/tasks/{task.pk}/exited"]
+    assert task.exit_code == 0 and task.events.filter(kind="claimed").count() == 1
+    assert UsageInterval.objects.get(task=task).end == task.ended_at
+    assert daemon.held == {}
+
+
+def test_a_command_above_the_argument_limit_ends_failed_with_the_reason_after_the_start_attempts(
+    make_daemon, pool, place, settings
+):
+    """A row written before commands were bounded: the OS refuses to run it (E2BIG). The engine's
+    part (placing the requeued task again) is played here by the test."""
+    daemon = make_daemon()
+    (task,) = place(pool)
+    Task.objects.filter(pk=task.pk).update(command="true " + "x" * 1_000_000)
+
+    def ended() -> bool:
+        current = placeable(task)
+        if current.state == Task.State.QUEUED:
+            lifecycle.place_many([(current, pool)], timezone.now())
+        return current.state == Task.State.FAILED and not daemon.reports
+
+    run_until(daemon, ended)
+    task.refresh_from_db()
+    attempts = settings.WORKER_START_ATTEMPTS
+    assert attempts == 3
+    assert task.events.filter(kind="claimed").count() == attempts
+    assert task.events.filter(kind="start_failed").count() == attempts
+    assert "Argument list too long" in task.failure and task.exit_code is None
+    assert task.events.get(kind="failed").reason == "start_failed"
+    assert UsageInterval.objects.filter(task=task, end__isnull=True).count() == 0
+    assert daemon.held == {} and daemon.free == [1000, 1000]

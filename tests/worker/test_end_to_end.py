@@ -222,3 +222,35 @@ def test_the_daemon_keeps_its_work_through_a_control_plane_outage_and_reports_wh
     worker = Worker.objects.get(hostname="w1")
     assert worker.state == Worker.State.ACTIVE and worker.lost_at is None
     assert "reachable again" in daemon.output()
+
+
+def test_a_task_whose_output_holds_a_nul_byte_succeeds_once_charged_once(stack):
+    group = stack.group("Team", reservation=1, limit=1)
+    stack.engine()
+    stack.worker("w1")
+    pk = stack.submit(group, 'printf "a\\000b\\n"')
+    live.wait_for(lambda: in_state(pk, "succeeded", "failed"), what="the task ended")
+    time.sleep(2 * PASS_S)  # nothing more may happen to it: a pass or two more, then look
+    assert task(pk).state == "succeeded" and task(pk).preemption_count == 0
+    assert task(pk).events.filter(kind="claimed").count() == 1
+    (interval,) = UsageInterval.objects.filter(task_id=pk)
+    assert interval.end == task(pk).ended_at
+    assert task(pk).log.tail == "a\ufffdb\n"
+
+
+def test_a_task_too_large_to_start_ends_failed_with_the_reason_after_the_start_attempts(stack, settings):
+    """A row written before commands were bounded, too long for the OS to run (E2BIG)."""
+    group = stack.group("Team", reservation=1, limit=1)
+    pk = stack.submit(group, "true")
+    Task.objects.filter(pk=pk).update(command="true " + "x" * 1_000_000)
+    stack.engine()
+    stack.worker("w1")
+    live.wait_for(lambda: in_state(pk, "failed"), what="the task failed")
+    attempts = settings.WORKER_START_ATTEMPTS
+    assert task(pk).events.filter(kind="start_failed").count() == attempts
+    assert task(pk).events.filter(kind="claimed").count() == attempts
+    assert "Argument list too long" in task(pk).failure
+    assert not UsageInterval.objects.filter(task_id=pk, end__isnull=True).exists()
+    placements = task(pk).events.filter(kind="placed").count()
+    time.sleep(4 * PASS_S)
+    assert task(pk).events.filter(kind="placed").count() == placements == attempts, "not placed again"

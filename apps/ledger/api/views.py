@@ -25,6 +25,7 @@ class UsageReportView(APIView):
     project, user, GPU type or pool, for a UTC day, week, month, quarter or custom range."""
 
     renderer_classes = [JSONRenderer, CSVRenderer]
+    error_statuses = {"get": (403, 404)}  # 404: an unknown ?format=
 
     @extend_schema(summary="A usage and cost report", parameters=PARAMETERS, responses=OpenApiTypes.OBJECT)
     def get(self, request):

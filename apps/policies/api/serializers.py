@@ -1,11 +1,11 @@
 from rest_framework import serializers
 
-from apps.core.gpus import GPU_DECIMAL_PLACES, GPU_MAX_DIGITS
+from apps.core.fields import GpuAmountField
 from apps.policies.models import ComputeResource
 
 
 def gpus_field(**kwargs) -> serializers.DecimalField:
-    return serializers.DecimalField(max_digits=GPU_MAX_DIGITS, decimal_places=GPU_DECIMAL_PLACES, **kwargs)
+    return GpuAmountField(**kwargs)
 
 
 def hours_field(**kwargs) -> serializers.DecimalField:

@@ -4,30 +4,41 @@ import json
 
 from rest_framework import serializers
 
+from apps.core.fields import GpuAmountField, PlainDecimalField, PlainIntegerField, StrictCharField
 from apps.core.gpus import GPU_DECIMAL_PLACES, GPU_MAX_DIGITS
 from apps.pools.models import TaskLog, Worker
+from klique.worker.text import storable
 
 MAX_TASKS_PER_WORKER = 10_000
 MAX_GPUS_PER_WORKER = 1024
 MAX_GPU_STATS_BYTES = 16_384
+MAX_START_ERROR_CHARS = 2_000
 
 
 def gpu_amount(**kwargs) -> serializers.DecimalField:
-    return serializers.DecimalField(
-        max_digits=GPU_MAX_DIGITS, decimal_places=GPU_DECIMAL_PLACES, min_value=0, **kwargs
-    )
+    return GpuAmountField(min_value=0, **kwargs)
 
 
 class EnrolSerializer(serializers.Serializer):
-    hostname = serializers.CharField(max_length=255)
+    hostname = StrictCharField(max_length=255)
     gpus = gpu_amount()
     mode = serializers.ChoiceField(choices=Worker.Mode.choices, default=Worker.Mode.PROCESS)
-    version = serializers.CharField(max_length=40, required=False, default="", allow_blank=True)
+    version = StrictCharField(max_length=40, required=False, default="", allow_blank=True)
+
+
+def free_within_gpus(data: dict, worker: Worker) -> dict:
+    """A worker cannot report more free GPUs than it has (the ``gpus`` sent along, else its own)."""
+    free, total = data.get("free_gpus"), data.get("gpus", worker.gpus)
+    if free is not None and free > total:
+        raise serializers.ValidationError(
+            {"free_gpus": [f"{free} free GPUs is more than this worker's {total} GPUs."]}
+        )
+    return data
 
 
 class HeartbeatSerializer(serializers.Serializer):
     tasks = serializers.ListField(
-        child=serializers.IntegerField(min_value=1), max_length=MAX_TASKS_PER_WORKER, default=list
+        child=PlainIntegerField(min_value=1), max_length=MAX_TASKS_PER_WORKER, default=list
     )
     gpus = gpu_amount(required=False)
     free_gpus = gpu_amount(required=False)
@@ -40,10 +51,13 @@ class HeartbeatSerializer(serializers.Serializer):
             raise serializers.ValidationError(f"At most {MAX_GPU_STATS_BYTES} bytes of GPU stats.")
         return value
 
+    def validate(self, data):
+        return free_within_gpus(data, self.context["worker"])
+
 
 class ClaimSerializer(serializers.Serializer):
     slots = serializers.ListField(
-        child=serializers.DecimalField(max_digits=4, decimal_places=3, min_value=0, max_value=1),
+        child=PlainDecimalField(max_digits=4, decimal_places=3, min_value=0, max_value=1),
         max_length=MAX_GPUS_PER_WORKER,
         required=False,
         help_text="The free share of each GPU (1 = idle); the claimed tasks get slots on them.",
@@ -51,7 +65,7 @@ class ClaimSerializer(serializers.Serializer):
     free_gpus = gpu_amount(
         required=False, help_text="A plain total, for a worker whose scheduler picks GPUs."
     )
-    max_tasks = serializers.IntegerField(min_value=1, max_value=100, default=1)
+    max_tasks = PlainIntegerField(min_value=1, max_value=100, default=1)
 
     def validate(self, data):
         if ("slots" in data) == ("free_gpus" in data):
@@ -77,7 +91,7 @@ class ClaimedTaskSerializer(serializers.Serializer):
 
 class StartedSerializer(serializers.Serializer):
     at = serializers.DateTimeField(required=False, help_text="When it started, by the worker's clock.")
-    detail = serializers.DictField(child=serializers.CharField(max_length=200), required=False, default=dict)
+    detail = serializers.DictField(child=StrictCharField(max_length=200), required=False, default=dict)
 
     def validate_detail(self, value):
         if len(value) > 20:
@@ -85,15 +99,25 @@ class StartedSerializer(serializers.Serializer):
         return value
 
 
-class LogTailField(serializers.CharField):
+class StoredTextField(StrictCharField):
+    """Text from the work itself (its output, the error that kept it from starting): NUL and lone
+    surrogates are stored as U+FFFD (``storable``), never refused, so the report that carries it
+    (an exit, say) is always recorded."""
+
     def __init__(self, **kwargs):
-        super().__init__(max_length=TaskLog.MAX_CHARS * 4, trim_whitespace=False, allow_blank=True, **kwargs)
+        super().__init__(trim_whitespace=False, allow_blank=True, **kwargs)
+
+    def to_internal_value(self, data):
+        return storable(super().to_internal_value(data))
+
+
+class LogTailField(StoredTextField):
+    def __init__(self, **kwargs):
+        super().__init__(max_length=TaskLog.MAX_CHARS * 4, **kwargs)
 
 
 class ExitedSerializer(serializers.Serializer):
-    exit_code = serializers.IntegerField(
-        min_value=-(2**31), max_value=2**31 - 1, help_text="128 + N: signal N."
-    )
+    exit_code = PlainIntegerField(min_value=-(2**31), max_value=2**31 - 1, help_text="128 + N: signal N.")
     at = serializers.DateTimeField(required=False)
     log_tail = LogTailField(required=False)
 
@@ -101,6 +125,16 @@ class ExitedSerializer(serializers.Serializer):
 class StoppedSerializer(serializers.Serializer):
     at = serializers.DateTimeField(required=False)
     log_tail = LogTailField(required=False)
+
+
+class StartFailedSerializer(serializers.Serializer):
+    at = serializers.DateTimeField(required=False)
+    error = StoredTextField(
+        max_length=MAX_START_ERROR_CHARS,
+        required=False,
+        default="",
+        help_text="Why it could not start, e.g. [Errno 7] Argument list too long.",
+    )
 
 
 class LogSerializer(serializers.Serializer):

@@ -9,5 +9,6 @@ urlpatterns = [
     path("tasks/<int:task_id>/started", views.started, name="worker-started"),
     path("tasks/<int:task_id>/exited", views.exited, name="worker-exited"),
     path("tasks/<int:task_id>/stopped", views.stopped, name="worker-stopped"),
+    path("tasks/<int:task_id>/start_failed", views.start_failed, name="worker-start-failed"),
     path("tasks/<int:task_id>/log", views.log, name="worker-log"),
 ]

@@ -5,6 +5,9 @@ only: another pool's task answers 403. Reports are idempotent and answer the tas
 worker's claim answers 409 until it heartbeats again.
 """
 
+import io
+import json
+
 from django.conf import settings
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
@@ -13,6 +16,8 @@ from rest_framework.exceptions import APIException, AuthenticationFailed, Permis
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apps.core.parsers import JSONParser
+from apps.core.throttles import ScopedThrottle
 from apps.pools import services
 from apps.pools.api import serializers
 from apps.pools.api.authentication import (
@@ -24,10 +29,11 @@ from apps.pools.api.authentication import (
 from apps.pools.models import Worker
 from apps.tasks.models import Task
 from klique.worker.slots import milli
+from klique.worker.text import storable
 
 
 def _valid(serializer_class, request) -> dict:
-    serializer = serializer_class(data=request.data)
+    serializer = serializer_class(data=request.data, context={"worker": request.auth})
     serializer.is_valid(raise_exception=True)
     return serializer.validated_data
 
@@ -37,6 +43,9 @@ class EnrolView(APIView):
 
     authentication_classes = [EnrolmentTokenAuthentication]
     permission_classes = [HasEnrolmentToken]
+    error_statuses = {"post": (403,)}
+    throttle_classes = [ScopedThrottle]
+    throttle_scope = "enrol"
 
     @extend_schema(request=serializers.EnrolSerializer, responses={201: serializers.EnrolledSerializer})
     def post(self, request):
@@ -71,6 +80,8 @@ class WorkerLost(APIException):
 class WorkerView(APIView):
     authentication_classes = [WorkerTokenAuthentication]
     permission_classes = [IsWorker]
+    throttle_classes = [ScopedThrottle]
+    throttle_scope = "worker"
 
 
 class HeartbeatView(WorkerView):
@@ -87,6 +98,8 @@ class HeartbeatView(WorkerView):
 
 class ClaimView(WorkerView):
     """Claim the next placed tasks of this worker's pool that fit its free GPUs."""
+
+    error_statuses = {"post": (409,)}
 
     @extend_schema(request=serializers.ClaimSerializer, responses=serializers.ClaimAnswerSerializer)
     def post(self, request):
@@ -107,11 +120,35 @@ class ClaimView(WorkerView):
         return Response({"tasks": serializers.ClaimedTaskSerializer(claimed, many=True).data})
 
 
+class ReportParser(JSONParser):
+    """A report is read as every request is, except the work's own text (its log tail, the error
+    that kept it from starting): NUL and lone surrogates in it are cleaned first (``storable``)
+    rather than refusing the report, so an exit is always recorded (docs/workers.md)."""
+
+    cleaned = ("log_tail", "tail", "error")
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        raw = stream.read(limit + 1) if limit is not None else stream.read()
+        try:
+            body = json.loads(raw)
+        except (ValueError, RecursionError):
+            body = None
+        if isinstance(body, dict) and any(isinstance(body.get(name), str) for name in self.cleaned):
+            body.update({n: storable(body[n]) for n in self.cleaned if isinstance(body.get(n), str)})
+            raw = json.dumps(body).encode()
+        return super().parse(io.BytesIO(raw), media_type, parser_context)
+
+
 class TaskReportView(WorkerView):
     """A report about one task: validate the body with ``serializer_class``, call ``service``."""
 
+    parser_classes = [ReportParser]
     serializer_class = None
     service = None
+    error_statuses = {"post": (403,)}
+    # Text from the work itself, cleaned by its field (``StoredTextField``) rather than refused.
+    cleaned_text_fields = ("log_tail", "tail", "error")
 
     def get_serializer_class(self):
         return self.serializer_class
@@ -136,4 +173,5 @@ def _report(serializer_class, service):
 started = _report(serializers.StartedSerializer, services.report_started)
 exited = _report(serializers.ExitedSerializer, services.report_exited)
 stopped = _report(serializers.StoppedSerializer, services.report_stopped)
+start_failed = _report(serializers.StartFailedSerializer, services.report_start_failed)
 log = _report(serializers.LogSerializer, services.report_log)

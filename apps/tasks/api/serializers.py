@@ -1,12 +1,15 @@
 import json
 
+from django.db import models
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from apps.accounts.models import Project
+from apps.core.fields import StrictBooleanField, StrictCharField
 from apps.policies.api.serializers import gpus_field
 from apps.policies.models import ComputeResource
 from apps.policies.selectors import resource_is_visible
+from apps.tasks.limits import MAX_COMMAND_CHARS, spec_error
 from apps.tasks.models import Schedule, Task, TaskEvent
 
 VERDICT_HELP = (
@@ -16,7 +19,7 @@ VERDICT_HELP = (
 )
 
 
-class ComputeResourceField(serializers.CharField):
+class ComputeResourceField(StrictCharField):
     """A compute resource by name. One the user may not see reads as unknown, so that names do not
     leak; one they see but may not submit to is refused by the view with 403."""
 
@@ -44,6 +47,17 @@ def spec_without_nul(spec: dict) -> dict:
     if "\\u0000" in json.dumps(spec):
         raise serializers.ValidationError("The spec cannot contain NUL characters.")
     return spec
+
+
+def spec_within_size(spec: dict) -> dict:
+    error = spec_error(spec)
+    if error:
+        raise serializers.ValidationError(error)
+    return spec
+
+
+def command_field(**kwargs) -> serializers.CharField:
+    return StrictCharField(max_length=MAX_COMMAND_CHARS, **kwargs)
 
 
 def project_in_group(name: str | None, resource: ComputeResource) -> Project | None:
@@ -97,6 +111,7 @@ class TaskSerializer(serializers.ModelSerializer):
             "last_preemption_reason",
             "stop_reason",
             "exit_code",
+            "failure",
             "submitted_at",
             "placed_at",
             "started_at",
@@ -123,18 +138,23 @@ class TaskDetailSerializer(TaskSerializer):
 
 class SubmitSerializer(serializers.Serializer):
     compute_resource = ComputeResourceField(help_text="The compute resource's name.")
-    command = serializers.CharField(max_length=20000, help_text="The command the worker runs.")
+    command = command_field(help_text="The command the worker runs.")
     gpus = gpus_field(
         required=False,
         allow_null=True,
         help_text="GPUs, only for a profile that takes the size from the task (else leave it out).",
     )
-    project = serializers.CharField(
+    project = StrictCharField(
         required=False, allow_null=True, allow_blank=True, max_length=120, help_text="A project of the group."
     )
-    name = serializers.CharField(required=False, allow_blank=True, max_length=200, default="")
-    checkpoint = serializers.BooleanField(default=False, help_text="The task checkpoints and can resume.")
-    spec = serializers.DictField(required=False, default=dict, validators=[spec_without_nul])
+    name = StrictCharField(required=False, allow_blank=True, max_length=200, default="")
+    checkpoint = StrictBooleanField(default=False, help_text="The task checkpoints and can resume.")
+    spec = serializers.DictField(
+        required=False,
+        default=dict,
+        validators=[spec_without_nul, spec_within_size],
+        help_text="Environment, image and other run options; at most 64 KiB as JSON.",
+    )
 
     def validate(self, data):
         data["project"] = project_in_group(data.get("project"), data["compute_resource"])
@@ -147,14 +167,21 @@ class ScheduleRunSerializer(serializers.Serializer):
 
 
 class ScheduleSerializer(serializers.ModelSerializer):
+    serializer_field_mapping = {
+        **serializers.ModelSerializer.serializer_field_mapping,
+        models.CharField: StrictCharField,
+        models.TextField: StrictCharField,
+        models.BooleanField: StrictBooleanField,
+    }
     owner = serializers.CharField(source="owner.username", read_only=True)
     compute_resource = ComputeResourceField()
-    project = serializers.CharField(
+    project = StrictCharField(
         source="project.name", required=False, allow_null=True, allow_blank=True, max_length=120
     )
     gpus = gpus_field(required=False, allow_null=True)
-    spec = serializers.DictField(required=False, validators=[spec_without_nul])
-    cron = serializers.CharField(max_length=100, help_text="Five-field cron expression, evaluated in UTC.")
+    spec = serializers.DictField(required=False, validators=[spec_without_nul, spec_within_size])
+    command = command_field()
+    cron = StrictCharField(max_length=100, help_text="Five-field cron expression, evaluated in UTC.")
 
     class Meta:
         model = Schedule
@@ -177,7 +204,6 @@ class ScheduleSerializer(serializers.ModelSerializer):
             "created_at",
         ]
         read_only_fields = ["stopped_reason", "stopped_at", "next_run_at", "last_run_at", "created_at"]
-        extra_kwargs = {"command": {"max_length": 20000}}
 
     def validate(self, data):
         if "project" in data:

@@ -1,0 +1,54 @@
+"""How large a task may be, at every way in: the API, the portal, schedules, the CLI and the SDK
+(through the API), MCP (its own schema, kept equal by a test), the admin, and ``submit`` and the
+schedule checks in the service layer, so nothing bypasses them (docs/channels.md, "Limits").
+
+A worker runs a task as ``/bin/sh -c COMMAND`` with the task's ``spec.env`` in its environment, and
+the OS bounds both: on Linux a single argument or variable at 128 KiB (``MAX_ARG_STRLEN``) and all
+of them together at ``ARG_MAX`` (2 MiB with the usual 8 MiB stack). A command of 20,000 characters
+is at most 80,000 bytes in UTF-8 and a spec of 64 KiB holds at most 64 KiB of variables, so a
+task's own share stays well inside both; the rest is the worker's own environment."""
+
+import json
+
+from django.core.exceptions import ValidationError
+
+MAX_COMMAND_CHARS = 20_000
+MAX_SPEC_BYTES = 65_536
+
+
+def spec_bytes(spec) -> int:
+    """The spec's size as compact JSON in UTF-8 (lone surrogates counted as three bytes each)."""
+    text = json.dumps(spec, ensure_ascii=False, separators=(",", ":"))
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def command_error(command: str) -> str | None:
+    if len(command) > MAX_COMMAND_CHARS:
+        return f"Ensure the command has at most {MAX_COMMAND_CHARS} characters (it has {len(command)})."
+    return None
+
+
+def spec_error(spec) -> str | None:
+    size = spec_bytes(spec)
+    if size > MAX_SPEC_BYTES:
+        return f"Ensure the spec is at most {MAX_SPEC_BYTES} bytes as JSON (it is {size})."
+    return None
+
+
+def size_errors(command: str, spec) -> dict[str, str]:
+    """The size errors of a task's command and spec, by field."""
+    errors = {"command": command_error(command or ""), "spec": spec_error(spec or {})}
+    return {field: error for field, error in errors.items() if error}
+
+
+def validate_command_size(command: str) -> None:
+    """A model field validator (the admin's forms run it)."""
+    error = command_error(command)
+    if error:
+        raise ValidationError(error, code="max_length")
+
+
+def validate_spec_size(spec) -> None:
+    error = spec_error(spec)
+    if error:
+        raise ValidationError(error, code="max_length")

@@ -1,0 +1,353 @@
+"""The real processes of the crash tests, each started, killed with SIGKILL and restarted as an
+operator's machine would see it: the web server, the engine (the ``run_engine`` loop, or a Celery
+worker with beat), ``klique-worker`` daemons, a process submitting over HTTP, and a Redis server
+and a PostgreSQL cluster that the test owns (so restarting them touches no other test)."""
+
+import glob
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from functools import partial
+from pathlib import Path
+
+import httpx
+import psycopg
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+PASS_S = 0.25
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for(check, timeout: float = 60, what: str = "the condition", every: float = 0.05):
+    """Poll ``check`` until it returns something true; a deadline only turns a hang into a failure."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+class Process:
+    """A child in a session of its own (SIGKILL reaches its children too: Celery's pool, beat, the
+    tasks a daemon runs), its output appended to ``<folder>/<name>.log``."""
+
+    def __init__(self, name: str, args: list[str], env: dict, folder: Path):
+        self.name, self.args, self.env, self.log = name, args, env, folder / f"{name}.log"
+        self.process: subprocess.Popen | None = None
+        self.start()
+
+    def start(self) -> None:
+        with self.log.open("ab") as out:
+            self.process = subprocess.Popen(
+                self.args,
+                env=self.env,
+                cwd=ROOT,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.process.wait()
+
+    def stop(self, timeout: float = 20) -> None:
+        if self.alive():
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                pass
+        self.kill()
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")[-4000:]
+
+
+class Redis:
+    """A redis-server of the test's own on a free port, without persistence: a restart loses the
+    queue, as a crashed broker without a disk would."""
+
+    def __init__(self, folder: Path):
+        self.port, self.folder = free_port(), folder
+        args = [
+            "redis-server",
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ]
+        self.process = Process("redis", args, dict(os.environ), folder)
+        self.wait_up()
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def wait_up(self) -> None:
+        import redis
+
+        def up():
+            try:
+                return redis.Redis(port=self.port, socket_connect_timeout=1).ping()
+            except redis.RedisError:
+                return False
+
+        wait_for(up, 30, "redis-server to answer")
+
+    def restart(self) -> None:
+        self.process.kill()
+        self.process.start()
+        self.wait_up()
+
+    def stop(self) -> None:
+        self.process.kill()
+
+
+class Postgres:
+    """A PostgreSQL cluster of the test's own: ``initdb`` into a temporary folder, run as the
+    postgres user (the server refuses root) on a free port, without fsync (a test cluster)."""
+
+    def __init__(self):
+        self.bin = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: int(p.split("/")[-2]))[-1]
+        self.dir = Path(tempfile.mkdtemp(prefix="klique-crash-pg-"))
+        self.dir.chmod(0o755)
+        shutil.chown(self.dir, "postgres", "postgres")
+        self.port = free_port()
+        self.as_postgres(
+            f"{self.bin}/initdb", "-D", f"{self.dir}/data", "-A", "trust", "-U", "postgres", "--no-sync"
+        )
+        self.start()
+
+    def as_postgres(self, *args: str) -> None:
+        subprocess.run(
+            ["runuser", "-u", "postgres", "--", *args], check=True, capture_output=True, timeout=120
+        )
+
+    def url(self, db: str = "postgres") -> str:
+        return f"postgres://postgres@127.0.0.1:{self.port}/{db}"
+
+    def start(self) -> None:
+        options = (
+            f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
+        )
+        self.as_postgres(
+            f"{self.bin}/pg_ctl",
+            "-D",
+            f"{self.dir}/data",
+            "-l",
+            f"{self.dir}/log",
+            "-o",
+            options,
+            "-w",
+            "start",
+        )
+
+    def crash_restart(self) -> None:
+        """Stop at once, as a crash would (``immediate``: recovery from the WAL on the next start)."""
+        self.as_postgres(f"{self.bin}/pg_ctl", "-D", f"{self.dir}/data", "-m", "immediate", "-w", "stop")
+        self.start()
+
+    def copy_database(self, source_url: str, name: str) -> str:
+        """A copy of the (migrated) database at ``source_url`` in this cluster; its URL."""
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        dump = subprocess.run(
+            ["pg_dump", "--no-owner", source_url], check=True, capture_output=True, timeout=120
+        )
+        subprocess.run(
+            ["psql", "-q", "-v", "ON_ERROR_STOP=1", self.url(name)],
+            input=dump.stdout,
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+        return self.url(name)
+
+    def remove(self) -> None:
+        try:
+            self.as_postgres(f"{self.bin}/pg_ctl", "-D", f"{self.dir}/data", "-m", "immediate", "stop")
+        except subprocess.CalledProcessError:
+            pass
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Stack:
+    """The control plane and its clients on ``database_url``: the estate (``tests.crash.db
+    setup``), gunicorn, two ``klique-worker`` daemons of 2 GPUs on the pool of 4, the submitter,
+    and a checker process (``tests.crash.db serve``); the engine is started by the test."""
+
+    def __init__(self, folder: Path, database_url: str, redis_url: str = "", seed: int = 0):
+        self.folder, self.database_url = folder, database_url
+        env = {k: v for k, v in os.environ.items() if not k.startswith("KLIQUE_") and k != "REDIS_URL"}
+        env.update(
+            DATABASE_URL=database_url,
+            DJANGO_SETTINGS_MODULE="klique.settings.test",
+            DEBUG="0",
+            ENGINE_PASS_INTERVAL_S=str(PASS_S),
+            LOW_WATERMARK_S="5",
+            WORKER_HEARTBEAT_S="0.5",
+            WORKER_HEARTBEAT_TIMEOUT_S="5",
+            WORKER_CLAIM_TIMEOUT_S="30",
+            WORKER_STOP_GRACE_S="2",
+        )
+        if redis_url:
+            env["REDIS_URL"] = redis_url
+        self.env = env
+        setup = subprocess.run(
+            [sys.executable, "-m", "tests.crash.db", "setup"],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
+        assert setup.returncode == 0, setup.stderr[-3000:]
+        estate = json.loads(setup.stdout.splitlines()[-1])
+        self.processes: list[Process] = []
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        web = [str(BIN / "gunicorn"), "klique.wsgi:application", "--bind", f"127.0.0.1:{port}"]
+        self.server = self.start("server", [*web, "--workers", "2", "--threads", "4", "--timeout", "60"])
+        wait_for(self.server_answers, 60, "the web server")
+        self.workers = [
+            self.start(
+                f"w{i}",
+                [str(BIN / "klique-worker"), "--server", self.url, "--gpus", "2", "--hostname", f"w{i}"]
+                + ["--state-dir", str(folder / f"w{i}"), "--checkpoint-root", str(folder / "checkpoints")]
+                + ["--poll-min", "0.2", "--poll-max", "1", "--retry-max", "1", "--tick", "0.1"],
+                KLIQUE_ENROLMENT_TOKEN=estate["enrolment_token"],
+            )
+            for i in (1, 2)
+        ]
+        self.accepted, self.stop_file = folder / "accepted", folder / "stop"
+        self.accepted.touch()
+        submitter = ["-m", "tests.crash.submitter", self.url, json.dumps(estate["groups"])]
+        submitter += [str(self.accepted), str(self.stop_file), str(seed)]
+        self.submitter = self.start("submitter", [sys.executable, *submitter])
+        self.checker = subprocess.Popen(
+            [sys.executable, "-m", "tests.crash.db", "serve"],
+            env=env,
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.engine: Process | None = None
+        self.checks = 0
+
+    def start(self, name: str, args: list[str], **env: str) -> Process:
+        process = Process(name, args, self.env | env, self.folder)
+        self.processes.append(process)
+        return process
+
+    def start_engine(self, celery: bool) -> Process:
+        if celery:
+            args = [str(BIN / "celery"), "-A", "klique", "worker", "-B", "-Q", "engine,meter,sweep,celery"]
+            args += ["--concurrency", "2", "--loglevel", "INFO", "--schedule", str(self.folder / "beat")]
+        else:
+            args = [sys.executable, "manage.py", "run_engine", "--interval", str(PASS_S)]
+        self.engine = self.start("celery" if celery else "engine", args)
+        return self.engine
+
+    def server_answers(self) -> bool:
+        try:
+            return httpx.get(f"{self.url}/admin/login/", timeout=5).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def query(self, sql: str, *args):
+        """One value from the database; None while it cannot be reached (a restart)."""
+        try:
+            with psycopg.connect(self.database_url, connect_timeout=2) as conn:
+                return conn.execute(sql, args).fetchone()[0]
+        except psycopg.OperationalError:
+            return None
+
+    def passes_since(self, since: datetime) -> int:
+        """Passes recorded (run or skipped) that began after ``since``: the engine's real sign of life."""
+        return self.query("SELECT count(*) FROM engine_passrecord WHERE started_at > %s", since) or 0
+
+    def passes_begun(self, since: datetime, wanted: int) -> bool:
+        return self.alive() and self.passes_since(since) >= wanted
+
+    def placements_since(self, since: datetime) -> int:
+        sql = "SELECT count(*) FROM tasks_taskevent WHERE kind = 'placed' AND at > %s"
+        return self.query(sql, since) or 0
+
+    def check(self, final: bool = False) -> dict:
+        """Every rule, in one snapshot of the database (``tests.crash.db``); the figures."""
+        self.checker.stdin.write(f"{'final' if final else 'live'} {self.accepted}\n")
+        self.checker.stdin.flush()
+        line = self.checker.stdout.readline()
+        assert line, "the checker process ended"
+        answer = json.loads(line)
+        assert answer.pop("ok"), answer["error"]
+        self.checks += 1
+        return answer
+
+    def kill_engine_at_random_points(self, kills: int, rng: random.Random) -> None:
+        """SIGKILL the engine (its whole process group) ``kills`` times, each after the restarted
+        one has begun 1-3 passes and then at a random point of its loop (in a pass, the meter,
+        the sweep or its sleep); check every rule after each kill; restart it."""
+        for _ in range(kills):
+            since, wanted = datetime.now(UTC), rng.randint(1, 3)
+            wait_for(partial(self.passes_begun, since, wanted), 120, f"{wanted} passes of the engine")
+            time.sleep(rng.uniform(0, PASS_S))
+            self.alive()
+            self.engine.kill()
+            self.check()
+            self.engine.start()
+
+    def resumes(self, since: datetime) -> None:
+        """Passes run and place work again after ``since``."""
+        wait_for(
+            lambda: self.alive() and self.passes_since(since) and self.placements_since(since),
+            120,
+            "a pass that places work after the restart",
+        )
+
+    def alive(self) -> bool:
+        """True while every process of the stack runs; fails with the output of one that ended."""
+        for process in self.processes:
+            assert process.alive(), f"{process.name} ended: {process.output()}"
+        return True
+
+    def drain(self) -> dict:
+        """Stop submitting, let every task end, and check every rule on the whole history."""
+        self.stop_file.touch()
+        self.submitter.process.wait(timeout=60)
+        waiting = "SELECT count(*) FROM tasks_task WHERE state NOT IN ('succeeded', 'failed', 'canceled')"
+        wait_for(lambda: self.query(waiting) == 0, 180, "every task to end", every=0.5)
+        return self.check(final=True)
+
+    def close(self) -> None:
+        for process in reversed(self.processes):
+            process.stop()
+        self.checker.stdin.close()
+        self.checker.wait(timeout=30)

@@ -1,0 +1,113 @@
+"""Crash safety of the real processes. While a process submits over HTTP (gunicorn) and two real
+``klique-worker`` daemons claim, run and report work on a pool of 4 GPUs:
+
+* the ``run_engine`` loop is killed with SIGKILL at random points, restarted each time, then the
+  test's own PostgreSQL cluster is crash-stopped (``pg_ctl -m immediate``) and started again;
+* separately, the Celery worker running the pass (with beat, its whole process group) is killed
+  the same way, then the test's own Redis (no persistence: its queues are lost) is restarted.
+
+Each kill waits for passes begun by the restarted engine (their records), never for a guessed
+time. After each kill every rule is checked in one snapshot of the database (``tests.crash.db``):
+no task accepted over HTTP is lost, none is placed while it holds GPUs or claimed twice in one
+placement, no pool's capacity is exceeded at any instant (from the usage intervals and, separately,
+from the task events), an open interval for exactly the active tasks and none overlapping for one
+task, every placement and preemption with its pass record, the meter equal to the intervals. After
+each restart the engine must run passes that place work again. Then submissions stop, every task
+must end (done or canceled) and the whole history is checked again.
+
+``CRASH_KILLS`` (default 4) sets the kills per test, for a longer soak.
+"""
+
+import os
+import random
+import shutil
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from tests.crash.stack import Postgres, Redis, Stack
+from tests.engine_live.test_concurrency import database_url
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
+
+KILLS = int(os.environ.get("CRASH_KILLS", "4"))
+
+
+@pytest.fixture
+def folder():
+    """The processes' folder and logs; ``CRASH_KEEP=1`` keeps it, to read after a failure."""
+    path = Path(tempfile.mkdtemp(prefix="klique-crash-"))
+    yield path
+    if not os.environ.get("CRASH_KEEP"):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def report(what: str, stack: Stack, figures: dict, marks: dict[str, float]) -> None:
+    refused = stack.submitter.log.read_text().count("submit:")
+    took = ", ".join(f"{name} {seconds:.0f} s" for name, seconds in marks.items())
+    print(f"\n{what}: {KILLS} kills, {stack.checks} checks, {refused} submissions refused; {took}")
+    print(f"{what}: {figures}")
+
+
+class Marks(dict):
+    """Seconds each phase took, for the report."""
+
+    def __init__(self):
+        super().__init__()
+        self.last = time.monotonic()
+
+    def __call__(self, name: str) -> None:
+        now = time.monotonic()
+        self[name], self.last = now - self.last, now
+
+
+def test_the_engine_loop_killed_at_random_points_and_postgres_crash_restarted_lose_nothing(folder):
+    mark = Marks()
+    postgres = Postgres()
+    stack = None
+    try:
+        stack = Stack(folder, postgres.copy_database(database_url(), "klique"), seed=1)
+        stack.start_engine(celery=False)
+        mark("start")
+        stack.kill_engine_at_random_points(KILLS, random.Random(11))
+        mark("kills")
+        restarted = datetime.now(UTC)
+        postgres.crash_restart()
+        stack.resumes(restarted)
+        stack.check()
+        mark("restart")
+        figures = stack.drain()
+        mark("drain")
+        report("run_engine loop + PostgreSQL restart", stack, figures, mark)
+    finally:
+        if stack:
+            stack.close()
+        postgres.remove()
+
+
+@pytest.mark.redis
+def test_the_celery_worker_with_beat_killed_at_random_points_and_redis_restarted_lose_nothing(folder):
+    mark = Marks()
+    redis = Redis(folder)
+    stack = None
+    try:
+        stack = Stack(folder, database_url(), redis_url=redis.url, seed=2)
+        stack.start_engine(celery=True)
+        mark("start")
+        stack.kill_engine_at_random_points(KILLS, random.Random(12))
+        mark("kills")
+        restarted = datetime.now(UTC)
+        redis.restart()
+        stack.resumes(restarted)
+        stack.check()
+        mark("restart")
+        figures = stack.drain()
+        mark("drain")
+        report("Celery worker with beat + Redis restart", stack, figures, mark)
+    finally:
+        if stack:
+            stack.close()
+        redis.stop()
