@@ -21,6 +21,8 @@ from pathlib import Path
 import httpx
 import psycopg
 
+from tests.worker.live import wait_for
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 PASS_S = 0.25
@@ -30,17 +32,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def wait_for(check, timeout: float = 60, what: str = "the condition", every: float = 0.05):
-    """Poll ``check`` until it returns something true; a deadline only turns a hang into a failure."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 class Process:
@@ -119,7 +110,7 @@ class Redis:
             except redis.RedisError:
                 return False
 
-        wait_for(up, 30, "redis-server to answer")
+        wait_for(up, 30, what="redis-server to answer", every=0.05)
 
     def restart(self) -> None:
         self.process.kill()
@@ -234,7 +225,7 @@ class Stack:
         self.url = f"http://127.0.0.1:{port}"
         web = [str(BIN / "gunicorn"), "klique.wsgi:application", "--bind", f"127.0.0.1:{port}"]
         self.server = self.start("server", [*web, "--workers", "2", "--threads", "4", "--timeout", "60"])
-        wait_for(self.server_answers, 60, "the web server")
+        wait_for(self.server_answers, 60, what="the web server", every=0.05)
         self.workers = [
             self.start(
                 f"w{i}",
@@ -317,7 +308,8 @@ class Stack:
         the sweep or its sleep); check every rule after each kill; restart it."""
         for _ in range(kills):
             since, wanted = datetime.now(UTC), rng.randint(1, 3)
-            wait_for(partial(self.passes_begun, since, wanted), 120, f"{wanted} passes of the engine")
+            begun = partial(self.passes_begun, since, wanted)
+            wait_for(begun, 120, what=f"{wanted} passes of the engine", every=0.05)
             time.sleep(rng.uniform(0, PASS_S))
             self.alive()
             self.engine.kill()
@@ -329,7 +321,8 @@ class Stack:
         wait_for(
             lambda: self.alive() and self.passes_since(since) and self.placements_since(since),
             120,
-            "a pass that places work after the restart",
+            what="a pass that places work after the restart",
+            every=0.05,
         )
 
     def alive(self) -> bool:
@@ -343,7 +336,7 @@ class Stack:
         self.stop_file.touch()
         self.submitter.process.wait(timeout=60)
         waiting = "SELECT count(*) FROM tasks_task WHERE state NOT IN ('succeeded', 'failed', 'canceled')"
-        wait_for(lambda: self.query(waiting) == 0, 180, "every task to end", every=0.5)
+        wait_for(lambda: self.query(waiting) == 0, 180, what="every task to end", every=0.5)
         return self.check(final=True)
 
     def close(self) -> None:

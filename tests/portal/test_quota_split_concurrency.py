@@ -16,34 +16,14 @@ from django.urls import reverse
 
 from apps.accounts.models import User
 from apps.policies import services as policies
-from apps.policies.models import PolicyChange, ResourcePolicy
+from apps.policies.models import PolicyChange
 from apps.portal import demo, services
+from tests.portal.test_quota_split import URL, policy, split_data
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 
-URL = "/departments/language/split/"
 RACES = 20
 STALE = "changed by someone else since you opened this page"
-
-
-def policy(slug: str) -> ResourcePolicy:
-    return ResourcePolicy.objects.get(group__slug=slug)
-
-
-def split_form(**changes) -> dict:
-    """The split form as the page renders it now (with each row's version), with ``changes``."""
-    data = {}
-    for slug in ("alignment", "pretraining"):
-        p = policy(slug)
-        row = {
-            "reservation": p.reservation,
-            "limit": p.limit,
-            "budget_hours": "" if p.budget_hours is None else p.budget_hours,
-            "budget_period": p.budget_period,
-            "version": p.version,
-        } | changes.get(slug, {})
-        data |= {f"p{p.pk}-{field}": value for field, value in row.items()}
-    return data
 
 
 def admin_form(slug: str, **changes) -> dict:
@@ -112,8 +92,8 @@ def test_two_splits_at_once_never_over_reserve_and_the_later_stale_form_is_refus
     for _ in range(RACES):
         reset()
         audited = PolicyChange.objects.count()
-        head_form = split_form(alignment={"reservation": "32"})
-        it_form = split_form(pretraining={"reservation": "56"})
+        head_form = split_data(alignment={"reservation": "32"})
+        it_form = split_data(pretraining={"reservation": "56"})
         head_answer, it_answer = at_once(
             lambda form=head_form: head.post(URL, form), lambda form=it_form: it.post(URL, form)
         )
@@ -188,7 +168,7 @@ def test_the_admin_and_the_split_at_once_never_over_reserve(people):
     outcomes = []
     for _ in range(RACES):
         reset()
-        head_form = split_form(pretraining={"reservation": "56"})
+        head_form = split_data(pretraining={"reservation": "56"})
         it_form = admin_form("alignment", reservation="32")
         head_answer, it_answer = at_once(
             lambda form=head_form: head.post(URL, form), lambda form=it_form: it.post(admin_url, form)
