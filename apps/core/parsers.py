@@ -26,10 +26,13 @@ from rest_framework import parsers, serializers
 from rest_framework.exceptions import ParseError
 from rest_framework.utils.json import strict_constant
 
+from klique.worker.text import UNSTORABLE
+
 MAX_JSON_DEPTH = 64
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+# A string ends at its closing quote or, unterminated (invalid JSON, refused anyway), at the end of
+# the text: without the ``\Z`` the search restarts at every escaped quote, quadratic in the body.
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\Z)', re.DOTALL)
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 # In valid JSON text, NUL and surrogates can only come from these escapes (raw control characters
 # are refused by the parser, and decoding refuses raw surrogates): without one, no walk is needed.
 _UNSTORABLE_ESCAPE = re.compile(r"\\u(?:0000|[dD][89a-fA-F])")
@@ -89,12 +92,12 @@ def unstorable_string(value, cleaned: Collection[str] = ()) -> JSONInputError | 
         if isinstance(item, str) and len(path) == 1 and path[0] in cleaned:
             continue
         if isinstance(item, str):
-            found = _UNSTORABLE.search(item)
+            found = UNSTORABLE.search(item)
             if found:
                 return _refused(path, f"{_path(path)}: the value holds {_what(found.group())}.")
         elif isinstance(item, dict):
             for key, child in item.items():
-                found = _UNSTORABLE.search(key) if isinstance(key, str) else None
+                found = UNSTORABLE.search(key) if isinstance(key, str) else None
                 if found:
                     return _refused(path, f"{_path(path)}: a key holds {_what(found.group())}.")
                 stack.append(((*path, key), child))
@@ -104,7 +107,7 @@ def unstorable_string(value, cleaned: Collection[str] = ()) -> JSONInputError | 
 
 
 def _refused(path: tuple, message: str) -> JSONInputError:
-    root = path[0] if path and isinstance(path[0], str) and not _UNSTORABLE.search(path[0]) else None
+    root = path[0] if path and isinstance(path[0], str) and not UNSTORABLE.search(path[0]) else None
     return JSONInputError(message + " Such strings cannot be stored.", root)
 
 

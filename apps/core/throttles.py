@@ -1,12 +1,15 @@
 """API throttles: a rate per scope (``settings.THROTTLE_RATES``, read on each request), counted per
 caller in the cache every web process shares. A refused request is 429 with Retry-After."""
 
+import logging
 import math
 from types import SimpleNamespace
 
 from django.conf import settings
 from django.http import HttpResponse
 from rest_framework.throttling import SimpleRateThrottle
+
+log = logging.getLogger("klique.throttles")
 
 
 class ScopedThrottle(SimpleRateThrottle):
@@ -22,7 +25,13 @@ class ScopedThrottle(SimpleRateThrottle):
         if self.rate is None:
             return True
         self.num_requests, self.duration = self.parse_rate(self.rate)
-        return super().allow_request(request, view)
+        try:
+            return super().allow_request(request, view)
+        except Exception:
+            # A throttle guards the service; it must not take it down: with the cache (Redis)
+            # unreachable, heartbeats and reports go through unthrottled rather than answer 500.
+            log.warning("throttle %s not applied: the cache is unreachable", self.scope, exc_info=True)
+            return True
 
     def get_cache_key(self, request, view) -> str:
         auth = getattr(request, "auth", None)

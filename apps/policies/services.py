@@ -50,7 +50,10 @@ def create_profile(
 
 
 def update_profile(profile: Profile, **fields) -> Profile:
+    """Change a profile; its connected policies are locked first, so that no limit is lowered below
+    a GPU size growing at the same moment (the rule reads both)."""
     with transaction.atomic():
+        lock_policies(ResourcePolicy.objects.filter(compute_resources__profile=profile))
         return validated_save(profile, **fields)
 
 
@@ -177,7 +180,7 @@ def lock_policies(
     ids |= selectors.parent_policy_ids_of({policy.group_id for policy in policies})
     locked = {
         policy.pk: policy
-        for policy in ResourcePolicy.objects.select_for_update(no_key=True)
+        for policy in ResourcePolicy.objects.select_for_update(no_key=True, of=("self",))
         .select_related("group")
         .filter(pk__in=ids)
         .order_by("pk")
@@ -235,6 +238,7 @@ def connect(*, policy: ResourcePolicy, profile: Profile, name: str = "") -> Comp
     Refused when the profile is larger than the policy's limit.
     """
     with transaction.atomic():
+        policy = lock_policies([policy])[policy.pk]  # its limit cannot be lowered while connecting
         last = ComputeResource.objects.filter(profile=profile).aggregate(m=Max("queuing_rank"))["m"]
         return validated_save(
             ComputeResource(

@@ -3,6 +3,7 @@
 field, and a number of GPUs is plain ASCII decimal notation (no ``1_0``, no full-width digits)."""
 
 import json
+import signal
 
 import pytest
 from django.urls import reverse
@@ -56,6 +57,26 @@ def test_brackets_inside_strings_do_not_count_as_nesting(estate):
     answer = post_raw(client_for(estate.member), TASKS, json.dumps(submission(estate, spec=spec)))
     assert answer.status_code == 201, answer.content
     assert Task.objects.get().spec == spec
+
+
+@pytest.fixture
+def hang_guard():
+    """Turn a runaway parse into a failure (the body below took hours before its fix, 0.1 s now)."""
+
+    def runaway(signum, frame):
+        raise AssertionError("parsing one request body ran away")
+
+    previous = signal.signal(signal.SIGALRM, runaway)
+    signal.alarm(60)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+def test_an_unterminated_string_full_of_escaped_quotes_is_refused_in_linear_time(estate, hang_guard):
+    body = "[" * (MAX_JSON_DEPTH + 6) + '"' + '\\"' * 1_000_000
+    answer = post_raw(client_for(estate.member), TASKS, body)
+    assert answer.status_code == 400
 
 
 BAD_STRINGS = pytest.mark.parametrize(

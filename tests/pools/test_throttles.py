@@ -61,3 +61,19 @@ def test_the_default_worker_rate_leaves_room_for_a_daemon_at_the_default_heartbe
     is counted on its own, so the per-worker rate only needs many times one daemon's pace."""
     count, seconds = ScopedThrottle().parse_rate(base.THROTTLE_RATES["worker"])
     assert count / seconds >= 10 / base.WORKER_HEARTBEAT_S
+
+
+UNREACHABLE_REDIS = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": "redis://127.0.0.1:9/0",
+        "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
+    }
+}
+
+
+def test_with_the_cache_unreachable_workers_are_answered_unthrottled_not_500(enrol):
+    _, worker = enrol("node-1")
+    with override_settings(THROTTLE_RATES=LOW, CACHES=UNREACHABLE_REDIS):
+        answers = [worker.post("/api/v1/workers/heartbeat", HEARTBEAT, format="json") for _ in range(4)]
+    assert [a.status_code for a in answers] == [200, 200, 200, 200]
