@@ -5,7 +5,7 @@ budget use recomputed from the intervals equals what the meter reports.
 
 Each kill waits for events from the process (it prints each step as it begins it), never for a
 guessed time: a slow start on a loaded machine only delays the kill. The real processes (engine
-loop, Celery, worker daemons, HTTP) are in tests/engine_live/test_crash_real.py."""
+loop, Celery, worker daemons, HTTP) are in tests/crash/test_real_processes.py."""
 
 import os
 import queue
