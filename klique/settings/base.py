@@ -310,6 +310,7 @@ ALLAUTH_TRUSTED_PROXY_COUNT = TRUSTED_PROXY_COUNT
 # per enrolment token on enrolment, per person on personal token creation.
 THROTTLE_RATES = {
     "worker": os.environ.get("THROTTLE_WORKER", "600/min"),
+    "heartbeat": os.environ.get("THROTTLE_HEARTBEAT", "120/min"),
     "enrol": os.environ.get("THROTTLE_ENROL", "300/min"),
     "token": os.environ.get("THROTTLE_TOKEN", "30/hour"),
 }

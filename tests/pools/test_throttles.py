@@ -14,7 +14,8 @@ from tests.pools.conftest import bearer
 pytestmark = pytest.mark.django_db
 
 HEARTBEAT = {"tasks": [], "gpus": "4", "free_gpus": "4"}
-LOW = {"worker": "3/min", "enrol": "2/min", "token": "2/hour"}
+LOW = {"worker": "3/min", "heartbeat": "3/min", "enrol": "2/min", "token": "2/hour"}
+CLAIM = {"slots": ["1"], "max_tasks": 1}
 
 
 @pytest.fixture(autouse=True)
@@ -28,11 +29,20 @@ def fresh_cache():
 def test_a_worker_past_its_rate_is_answered_429_with_retry_after_and_others_are_not(enrol):
     _, first = enrol("node-1")
     _, second = enrol("node-2")
-    answers = [first.post("/api/v1/workers/heartbeat", HEARTBEAT, format="json") for _ in range(3)]
+    answers = [first.post("/api/v1/workers/claim", CLAIM, format="json") for _ in range(3)]
     assert [a.status_code for a in answers] == [200, 200, 200]
-    refused = first.post("/api/v1/workers/claim", {"slots": ["1"], "max_tasks": 1}, format="json")
+    refused = first.post("/api/v1/workers/claim", CLAIM, format="json")
     assert refused.status_code == 429 and 0 < int(refused["Retry-After"]) <= 60
-    assert second.post("/api/v1/workers/heartbeat", HEARTBEAT, format="json").status_code == 200
+    assert second.post("/api/v1/workers/claim", CLAIM, format="json").status_code == 200
+
+
+@override_settings(THROTTLE_RATES=LOW)
+def test_heartbeats_are_counted_apart_so_a_busy_worker_is_never_declared_lost_for_its_claims(enrol):
+    _, worker = enrol("node-1")
+    for _ in range(4):
+        worker.post("/api/v1/workers/claim", CLAIM, format="json")
+    beats = [worker.post("/api/v1/workers/heartbeat", HEARTBEAT, format="json") for _ in range(4)]
+    assert [b.status_code for b in beats] == [200, 200, 200, 429]
 
 
 @override_settings(THROTTLE_RATES=LOW)
@@ -59,8 +69,10 @@ def test_personal_token_creation_past_its_rate_is_answered_429(client):
 def test_the_default_worker_rate_leaves_room_for_a_daemon_at_the_default_heartbeat():
     """2,000 daemons each heartbeat every WORKER_HEARTBEAT_S and claim and report between beats: each
     is counted on its own, so the per-worker rate only needs many times one daemon's pace."""
-    count, seconds = ScopedThrottle().parse_rate(base.THROTTLE_RATES["worker"])
+    count, seconds = ScopedThrottle().parse_rate(base.THROTTLE_RATES["heartbeat"])
     assert count / seconds >= 10 / base.WORKER_HEARTBEAT_S
+    count, seconds = ScopedThrottle().parse_rate(base.THROTTLE_RATES["worker"])
+    assert count / seconds >= 10
 
 
 UNREACHABLE_REDIS = {

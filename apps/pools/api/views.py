@@ -5,9 +5,6 @@ only: another pool's task answers 403. Reports are idempotent and answer the tas
 worker's claim answers 409 until it heartbeats again.
 """
 
-import io
-import json
-
 from django.conf import settings
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
@@ -16,7 +13,6 @@ from rest_framework.exceptions import APIException, AuthenticationFailed, Permis
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps.core.parsers import JSONParser
 from apps.core.throttles import ScopedThrottle
 from apps.pools import services
 from apps.pools.api import serializers
@@ -29,7 +25,6 @@ from apps.pools.api.authentication import (
 from apps.pools.models import Worker
 from apps.tasks.models import Task
 from klique.worker.slots import milli
-from klique.worker.text import storable
 
 
 def _valid(serializer_class, request) -> dict:
@@ -87,6 +82,8 @@ class WorkerView(APIView):
 class HeartbeatView(WorkerView):
     """I am alive, running these tasks; the answer carries stop commands."""
 
+    throttle_scope = "heartbeat"  # its own count: a busy daemon's claims never crowd it out
+
     @extend_schema(request=serializers.HeartbeatSerializer, responses=serializers.HeartbeatAnswerSerializer)
     def post(self, request):
         data = _valid(serializers.HeartbeatSerializer, request)
@@ -120,30 +117,9 @@ class ClaimView(WorkerView):
         return Response({"tasks": serializers.ClaimedTaskSerializer(claimed, many=True).data})
 
 
-class ReportParser(JSONParser):
-    """A report is read as every request is, except the work's own text (its log tail, the error
-    that kept it from starting): NUL and lone surrogates in it are cleaned first (``storable``)
-    rather than refusing the report, so an exit is always recorded (docs/workers.md)."""
-
-    cleaned = ("log_tail", "tail", "error")
-
-    def parse(self, stream, media_type=None, parser_context=None):
-        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-        raw = stream.read(limit + 1) if limit is not None else stream.read()
-        try:
-            body = json.loads(raw)
-        except (ValueError, RecursionError):
-            body = None
-        if isinstance(body, dict) and any(isinstance(body.get(name), str) for name in self.cleaned):
-            body.update({n: storable(body[n]) for n in self.cleaned if isinstance(body.get(n), str)})
-            raw = json.dumps(body).encode()
-        return super().parse(io.BytesIO(raw), media_type, parser_context)
-
-
 class TaskReportView(WorkerView):
     """A report about one task: validate the body with ``serializer_class``, call ``service``."""
 
-    parser_classes = [ReportParser]
     serializer_class = None
     service = None
     error_statuses = {"post": (403,)}
