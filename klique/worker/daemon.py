@@ -8,9 +8,11 @@ full jitter. Every report is idempotent on the server, so a retry after a timeou
 A report the control plane refuses (a 4xx other than 401) is not dropped: it is sent again
 reduced (``Report.reduced``: without its log tail and details, then without its time) and only
 given up when nothing is left to leave out, so an exit is recorded and finished work never runs
-again. Work that cannot be started here (the OS refuses to run it, sbatch refuses the job) is
-reported as ``start_failed``, with the error: the control plane tries it again a few times, then
-fails it with that reason.
+again. Work that cannot be started anywhere (its command is above the argument limit, sbatch
+refuses the job) is reported as ``start_failed``, with the error: the control plane tries it again
+a few times, then fails it with that reason. A start error of this host (a full disk, no file
+descriptors, sbatch timing out) hands the work back as ``stopped``, so it is requeued without
+using up an attempt (``runs.start_failure`` decides which).
 
 A task that is no longer this daemon's (``orphaned``: requeued while the daemon was lost, say) is
 stopped and forgotten without a report. If the control plane hands the same task back before
@@ -378,9 +380,11 @@ class Daemon:
             log.error("could not start", extra={"fields": {"task": task["id"], "error": str(error)}})
             self.release_gpus(held)
             held.ended = True
-            self.queue(
-                held, "start_failed", {"at": utc_now(), "error": storable(str(error))[:MAX_ERROR_CHARS]}
-            )
+            if error.recurs:
+                what, body = "start_failed", {"error": storable(str(error))[:MAX_ERROR_CHARS]}
+            else:
+                what, body = "stopped", {"log_tail": storable(f"klique-worker could not start it: {error}")}
+            self.queue(held, what, {"at": utc_now(), **body})
 
     def fits(self, slots: list[int], size: int) -> bool:
         if not all(0 <= index < len(self.free) for index in slots) or len(set(slots)) != len(slots):

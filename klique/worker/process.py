@@ -10,7 +10,7 @@ import signal
 import subprocess
 from pathlib import Path
 
-from klique.worker.runs import Change, StartFailed, clean_environ, exit_code, tail, task_variables
+from klique.worker.runs import Change, clean_environ, exit_code, start_failure, tail, task_variables
 
 log = logging.getLogger("klique.worker")
 
@@ -61,7 +61,7 @@ class ProcessRunner:
                     start_new_session=True,
                 )
         except OSError as error:
-            raise StartFailed(str(error)) from error
+            raise start_failure(error) from error
         self._save()
 
     def poll(self) -> list[Change]:

@@ -1,8 +1,10 @@
 """What the runners (process and Slurm) share: the changes they report, the task's environment
 and how an exit status becomes an exit code."""
 
+import errno
 import os
 import re
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,9 +25,43 @@ class Change:
 
 
 class StartFailed(Exception):
-    """The work could not be started here: the OS refused to run it (E2BIG: the command or the
-    environment is above the argument limit; ENOENT; EACCES), its folder could not be made, or
-    sbatch refused the job. Reported as ``start_failed``, not as stopped."""
+    """The work could not be started here. ``recurs``: it would fail the same on any worker, so it
+    is reported as ``start_failed`` (counted towards failing the task); otherwise the trouble is
+    this host's and the work is handed back as ``stopped``. See ``start_failure``."""
+
+    def __init__(self, message: str, *, recurs: bool):
+        super().__init__(message)
+        self.recurs = recurs
+
+
+# OS errors at start that the task itself causes: its command or environment above the argument
+# limit. Both runners exec only /bin/sh or sbatch, and every path is the worker's own folder, so
+# any other errno (ENOSPC, EMFILE, EAGAIN, ENOMEM, ENOENT, EACCES, ENAMETOOLONG...) is this host's.
+RECURRING_ERRNOS = {errno.E2BIG}
+# What sbatch says when it could not reach slurmctld (or authenticate to it) from this host, as
+# against refusing the job.
+SLURM_UNREACHABLE = (
+    "Unable to contact slurm controller",
+    "Socket timed out",
+    "Communication connection failure",
+    "Zero Bytes were transmitted or received",
+    "Protocol authentication error",
+    "temporarily unable to accept job",
+    "in standby mode",
+)
+
+
+def start_failure(error: OSError | subprocess.SubprocessError) -> StartFailed:
+    """The one rule for what an error at start means: E2BIG, or sbatch refusing the job (a
+    non-zero exit with its reason), recurs wherever the task runs; anything else (a full disk, no
+    file descriptors, a failed fork, sbatch timing out or not reaching the controller) is a
+    passing trouble of this host, which must not use up the task's start attempts."""
+    if isinstance(error, subprocess.CalledProcessError):
+        message = (error.stderr or str(error)).strip()
+        reached = not any(marker.lower() in message.lower() for marker in SLURM_UNREACHABLE)
+        return StartFailed(message, recurs=error.returncode > 0 and reached)
+    recurs = isinstance(error, OSError) and error.errno in RECURRING_ERRNOS
+    return StartFailed(str(error), recurs=recurs)
 
 
 def clean_environ() -> dict[str, str]:

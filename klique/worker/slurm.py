@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from klique.worker.runs import Change, StartFailed, clean_environ, tail, task_variables
+from klique.worker.runs import Change, clean_environ, start_failure, tail, task_variables
 
 log = logging.getLogger("klique.worker")
 
@@ -30,6 +30,8 @@ RAN = {"COMPLETED", "FAILED", "TIMEOUT", "OUT_OF_MEMORY"}
 LOST = {"NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "REVOKED"}
 # A job gone from squeue and still not in sacct after this long is released.
 UNKNOWN_AFTER_S = 60
+# How long a Slurm command may take before the controller counts as not answering.
+COMMAND_TIMEOUT_S = 30
 
 
 @dataclass
@@ -90,7 +92,7 @@ class SlurmRunner:
             checkpoints.mkdir(parents=True, exist_ok=True)
             script.write_text(f"#!/bin/sh\n{exports}exec /bin/sh -c {shlex.quote(task['command'])}\n")
         except OSError as error:
-            raise StartFailed(str(error)) from error
+            raise start_failure(error) from error
         gpus = math.ceil(float(task["gpus"]))
         args = ["sbatch", "--parsable", f"--job-name=klique-{task_id}", f"--comment={self.comment}"]
         args += [f"--output={output}", f"--chdir={folder}"]
@@ -99,10 +101,8 @@ class SlurmRunner:
         args += [*self.extra_args, str(script)]
         try:
             job_id = _run(args, env=clean_environ()).strip().split(";")[0]
-        except subprocess.CalledProcessError as error:
-            raise StartFailed((error.stderr or str(error)).strip()) from error
-        except (OSError, subprocess.TimeoutExpired) as error:
-            raise StartFailed(str(error)) from error
+        except (OSError, subprocess.SubprocessError) as error:
+            raise start_failure(error) from error
         self.jobs[task_id] = Job(job_id, self.clock())
         log.info("submitted", extra={"fields": {"task": task_id, "slurm_job": job_id, "gpus": gpus}})
 
@@ -143,7 +143,7 @@ class SlurmRunner:
         ids = ",".join(job.job_id for job in self.jobs.values())
         args = ["squeue", "-h", "-t", "all", "-j", ids, "-O", "JobID,State,exit_code"]
         try:
-            done = subprocess.run(args, capture_output=True, text=True, timeout=30)
+            done = subprocess.run(args, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
         except (OSError, subprocess.TimeoutExpired) as error:
             log.warning("squeue failed", extra={"fields": {"error": str(error)}})
             return None
@@ -195,7 +195,9 @@ def _wait_status(status: int) -> int:
 
 def _run(args: list[str], *, env=None, check: bool = True) -> str:
     try:
-        done = subprocess.run(args, capture_output=True, text=True, env=env, timeout=30, check=check)
+        done = subprocess.run(
+            args, capture_output=True, text=True, env=env, timeout=COMMAND_TIMEOUT_S, check=check
+        )
     except (OSError, subprocess.TimeoutExpired) as error:
         if check:
             raise

@@ -76,7 +76,7 @@ def test_a_claim_records_which_worker_took_the_task_and_keeps_it_placed(pool, en
 def test_a_worker_never_claims_another_pools_work(pool, enrol, place):
     _, client = enrol()
     place(PoolFactory(name="cloud"), 3)
-    assert client.post(CLAIM, {"free_gpus": "8", "max_tasks": 10}, format="json").json() == {"tasks": []}
+    assert client.post(CLAIM, {"free_gpus": "4", "max_tasks": 10}, format="json").json() == {"tasks": []}
 
 
 def test_claimed_or_stopping_tasks_are_not_claimed_again(pool, enrol, place):
@@ -84,7 +84,7 @@ def test_claimed_or_stopping_tasks_are_not_claimed_again(pool, enrol, place):
     _, client_b = enrol("b")
     place(pool, 1)
     assert len(claim_one(a)) == 1
-    assert client_b.post(CLAIM, {"free_gpus": "8"}, format="json").json() == {"tasks": []}
+    assert client_b.post(CLAIM, {"free_gpus": "4"}, format="json").json() == {"tasks": []}
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,6 @@
 """The worker API's limits on request bodies (docs/channels.md, "Limits"): JSON nested too deep and
 strings holding NUL or a lone surrogate are 400 naming the problem and the field; GPU amounts are
-plain ASCII decimals; a heartbeat's free GPUs never exceed the worker's GPUs."""
+plain ASCII decimals; the free GPUs a heartbeat or a claim reports never exceed the worker's GPUs."""
 
 import json
 
@@ -115,3 +115,30 @@ def test_a_heartbeat_may_raise_its_gpus_and_report_them_free(enrol):
     assert answer.status_code == 200, answer.content
     worker.refresh_from_db()
     assert (worker.gpus, worker.free_gpus) == (8, 8)
+
+
+CLAIM = "/api/v1/workers/claim"
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [({"free_gpus": "5"}, "free_gpus"), ({"slots": ["1", "1", "1", "1", "0.5"]}, "slots")],
+)
+def test_a_claim_with_more_free_gpus_than_the_worker_has_is_400_naming_the_field(
+    pool, enrol, place, body, field
+):
+    _, client = enrol(gpus="4")
+    (task,) = place(pool, 1)
+    answer = client.post(CLAIM, body, format="json")
+    assert answer.status_code == 400, answer.content
+    assert field in answer.json() and "4" in answer.json()[field][0]
+    assert not task.events.filter(kind=TaskEvent.Kind.CLAIMED).exists()
+
+
+@pytest.mark.parametrize("body", [{"free_gpus": "4"}, {"slots": ["1", "1", "1", "1"]}])
+def test_a_claim_of_all_the_workers_gpus_is_accepted(pool, enrol, place, body):
+    _, client = enrol(gpus="4")
+    (task,) = place(pool, 1)
+    answer = client.post(CLAIM, body, format="json")
+    assert answer.status_code == 200, answer.content
+    assert [t["id"] for t in answer.json()["tasks"]] == [task.pk]

@@ -5,7 +5,6 @@ records, and a clock the test moves."""
 import types
 
 from klique.worker.client import Rejected, Unreachable
-from klique.worker.runs import StartFailed
 
 
 def fake_pynvml(count=2, fail_init=False):
@@ -86,16 +85,13 @@ class RecordingRunner:
 
     mode = "process"
 
-    def __init__(self, start_error: str = ""):
+    def __init__(self):
         self.started: list[int] = []
-        self.start_error = start_error  # each start fails with it, as an exec the OS refuses does
 
     def kill_leftovers(self) -> list[int]:
         return []
 
     def start(self, task: dict, devices: list[str]) -> None:
-        if self.start_error:
-            raise StartFailed(self.start_error)
         self.started.append(task["id"])
 
     def poll(self) -> list:

@@ -27,11 +27,16 @@ class EnrolSerializer(serializers.Serializer):
 
 
 def free_within_gpus(data: dict, worker: Worker) -> dict:
-    """A worker cannot report more free GPUs than it has (the ``gpus`` sent along, else its own)."""
-    free, total = data.get("free_gpus"), data.get("gpus", worker.gpus)
+    """A worker cannot report more free GPUs than it has (the ``gpus`` sent along, else its own):
+    neither as ``free_gpus`` (heartbeat, claim) nor as more ``slots`` than GPUs (claim)."""
+    free, slots, total = data.get("free_gpus"), data.get("slots"), data.get("gpus", worker.gpus)
     if free is not None and free > total:
         raise serializers.ValidationError(
             {"free_gpus": [f"{free} free GPUs is more than this worker's {total} GPUs."]}
+        )
+    if slots is not None and len(slots) > total:
+        raise serializers.ValidationError(
+            {"slots": [f"{len(slots)} slots is more than this worker's {total} GPUs."]}
         )
     return data
 
@@ -72,7 +77,7 @@ class ClaimSerializer(serializers.Serializer):
             raise serializers.ValidationError(
                 {"slots": "Send either slots or free_gpus, not both or neither."}
             )
-        return data
+        return free_within_gpus(data, self.context["worker"])
 
 
 class ClaimedTaskSerializer(serializers.Serializer):
