@@ -15,4 +15,4 @@ KLIQUE_ENV = "test"
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 SILENCED_SYSTEM_CHECKS = ["axes.W001"]
 # Daemons in the live tests heartbeat many times a second; the throttle tests set low rates.
-THROTTLE_RATES = {"worker": "100000/min", "heartbeat": "100000/min", "enrol": "100000/min", "token": "100000/min"}
+THROTTLE_RATES = {scope: "100000/min" for scope in ("worker", "heartbeat", "enrol", "token")}
