@@ -118,7 +118,7 @@ class GpuAmountFormField(PlainDecimalFormField):
 class PlainIntegerFormField(forms.IntegerField):
     """A form's whole number read in plain notation only: Django's field reads ``"1_0"`` as 10."""
 
-    default_error_messages = {"invalid": "Enter a whole number in plain notation: ASCII digits only (8)."}
+    default_error_messages = {"invalid": "Enter a whole number. Plain notation only: ASCII digits (8)."}
 
     def to_python(self, value):
         if value in self.empty_values:

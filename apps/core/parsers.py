@@ -5,6 +5,8 @@ One JSON reader (``loads``) serves the API's parser and the forms that take JSON
 - a body larger than ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (Django's, 2.5 MB by default);
 - arrays and objects nested deeper than ``MAX_JSON_DEPTH``: the depth is counted over the text
   without recursion *before* parsing, since Python's decoder recurses and fails near depth 1000;
+- a number out of range: one that would be infinity (``1e999``; PostgreSQL cannot store it) or
+  a whole number of more than ``MAX_INT_DIGITS`` digits;
 - any string, key or value, holding NUL (``\\u0000``) or a lone surrogate (``\\ud800`` to
   ``\\udfff`` unpaired): PostgreSQL's ``jsonb`` and text columns cannot store them, so they would
   fail at the database. The error names the field path (``spec.env.X``, ``gpu_stats[0]``).
@@ -16,6 +18,7 @@ say which field is a number, a list or an object. Errors keep the API's shape: a
 
 import codecs
 import json
+import math
 import re
 from collections.abc import Collection
 
@@ -111,11 +114,29 @@ def _refused(path: tuple, message: str) -> JSONInputError:
     return JSONInputError(message + " Such strings cannot be stored.", root)
 
 
+MAX_INT_DIGITS = 30
+
+
+def _finite(text: str) -> float:
+    """A JSON number with a fraction or exponent: ``1e999`` would be infinity, which no field takes
+    and PostgreSQL's jsonb cannot store."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise JSONInputError(f"The number {text[:40]} is out of range.")
+    return value
+
+
+def _whole(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise JSONInputError(f"A whole number has more than {MAX_INT_DIGITS} digits.")
+    return int(text)
+
+
 def loads(text: str, cleaned: Collection[str] = ()):
     """Parse JSON text within the limits above; ``JSONInputError`` (a ``ValueError``) otherwise."""
     if nested_deeper_than(text, MAX_JSON_DEPTH):
         raise JSONTooDeep(f"JSON nested deeper than {MAX_JSON_DEPTH} levels of arrays and objects.")
-    value = json.loads(text, parse_constant=strict_constant)
+    value = json.loads(text, parse_constant=strict_constant, parse_float=_finite, parse_int=_whole)
     refused = unstorable_string(value, cleaned) if _UNSTORABLE_ESCAPE.search(text) else None
     if refused:
         raise refused

@@ -3,7 +3,7 @@
 from django import forms
 
 from apps.accounts.models import Project, User
-from apps.core.fields import GpuAmountFormField, PlainDecimalFormField
+from apps.core.fields import GpuAmountFormField, PlainDecimalFormField, PlainIntegerFormField
 from apps.policies.models import ResourcePolicy
 from apps.tasks.limits import MAX_COMMAND_CHARS
 
@@ -23,7 +23,7 @@ class QuotaForm(forms.Form):
     budget_period = forms.ChoiceField(
         label="Period", choices=[("", "no budget"), *ResourcePolicy.Period.choices], required=False
     )
-    version = forms.IntegerField(
+    version = PlainIntegerFormField(
         label="Version shown",
         min_value=1,
         widget=forms.HiddenInput,
@@ -97,3 +97,4 @@ class PriorityForm(forms.ModelForm):
     class Meta:
         model = Project
         fields = ["priority"]
+        field_classes = {"priority": PlainIntegerFormField}

@@ -1,5 +1,6 @@
 from django import forms
 
+from apps.core.fields import PlainDecimalFormField
 from apps.pricing.models import Price
 
 
@@ -7,4 +8,5 @@ class PriceForm(forms.ModelForm):
     class Meta:
         model = Price
         fields = ["gpu_type", "currency", "per_gpu_hour", "effective_from"]
+        field_classes = {"per_gpu_hour": PlainDecimalFormField}
         widgets = {"effective_from": forms.DateInput(attrs={"type": "date"})}

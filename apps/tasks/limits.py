@@ -6,9 +6,13 @@ A worker runs a task as ``/bin/sh -c COMMAND`` with the task's ``spec.env`` in i
 the OS bounds both: on Linux a single argument or variable at 128 KiB (``MAX_ARG_STRLEN``) and all
 of them together at ``ARG_MAX`` (2 MiB with the usual 8 MiB stack). A command of 20,000 characters
 is at most 80,000 bytes in UTF-8 and a spec of 64 KiB holds at most 64 KiB of variables, so a
-task's own share stays well inside both; the rest is the worker's own environment."""
+task's own share stays well inside both; the rest is the worker's own environment.
+
+The spec's shape is checked here too, since a worker reads it: an object, whose ``env``, when
+given, maps environment variable names to text or numbers (a worker could not run anything else)."""
 
 import json
+import re
 
 from django.core.exceptions import ValidationError
 
@@ -28,7 +32,30 @@ def command_error(command: str) -> str | None:
     return None
 
 
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
+
+
+def spec_shape_error(spec) -> str | None:
+    if not isinstance(spec, dict):
+        return "The spec must be a JSON object."
+    env = spec.get("env")
+    if env is None:
+        return None
+    if not isinstance(env, dict):
+        return "spec.env must be an object of environment variables: {NAME: value}."
+    for name, value in env.items():
+        if not ENV_NAME.fullmatch(name):
+            return f"spec.env: {name!r} is not a variable name (ASCII letters, digits and _, no digit first)."
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            return f"spec.env.{name}: the value must be text or a number."
+    return None
+
+
 def spec_error(spec) -> str | None:
+    """Why a task's spec cannot be taken (its shape, then its size), or None."""
+    shape = spec_shape_error(spec)
+    if shape:
+        return shape
     size = spec_bytes(spec)
     if size > MAX_SPEC_BYTES:
         return f"Ensure the spec is at most {MAX_SPEC_BYTES} bytes as JSON (it is {size})."

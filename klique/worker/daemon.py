@@ -376,15 +376,22 @@ class Daemon:
         devices = [self.settings.devices[index] for index in held.slots]
         try:
             self.runner.start(task, devices)
+            return
         except StartFailed as error:
-            log.error("could not start", extra={"fields": {"task": task["id"], "error": str(error)}})
-            self.release_gpus(held)
-            held.ended = True
-            if error.recurs:
-                what, body = "start_failed", {"error": storable(str(error))[:MAX_ERROR_CHARS]}
-            else:
-                what, body = "stopped", {"log_tail": storable(f"klique-worker could not start it: {error}")}
-            self.queue(held, what, {"at": utc_now(), **body})
+            failure = error
+        except Exception as error:
+            # Whatever a task holds, it must never take the daemon (and every task it runs) down:
+            # what the runner cannot handle is the task's own fault, so it recurs.
+            log.exception("could not handle the task", extra={"fields": {"task": task["id"]}})
+            failure = StartFailed(f"klique-worker could not handle this task: {error!r}", recurs=True)
+        log.error("could not start", extra={"fields": {"task": task["id"], "error": str(failure)}})
+        self.release_gpus(held)
+        held.ended = True
+        if failure.recurs:
+            what, body = "start_failed", {"error": storable(str(failure))[:MAX_ERROR_CHARS]}
+        else:
+            what, body = "stopped", {"log_tail": storable(f"klique-worker could not start it: {failure}")}
+        self.queue(held, what, {"at": utc_now(), **body})
 
     def fits(self, slots: list[int], size: int) -> bool:
         if not all(0 <= index < len(self.free) for index in slots) or len(set(slots)) != len(slots):

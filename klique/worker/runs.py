@@ -71,7 +71,12 @@ def clean_environ() -> dict[str, str]:
 def task_variables(task: dict, checkpoint_dir: Path) -> dict[str, str]:
     """The task's ``spec.env`` and what Klique tells every task: its id, its GPUs and where to
     keep checkpoints so that a preempted run can resume."""
-    spec_env = (task.get("spec") or {}).get("env") or {}
+    spec = task.get("spec") or {}
+    if not isinstance(spec, dict):
+        raise StartFailed("the task's spec is not an object", recurs=True)
+    spec_env = spec.get("env") or {}
+    if not isinstance(spec_env, dict):
+        raise StartFailed("spec.env is not an object of environment variables", recurs=True)
     variables = {
         name: str(value) for name, value in spec_env.items() if isinstance(name, str) and NAME.match(name)
     }

@@ -97,6 +97,34 @@ def test_a_spec_holding_nul_or_a_lone_surrogate_is_400_naming_the_field(estate, 
     assert Task.objects.count() == 0 and Schedule.objects.count() == 0
 
 
+@pytest.mark.parametrize("number", ["1e999", "-1e999", "9" * 5000])
+@pytest.mark.parametrize("url", [TASKS, SCHEDULES])
+def test_a_number_out_of_range_is_400_not_a_database_error(estate, url, number):
+    body = submission(estate, spec={"a": 0}) if url == TASKS else schedule_body(estate, spec={"a": 0})
+    answer = post_raw(client_for(estate.member), url, json.dumps(body).replace('"a": 0', f'"a": {number}'))
+    assert answer.status_code == 400, answer.content
+    assert "out of range" in str(answer.json()) or "more than 30 digits" in str(answer.json())
+    assert "int_max_str_digits" not in answer.content.decode()
+    assert Task.objects.count() == 0 and Schedule.objects.count() == 0
+
+
+@pytest.mark.parametrize(
+    ("spec", "reason"),
+    [
+        ({"env": "x"}, "spec.env must be an object"),
+        ({"env": {"bad name": "x"}}, "is not a variable name"),
+        ({"env": {"K": None}}, "text or a number"),
+        ({"env": {"K": ["a"]}}, "text or a number"),
+    ],
+)
+@pytest.mark.parametrize("url", [TASKS, SCHEDULES])
+def test_a_spec_env_no_worker_could_use_is_400_naming_spec(estate, url, spec, reason):
+    body = submission(estate, spec=spec) if url == TASKS else schedule_body(estate, spec=spec)
+    answer = client_for(estate.member).post(url, body, format="json")
+    assert answer.status_code == 400, answer.content
+    assert reason in answer.json()["spec"][0]
+
+
 def test_a_schedule_change_holding_a_lone_surrogate_is_400(estate):
     client = client_for(estate.member)
     created = client.post(SCHEDULES, schedule_body(estate), format="json")

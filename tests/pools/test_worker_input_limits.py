@@ -61,6 +61,13 @@ def test_gpu_stats_holding_nul_or_a_lone_surrogate_are_400_naming_the_field(enro
     assert worker.gpu_stats in ([], None, {})
 
 
+def test_gpu_stats_holding_a_number_out_of_range_is_400(enrol):
+    _, client = enrol()
+    answer = post_raw(client, HEARTBEAT, '{"tasks": [], "gpu_stats": [{"t": 1e999}]}')
+    assert answer.status_code == 400, answer.content
+    assert "out of range" in str(answer.json())
+
+
 @BAD_STRINGS
 @pytest.mark.parametrize("where", ["key", "value"])
 def test_a_started_detail_holding_nul_or_a_lone_surrogate_is_400_naming_the_field(

@@ -154,7 +154,12 @@ def test_the_lead_sets_project_priorities(login):
 
 @pytest.mark.parametrize(
     "value, message",
-    [("-1", "Ensure this value is greater than or equal to 0."), ("soon", "Enter a whole number.")],
+    [
+        ("-1", "Ensure this value is greater than or equal to 0."),
+        ("soon", "Enter a whole number."),
+        ("7_7", "Enter a whole number."),
+        ("\uff15\uff15", "Enter a whole number."),
+    ],
 )
 def test_a_bad_priority_is_refused_with_the_reason(login, value, message):
     project = Project.objects.get(name="llm-70b")

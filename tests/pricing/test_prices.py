@@ -110,6 +110,16 @@ def test_everyone_signed_in_reads_the_price_list_but_only_finance_and_it_see_edi
     assert "Add a price" in page and "/edit/" in page
 
 
+@pytest.mark.parametrize("loose", ["2_5", "\uff12.\uff15", "1e1"])
+def test_a_price_in_loose_notation_is_refused_on_the_field(client, estate, loose):
+    client.force_login(estate.users["fin"])
+    form = {"gpu_type": estate.h100.pk, "currency": "EUR", "effective_from": "2026-04-01"}
+    response = client.post("/prices/new/", {**form, "per_gpu_hour": loose})
+    assert response.status_code in (200, 400)
+    assert "Enter a number." in response.content.decode()
+    assert not Price.objects.exists()
+
+
 def test_finance_adds_changes_and_deletes_a_price_in_the_portal_and_each_step_is_audited(client, estate):
     fin = estate.users["fin"]
     client.force_login(fin)

@@ -98,6 +98,19 @@ def test_a_command_above_the_argument_limit_is_a_start_failure_with_the_error(tm
     assert d.held == {} and d.free == [1000]
 
 
+@pytest.mark.parametrize("spec", [{"env": "x"}, {"env": ["A=1"]}, "not an object"])
+def test_a_task_whose_spec_the_runner_cannot_read_is_a_start_failure_and_the_daemon_runs_on(tmp_path, spec):
+    """Such a task once crashed every daemon that claimed it; the next task must still run."""
+    clock = Clock()
+    bad, good = {**task(7), "spec": spec}, task(8)
+    control = ScriptedControlPlane(clock, claims=[[bad], [good]])
+    d = daemon(clock, control, ProcessRunner(tmp_path / "state", tmp_path / "ckpt"))
+    run_for(d, clock, 3)
+    (sent,) = reports(control, "start_failed")
+    assert "spec" in sent["error"]
+    assert 8 in d.held or reports(control, "exited")
+
+
 @contextlib.contextmanager
 def out_of_file_descriptors():
     """The soft RLIMIT_NOFILE lowered to the lowest free descriptor: the next open fails EMFILE."""
