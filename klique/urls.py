@@ -19,6 +19,7 @@ admin.site.site_header = "Klique control plane"
 admin.site.site_title = "Klique admin"
 admin.site.index_title = "IT console"
 
+handler400 = "apps.core.errors.bad_request"
 handler404 = "apps.core.errors.not_found"
 
 urlpatterns = [

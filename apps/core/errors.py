@@ -1,7 +1,13 @@
-"""A JSON 404 for an address under ``/api/`` that matches no route (``/api/v1/tasks/0.5/``), in
-the API's error shape; the portal keeps Django's page. Set as ``handler404`` in klique/urls.py."""
+"""The API's own answers for errors Django raises before a view runs, in the API's error shape
+(``{"detail": ...}``); the portal keeps Django's pages. Set as ``handler400`` and ``handler404`` in
+klique/urls.py:
+
+- 404 for an address under ``/api/`` that matches no route (``/api/v1/tasks/0.5/``);
+- 400 for a request Django refuses as suspicious, such as a body above
+  ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (``RequestDataTooBig``)."""
 
 from django.http import JsonResponse
+from django.views.defaults import bad_request as django_bad_request
 from django.views.defaults import page_not_found
 
 
@@ -9,3 +15,10 @@ def not_found(request, exception=None):
     if request.path.startswith("/api/"):
         return JsonResponse({"detail": "Not found."}, status=404)
     return page_not_found(request, exception)
+
+
+def bad_request(request, exception=None):
+    if request.path.startswith("/api/"):
+        reason = str(exception) if exception else "Bad request."
+        return JsonResponse({"detail": reason}, status=400)
+    return django_bad_request(request, exception)

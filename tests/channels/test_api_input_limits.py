@@ -6,8 +6,10 @@ import json
 import signal
 
 import pytest
+from django.core.exceptions import RequestDataTooBig
 from django.urls import reverse
 
+from apps.core.errors import bad_request
 from apps.core.parsers import MAX_JSON_DEPTH
 from apps.tasks.models import Schedule, Task
 from tests.channels.conftest import client_for
@@ -57,6 +59,21 @@ def test_brackets_inside_strings_do_not_count_as_nesting(estate):
     answer = post_raw(client_for(estate.member), TASKS, json.dumps(submission(estate, spec=spec)))
     assert answer.status_code == 201, answer.content
     assert Task.objects.get().spec == spec
+
+
+@pytest.mark.parametrize("content_type", ["application/json", "application/x-www-form-urlencoded"])
+@pytest.mark.parametrize("url", [TASKS, SCHEDULES])
+def test_a_body_above_the_upload_limit_is_a_json_400(estate, url, content_type):
+    text = json.dumps(submission(estate, command="x" * 3_000_000))
+    answer = client_for(estate.member).generic("POST", url, text, content_type=content_type)
+    assert answer.status_code == (400 if content_type == "application/json" else 415)
+    assert answer["Content-Type"] == "application/json" and answer.json()["detail"]
+
+
+@pytest.mark.parametrize(("path", "shape"), [("/api/v1/tasks/", "application/json"), ("/", "text/html")])
+def test_a_request_django_refuses_as_too_big_answers_in_the_shape_of_its_address(rf, path, shape):
+    answer = bad_request(rf.post(path), RequestDataTooBig("Request body exceeded the limit."))
+    assert answer.status_code == 400 and answer["Content-Type"].startswith(shape)
 
 
 @pytest.fixture
