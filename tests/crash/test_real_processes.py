@@ -64,24 +64,31 @@ class Marks(dict):
         self[name], self.last = now - self.last, now
 
 
-def test_the_engine_loop_killed_at_random_points_and_postgres_crash_restarted_lose_nothing(folder):
+def kill_restart_and_drain(stack: Stack, *, celery: bool, seed: int, restart, title: str) -> None:
+    """The story both tests tell: start the engine, kill it at random points, restart a service
+    under it, see the engine resume, check, drain, check again, and print the figures."""
     mark = Marks()
+    stack.start_engine(celery=celery)
+    mark("start")
+    stack.kill_engine_at_random_points(KILLS, random.Random(seed))
+    mark("kills")
+    restarted = datetime.now(UTC)
+    restart()
+    stack.resumes(restarted)
+    stack.check()
+    mark("restart")
+    figures = stack.drain()
+    mark("drain")
+    report(title, stack, figures, mark)
+
+
+def test_the_engine_loop_killed_at_random_points_and_postgres_crash_restarted_lose_nothing(folder):
     postgres = Postgres()
     stack = None
     try:
         stack = Stack(folder, postgres.copy_database(database_url(), "klique"), seed=1)
-        stack.start_engine(celery=False)
-        mark("start")
-        stack.kill_engine_at_random_points(KILLS, random.Random(11))
-        mark("kills")
-        restarted = datetime.now(UTC)
-        postgres.crash_restart()
-        stack.resumes(restarted)
-        stack.check()
-        mark("restart")
-        figures = stack.drain()
-        mark("drain")
-        report("run_engine loop + PostgreSQL restart", stack, figures, mark)
+        title = "run_engine loop + PostgreSQL restart"
+        kill_restart_and_drain(stack, celery=False, seed=11, restart=postgres.crash_restart, title=title)
     finally:
         if stack:
             stack.close()
@@ -90,23 +97,12 @@ def test_the_engine_loop_killed_at_random_points_and_postgres_crash_restarted_lo
 
 @pytest.mark.redis
 def test_the_celery_worker_with_beat_killed_at_random_points_and_redis_restarted_lose_nothing(folder):
-    mark = Marks()
     redis = Redis(folder)
     stack = None
     try:
         stack = Stack(folder, database_url(), redis_url=redis.url, seed=2)
-        stack.start_engine(celery=True)
-        mark("start")
-        stack.kill_engine_at_random_points(KILLS, random.Random(12))
-        mark("kills")
-        restarted = datetime.now(UTC)
-        redis.restart()
-        stack.resumes(restarted)
-        stack.check()
-        mark("restart")
-        figures = stack.drain()
-        mark("drain")
-        report("Celery worker with beat + Redis restart", stack, figures, mark)
+        title = "Celery worker with beat + Redis restart"
+        kill_restart_and_drain(stack, celery=True, seed=12, restart=redis.restart, title=title)
     finally:
         if stack:
             stack.close()
