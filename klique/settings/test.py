@@ -1,5 +1,7 @@
 """Test settings: the base settings with fast password hashing and in-memory email."""
 
+import os
+
 from .base import *  # noqa: F401,F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
@@ -16,3 +18,9 @@ CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"
 SILENCED_SYSTEM_CHECKS = ["axes.W001"]
 # Daemons in the live tests heartbeat many times a second; the throttle tests set low rates.
 THROTTLE_RATES = {scope: "100000/min" for scope in ("worker", "heartbeat", "enrol", "token")}
+
+# On SQLite the tests use a database file rather than Django's shared-cache memory database: a live
+# server thread reading while the test writes then waits for the lock (the busy timeout), where
+# the shared cache failed at once with "database table is locked" (a 500 in the live CLI tests).
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
+    DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / f"test-{os.getpid()}.sqlite3")}  # noqa: F405
