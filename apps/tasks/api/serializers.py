@@ -1,5 +1,3 @@
-import json
-
 from django.db import models
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
@@ -41,12 +39,6 @@ class ComputeResourceField(StrictCharField):
 
     def to_representation(self, value):
         return value.name
-
-
-def spec_without_nul(spec: dict) -> dict:
-    if "\\u0000" in json.dumps(spec):
-        raise serializers.ValidationError("The spec cannot contain NUL characters.")
-    return spec
 
 
 def spec_within_size(spec: dict) -> dict:
@@ -152,7 +144,7 @@ class SubmitSerializer(serializers.Serializer):
     spec = serializers.DictField(
         required=False,
         default=dict,
-        validators=[spec_without_nul, spec_within_size],
+        validators=[spec_within_size],
         help_text="Environment, image and other run options; at most 64 KiB as JSON.",
     )
 
@@ -179,7 +171,7 @@ class ScheduleSerializer(serializers.ModelSerializer):
         source="project.name", required=False, allow_null=True, allow_blank=True, max_length=120
     )
     gpus = gpus_field(required=False, allow_null=True)
-    spec = serializers.DictField(required=False, validators=[spec_without_nul, spec_within_size])
+    spec = serializers.DictField(required=False, validators=[spec_within_size])
     command = command_field()
     cron = StrictCharField(max_length=100, help_text="Five-field cron expression, evaluated in UTC.")
 
