@@ -2,12 +2,16 @@
 
 KLIQUE_ENROLMENT_TOKEN=kqe_... klique-worker --server https://klique.example.org --gpus 4
 klique-worker --mode slurm --gpus 16 --slurm-partition gpu --enrolment-token-file /etc/klique/token
+klique-worker --mode kubernetes --gpus 32 --kube-namespace ml   (inside the cluster)
+
+Each mode is one runner module, named in ``MODES``; its flags come from the module. A mode whose
+library is not installed (``klique[kubernetes]``, ``klique[docker]``) says so when chosen.
 """
 
 import argparse
+import importlib
 import json
 import logging
-import os
 import signal
 import socket
 import sys
@@ -18,14 +22,28 @@ from klique.worker import __version__
 from klique.worker.client import ControlPlane
 from klique.worker.daemon import Daemon, Settings
 from klique.worker.gpus import Nvml
-from klique.worker.process import ProcessRunner
-from klique.worker.slurm import SlurmRunner
+from klique.worker.runs import env
 
 log = logging.getLogger("klique.worker")
 
 
-def env(name: str, default=None):
-    return os.environ.get(name) or default
+# mode: (module, runner class, the extra that installs what it needs)
+MODES = {
+    "process": ("klique.worker.process", "ProcessRunner", ""),
+    "slurm": ("klique.worker.slurm", "SlurmRunner", ""),
+    "kubernetes": ("klique.worker.kubernetes", "KubernetesRunner", "kubernetes"),
+    "docker": ("klique.worker.docker", "DockerRunner", "docker"),
+}
+
+
+def runner_class(mode: str):
+    """The runner class of a mode, or an ImportError naming the extra to install."""
+    module, name, extra = MODES[mode]
+    try:
+        return getattr(importlib.import_module(module), name)
+    except ImportError as error:
+        hint = f": pip install 'klique[{extra}]'" if extra else ""
+        raise ImportError(f"{mode} mode needs {error.name or error}{hint}") from error
 
 
 def parser() -> argparse.ArgumentParser:
@@ -45,15 +63,17 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--mode",
-        choices=["process", "slurm"],
+        choices=list(MODES),
         default=env("KLIQUE_WORKER_MODE", "process"),
-        help="run tasks as subprocesses here, or as Slurm jobs [KLIQUE_WORKER_MODE]",
+        help="run tasks as subprocesses here, Slurm jobs, Kubernetes pods or Docker containers "
+        "[KLIQUE_WORKER_MODE]",
     )
     p.add_argument(
         "--gpus",
         type=int,
         default=env("KLIQUE_WORKER_GPUS"),
-        help="GPUs to serve; process mode finds them through NVML when not given [KLIQUE_WORKER_GPUS]",
+        help="GPUs to serve; process and Docker modes find them through NVML when not given; in "
+        "Slurm and Kubernetes modes, the GPUs of the partition or cluster served [KLIQUE_WORKER_GPUS]",
     )
     p.add_argument("--hostname", default=env("KLIQUE_WORKER_HOSTNAME", socket.gethostname()))
     p.add_argument(
@@ -74,21 +94,20 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--retry-max", type=float, default=float(env("KLIQUE_WORKER_RETRY_MAX_S", 30)))
     p.add_argument("--tick", type=float, default=float(env("KLIQUE_WORKER_TICK_S", 0.5)))
     p.add_argument("--log-format", choices=["text", "json"], default=env("KLIQUE_LOG_FORMAT", "text"))
-    p.add_argument("--slurm-partition", default=env("KLIQUE_SLURM_PARTITION", ""))
     p.add_argument(
-        "--sbatch-arg",
-        action="append",
-        default=env("KLIQUE_SBATCH_ARGS", "").split(),
-        help="an extra sbatch argument, e.g. --sbatch-arg=--account=ml (repeatable) [KLIQUE_SBATCH_ARGS]",
-    )
-    p.add_argument(
-        "--pending-timeout",
-        type=float,
-        default=float(env("KLIQUE_SLURM_PENDING_TIMEOUT_S", 300)),
-        help="release a Slurm job back to Klique when it waits unallocated this long after sbatch "
-        "(seconds; it is counted and charged while it waits) [KLIQUE_SLURM_PENDING_TIMEOUT_S]",
+        "--keep-work-on-exit",
+        action="store_true",
+        default=env("KLIQUE_WORKER_KEEP_WORK_ON_EXIT", "") not in ("", "0", "false"),
+        help="on SIGTERM leave the work running for the next daemon to adopt (Kubernetes, Docker) "
+        "instead of stopping it [KLIQUE_WORKER_KEEP_WORK_ON_EXIT]",
     )
     p.add_argument("--version", action="version", version=f"klique-worker {__version__}")
+    for mode in MODES:
+        try:
+            cls = runner_class(mode)
+        except ImportError:
+            continue
+        cls.add_arguments(p.add_argument_group(f"{mode} mode"))
     return p
 
 
@@ -127,7 +146,7 @@ def enrolment_token(args) -> str:
 
 def devices(args, nvml) -> list[str] | None:
     """The GPUs to serve: the first ``--gpus`` of those NVML finds (by UUID), or 0..N-1."""
-    found = nvml.gpus() if nvml is not None and args.mode == "process" else []
+    found = nvml.gpus() if nvml is not None else []
     if args.gpus is None:
         return [gpu.uuid for gpu in found] if found else None
     if found:
@@ -143,25 +162,19 @@ def main(argv: list[str] | None = None) -> int:
     token = enrolment_token(args)
     if not args.server or not token:
         parser().error("--server and an enrolment token (--enrolment-token, its file or variable) are needed")
-    nvml = Nvml.open() if args.mode == "process" else None
+    try:
+        cls = runner_class(args.mode)
+    except ImportError as error:
+        parser().error(str(error))
+    # Where the daemon picks the GPUs it finds them through NVML; a scheduler's GPUs are not local.
+    nvml = None if cls.claims_total else Nvml.open()
     gpus = devices(args, nvml)
     if gpus is None:
         parser().error("no GPUs found through NVML: say how many with --gpus N (0 for CPU-only work)")
     checkpoints = args.checkpoint_root or args.state_dir / "checkpoints"
-    if args.mode == "slurm":
-        runner = SlurmRunner(
-            args.state_dir,
-            checkpoints,
-            tag=args.hostname,
-            partition=args.slurm_partition,
-            extra_args=tuple(args.sbatch_arg),
-            pending_timeout_s=args.pending_timeout,
-        )
-    else:
-        runner = ProcessRunner(args.state_dir, checkpoints)
-    leftovers = runner.kill_leftovers()
-    if leftovers:
-        log.warning("stopped work a previous daemon left running", extra={"fields": {"tasks": leftovers}})
+    runner = cls.from_args(
+        args, state_dir=args.state_dir, checkpoint_root=checkpoints, hostname=args.hostname
+    )
     settings = Settings(
         hostname=args.hostname,
         enrolment_token=token,
@@ -170,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         poll_max_s=args.poll_max,
         retry_max_s=args.retry_max,
         tick_s=args.tick,
+        keep_work_on_exit=args.keep_work_on_exit,
     )
     verify = args.ca_bundle or True
     daemon = Daemon(settings, ControlPlane(args.server, verify=verify), runner, nvml=nvml)

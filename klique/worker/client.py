@@ -52,8 +52,14 @@ class ControlPlane:
         except ValueError as error:
             raise Unreachable(f"not JSON: {answer.text[:100]!r}") from error
 
-    def enrol(self, enrolment_token: str, *, hostname: str, gpus: str, mode: str) -> dict:
+    def enrol(
+        self, enrolment_token: str, *, hostname: str, gpus: str, mode: str, running: list[int] | None = None
+    ) -> dict:
+        """Exchange the enrolment token for this daemon's own; ``running`` names the tasks whose
+        work an earlier daemon left here, which the control plane hands back as ``adopted``."""
         body = {"hostname": hostname, "gpus": gpus, "mode": mode, "version": __version__}
+        if running:
+            body["running"] = running
         answer = self._post("enrol", body, enrolment_token)
         self.token = answer["token"]
         return answer

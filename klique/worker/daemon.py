@@ -14,6 +14,14 @@ a few times, then fails it with that reason. A start error of this host (a full 
 descriptors, sbatch timing out) hands the work back as ``stopped``, so it is requeued without
 using up an attempt (``runs.start_failure`` decides which).
 
+A daemon that starts again (after a crash, an upgrade) asks its runner what work an earlier daemon
+left running here and names it when it enrols: the control plane hands back the tasks it still
+counts as that host's (``adopted``) and the daemon follows them as its own, while the runner removes
+the rest (Kubernetes pods and Docker containers outlive their daemon; processes and Slurm jobs are
+stopped at start, as before). With ``keep_work_on_exit`` a SIGTERM leaves the work running for the
+next daemon to adopt instead of stopping it; it must come back within the heartbeat timeout, or
+the control plane requeues that work and the next daemon removes it.
+
 A task that is no longer this daemon's (``orphaned``: requeued while the daemon was lost, say) is
 stopped and forgotten without a report. If the control plane hands the same task back before
 that run has ended, the new run waits for it: one run of a task at a time, in its folder and its
@@ -47,6 +55,7 @@ class Settings:
     tick_s: float = 0.5
     max_claim: int = 8
     shutdown_grace_s: float = 30.0
+    keep_work_on_exit: bool = False
 
 
 @dataclass
@@ -116,12 +125,15 @@ class Daemon:
         self.failures = 0
         self.retry_at = 0.0
         self.draining_since: float | None = None
+        self.leaving = False  # shut down with the work left running for the next daemon
+        self.found: list[int] = []  # work an earlier daemon left here, named at enrolment
 
     # The loop.
 
     def run(self) -> int:
         """Serve until shut down (SIGTERM) and every task has stopped; 0, or 3 when refused."""
         try:
+            self.found = self.runner.recover()
             self.enrol()
             while not (self.draining_since is not None and self.drained()):
                 self.tick()
@@ -144,6 +156,7 @@ class Daemon:
                     hostname=self.settings.hostname,
                     gpus=gpus,
                     mode=self.runner.mode,
+                    running=self.found,
                 )
             except Unreachable as error:
                 time.sleep(self.backoff(error))
@@ -152,11 +165,30 @@ class Daemon:
                 raise Refused(str(error)) from error
             self.heartbeat_s = float(answer["heartbeat_s"])
             self.recovered()
+            self.adopt(answer.get("adopted") or [])
             log.info(
                 "enrolled",
                 extra={"fields": {"worker": answer["worker"], "pool": answer["pool"], "gpus": gpus}},
             )
             return
+
+    def adopt(self, tasks: list[dict]) -> None:
+        """Follow the tasks the control plane handed back at enrolment as running here; have the
+        runner remove the rest of what it found."""
+        for task in tasks:
+            size = self.size(task)
+            slots = task.get("slots") or []
+            if self.runner.claims_total or not self.fits(slots, size):
+                slots = gpu_slots.fit(self.free, size) or []
+            self.held[task["id"]] = Held(task, slots, size, started=True)
+            gpu_slots.take(self.free, slots, self.taken(size))
+        adopted = {task["id"] for task in tasks}
+        drop = [task_id for task_id in self.found if task_id not in adopted]
+        if self.found:
+            fields = {"tasks": sorted(adopted), "removed": drop}
+            log.info("adopted work left running", extra={"fields": fields})
+        self.runner.adopt(tasks, drop)
+        self.found = []
 
     def tick(self) -> None:
         now = self.clock()
@@ -209,6 +241,13 @@ class Daemon:
                 continue
             held = self.held.get(change.task_id)
             if held is None or held.ended:
+                continue
+            if change.kind == "failed":
+                self.release_gpus(held)
+                held.ended = True
+                error = storable(str(change.detail.get("error", "")))[:MAX_ERROR_CHARS]
+                log.error("cannot run", extra={"fields": {"task": change.task_id, "error": error}})
+                self.queue(held, "start_failed", {"at": utc_now(), "error": error})
                 continue
             if change.kind == "running":
                 held.started = True
@@ -292,7 +331,7 @@ class Daemon:
         held.stop, held.kill_at = reason, now + grace_s
         log.info("stopping", extra={"fields": {"task": task_id, "reason": reason, "grace_s": grace_s}})
         if not held.waiting:
-            self.runner.terminate(task_id)
+            self.runner.terminate(task_id, grace_s)
 
     def orphan(self, task_id: int, grace_s: float, now: float) -> None:
         """The task is no longer ours: stop its run (if it was being stopped already, within the
@@ -308,7 +347,7 @@ class Daemon:
         self.orphans[task_id] = held
         if not held.stop:
             held.kill_at = now + grace_s
-            self.runner.terminate(task_id)
+            self.runner.terminate(task_id, grace_s)
         held.stop = "orphaned"
 
     def claim(self, now: float) -> None:
@@ -317,11 +356,16 @@ class Daemon:
         if self.free and not any(self.free):
             self.next_claim = now + self.settings.poll_min_s
             return
-        if self.runner.mode == "slurm":
-            body = {"free_gpus": self.free_gpus(), "max_tasks": 1}
+        if self.runner.claims_total:
+            # A fraction takes a whole GPU where the scheduler allocates whole GPUs, which the
+            # control plane does not know: there, claim one task at a time.
+            most = 1 if getattr(self.runner, "whole_gpus", False) else self.settings.max_claim
+            body = {"free_gpus": self.free_gpus(), "max_tasks": most}
         else:
             shares = [str(Decimal(left) / gpu_slots.WHOLE) for left in self.free]
             body = {"slots": shares, "max_tasks": self.settings.max_claim}
+        if self.runner.multi_node:
+            body["multi_node"] = True
         try:
             tasks = self.client.claim(body)
         except Rejected as error:
@@ -349,9 +393,9 @@ class Daemon:
         still ends here, keep them for it and start it once that run has ended."""
         if task["id"] in self.held:  # handed out afresh: the run we have is not the task's any more
             self.orphan(task["id"], self.settings.shutdown_grace_s, now)
-        size = gpu_slots.milli(task["gpus"])
+        size = self.size(task)
         slots = task.get("slots") or []
-        if self.runner.mode == "slurm" or not self.fits(slots, size):
+        if self.runner.claims_total or not self.fits(slots, size):
             slots = gpu_slots.fit(self.free, size) or []
         held = Held(task, slots, size, waiting=task["id"] in self.orphans)
         self.held[task["id"]] = held
@@ -402,9 +446,14 @@ class Daemon:
             )
         return (size == 0 and not slots) or (len(slots) == 1 and self.free[slots[0]] >= size)
 
+    @staticmethod
+    def size(task: dict) -> int:
+        """The milli-GPUs a task takes here: its GPUs per node times its nodes."""
+        return gpu_slots.milli(task["gpus"]) * int(task.get("nodes") or 1)
+
     def taken(self, size: int) -> int:
-        """In Slurm mode a fraction still takes a whole GPU: Slurm allocates whole GPUs."""
-        return gpu_slots.WHOLE if self.runner.mode == "slurm" and size else size
+        """Where the scheduler allocates whole GPUs (Slurm), a fraction still takes a whole GPU."""
+        return gpu_slots.WHOLE if getattr(self.runner, "whole_gpus", False) and size else size
 
     def release_gpus(self, held: Held) -> None:
         for index in held.slots:
@@ -422,15 +471,21 @@ class Daemon:
             return
         now = self.clock()
         self.draining_since = now
+        if self.settings.keep_work_on_exit:
+            self.leaving = True
+            fields = {"tasks": len(self.held)}
+            log.info("shutting down: work left running for the next daemon", extra={"fields": fields})
+            return
         log.info("shutting down: stopping every task", extra={"fields": {"tasks": len(self.held)}})
+        grace = self.settings.shutdown_grace_s
         for task_id, held in self.held.items():
             if not held.ended and not held.stop:
-                held.stop, held.kill_at = "shutdown", now + self.settings.shutdown_grace_s
+                held.stop, held.kill_at = "shutdown", now + grace
                 if not held.waiting:
-                    self.runner.terminate(task_id)
+                    self.runner.terminate(task_id, grace)
 
     def drained(self) -> bool:
-        if not self.held and not self.reports and not self.orphans:
+        if not self.reports and (self.leaving or (not self.held and not self.orphans)):
             return True
         return self.clock() - self.draining_since > self.settings.shutdown_grace_s + 30
 

@@ -17,6 +17,8 @@ log = logging.getLogger("klique.worker")
 
 class ProcessRunner:
     mode = "process"
+    claims_total = False
+    multi_node = False
 
     def __init__(self, state_dir: Path, checkpoint_root: Path):
         self.state_dir, self.checkpoint_root = state_dir, checkpoint_root
@@ -26,6 +28,25 @@ class ProcessRunner:
 
     def task_dir(self, task_id: int) -> Path:
         return self.state_dir / "tasks" / str(task_id)
+
+    @classmethod
+    def add_arguments(cls, group) -> None:
+        """Process mode has no flags of its own."""
+
+    @classmethod
+    def from_args(cls, args, *, state_dir: Path, checkpoint_root: Path, hostname: str) -> "ProcessRunner":
+        return cls(state_dir, checkpoint_root)
+
+    def recover(self) -> list[int]:
+        """A process does not outlive the daemon's ownership: what a previous daemon left running
+        here was requeued, so it is killed and nothing is adopted."""
+        killed = self.kill_leftovers()
+        if killed:
+            log.warning("stopped work a previous daemon left running", extra={"fields": {"tasks": killed}})
+        return []
+
+    def adopt(self, tasks: list[dict], drop: list[int]) -> None:
+        """Nothing to adopt (``recover`` found nothing)."""
 
     def kill_leftovers(self) -> list[int]:
         """Kill the process groups a previous daemon on this state folder left behind."""
@@ -80,7 +101,8 @@ class ProcessRunner:
             self._save()
         return changes
 
-    def terminate(self, task_id: int) -> None:
+    def terminate(self, task_id: int, grace_s: float = 0) -> None:
+        """SIGTERM to the group; the daemon sends ``kill`` once ``grace_s`` is over."""
         if task_id in self.processes:
             _signal_group(self.processes[task_id].pid, signal.SIGTERM)
 

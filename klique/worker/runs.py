@@ -1,5 +1,5 @@
-"""What the runners (process and Slurm) share: the changes they report, the task's environment
-and how an exit status becomes an exit code."""
+"""What the runners (one module per worker mode) share: the interface the daemon calls, the changes
+they report, the task's environment and how an exit status becomes an exit code."""
 
 import errno
 import os
@@ -7,21 +7,65 @@ import re
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar, Protocol
 
 # Never handed to task code: the daemon's own credentials.
 SECRET_VARIABLES = ("KLIQUE_ENROLMENT_TOKEN", "KLIQUE_ENROLMENT_TOKEN_FILE")
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
+def env(name: str, default=None):
+    """A flag's default from the environment (an empty variable counts as unset)."""
+    return os.environ.get(name) or default
+
+
 @dataclass(frozen=True)
 class Change:
-    """Something that happened to a task's work: ``running``, ``exited`` (with its exit code) or
-    ``released`` (the pool took the allocation back: Slurm requeued or dropped the job)."""
+    """Something that happened to a task's work: ``running``, ``exited`` (with its exit code),
+    ``released`` (the pool took the allocation back: Slurm requeued or dropped the job, a pod was
+    evicted) or ``failed`` (it can never run as asked here, ``detail["error"]`` says why: a pod no
+    node can take; reported as ``start_failed``)."""
 
     task_id: int
     kind: str
     exit_code: int | None = None
     detail: dict = field(default_factory=dict)
+
+
+class Runner(Protocol):
+    """How the daemon runs work in one worker mode; each mode is one module with one such class.
+
+    ``claims_total``: the pool's scheduler picks the GPUs (Slurm, Kubernetes), so the daemon claims
+    with a plain free total; otherwise it claims per-GPU slots and hands the runner the devices.
+    ``multi_node``: it can run a task over ``nodes`` > 1. ``whole_gpus``: a fraction takes a whole
+    GPU here (Slurm). ``poll`` never blocks: it returns what happened since the last call."""
+
+    mode: ClassVar[str]
+    claims_total: ClassVar[bool]
+    multi_node: ClassVar[bool]
+
+    @classmethod
+    def add_arguments(cls, group) -> None: ...
+
+    @classmethod
+    def from_args(cls, args, *, state_dir: Path, checkpoint_root: Path, hostname: str) -> "Runner": ...
+
+    def recover(self) -> list[int]:
+        """At start: the tasks whose work an earlier daemon left here that this runner can keep
+        following (what it cannot follow it stops)."""
+
+    def adopt(self, tasks: list[dict], drop: list[int]) -> None:
+        """Keep following ``tasks`` (handed back by the control plane); remove the work of ``drop``."""
+
+    def start(self, task: dict, devices: list[str]) -> None: ...
+
+    def poll(self) -> "list[Change]": ...
+
+    def terminate(self, task_id: int, grace_s: float) -> None: ...
+
+    def kill(self, task_id: int) -> None: ...
+
+    def log_tail(self, task_id: int) -> str: ...
 
 
 class StartFailed(Exception):

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from klique.worker.runs import Change, clean_environ, start_failure, tail, task_variables
+from klique.worker.runs import Change, clean_environ, env, start_failure, tail, task_variables
 
 log = logging.getLogger("klique.worker")
 
@@ -28,6 +28,19 @@ ENDED = {"COMPLETED", "FAILED", "TIMEOUT", "OUT_OF_MEMORY", "CANCELLED", "DEADLI
 # between two polls was never seen running, yet it ran.
 RAN = {"COMPLETED", "FAILED", "TIMEOUT", "OUT_OF_MEMORY"}
 LOST = {"NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "REVOKED"}
+# Why a job pends that no wait can cure: it asks more than its partition or account ever allows
+# (more nodes than the partition has, say). Such work fails with Slurm's reason instead of being
+# handed back to Klique's queue to be placed here again.
+NEVER_RUNS = {
+    "PartitionNodeLimit",
+    "PartitionConfig",
+    "PartitionTimeLimit",
+    "BadConstraints",
+    "AssocMaxNodesPerJobLimit",
+    "AssocMaxGRESPerJob",
+    "QOSMaxNodePerJobLimit",
+    "QOSMaxGRESPerJob",
+}
 # A job gone from squeue and still not in sacct after this long is released.
 UNKNOWN_AFTER_S = 60
 # How long a Slurm command may take before the controller counts as not answering.
@@ -44,6 +57,9 @@ class Job:
 
 class SlurmRunner:
     mode = "slurm"
+    claims_total = True  # Slurm picks the GPUs
+    multi_node = True  # sbatch --nodes=N
+    whole_gpus = True  # Slurm allocates whole GPUs, so a fraction takes one
 
     def __init__(
         self,
@@ -60,6 +76,44 @@ class SlurmRunner:
         self.partition, self.extra_args, self.pending_timeout_s = partition, extra_args, pending_timeout_s
         self.clock = clock
         self.jobs: dict[int, Job] = {}
+
+    @classmethod
+    def add_arguments(cls, group) -> None:
+        group.add_argument("--slurm-partition", default=env("KLIQUE_SLURM_PARTITION", ""))
+        group.add_argument(
+            "--sbatch-arg",
+            action="append",
+            default=env("KLIQUE_SBATCH_ARGS", "").split(),
+            help="an extra sbatch argument, e.g. --sbatch-arg=--account=ml (repeatable) [KLIQUE_SBATCH_ARGS]",
+        )
+        group.add_argument(
+            "--pending-timeout",
+            type=float,
+            default=float(env("KLIQUE_SLURM_PENDING_TIMEOUT_S", 300)),
+            help="release a Slurm job back to Klique when it waits unallocated this long after sbatch "
+            "(seconds; it is counted and charged while it waits) [KLIQUE_SLURM_PENDING_TIMEOUT_S]",
+        )
+
+    @classmethod
+    def from_args(cls, args, *, state_dir: Path, checkpoint_root: Path, hostname: str) -> "SlurmRunner":
+        return cls(
+            state_dir,
+            checkpoint_root,
+            tag=hostname,
+            partition=args.slurm_partition,
+            extra_args=tuple(args.sbatch_arg),
+            pending_timeout_s=args.pending_timeout,
+        )
+
+    def recover(self) -> list[int]:
+        """Jobs a previous daemon with this tag left in Slurm were requeued: cancel them, adopt none."""
+        cancelled = self.kill_leftovers()
+        if cancelled:
+            log.warning("cancelled jobs a previous daemon left", extra={"fields": {"tasks": cancelled}})
+        return []
+
+    def adopt(self, tasks: list[dict], drop: list[int]) -> None:
+        """Nothing to adopt (``recover`` found nothing)."""
 
     def kill_leftovers(self) -> list[int]:
         """Cancel the jobs a previous daemon with this tag left in Slurm (that work was requeued)."""
@@ -94,7 +148,9 @@ class SlurmRunner:
         except OSError as error:
             raise start_failure(error) from error
         gpus = math.ceil(float(task["gpus"]))
+        nodes = int(task.get("nodes") or 1)
         args = ["sbatch", "--parsable", f"--job-name=klique-{task_id}", f"--comment={self.comment}"]
+        args += [f"--nodes={nodes}"] if nodes > 1 else []
         args += [f"--output={output}", f"--chdir={folder}"]
         args += [f"--gres=gpu:{gpus}"] if gpus else []
         args += [f"--partition={self.partition}"] if self.partition else []
@@ -104,7 +160,8 @@ class SlurmRunner:
         except (OSError, subprocess.SubprocessError) as error:
             raise start_failure(error) from error
         self.jobs[task_id] = Job(job_id, self.clock())
-        log.info("submitted", extra={"fields": {"task": task_id, "slurm_job": job_id, "gpus": gpus}})
+        fields = {"task": task_id, "slurm_job": job_id, "gpus": gpus, "nodes": nodes}
+        log.info("submitted", extra={"fields": fields})
 
     def poll(self) -> list[Change]:
         if not self.jobs:
@@ -114,19 +171,25 @@ class SlurmRunner:
             return []
         changes, now = [], self.clock()
         for task_id, job in list(self.jobs.items()):
-            state, status = states.get(job.job_id, (None, None))
+            state, status, reason = states.get(job.job_id, (None, None, ""))
             if state is None:
                 state, status = self._sacct(job, now)
                 if state is None:
                     continue
-            for change in self._changes(task_id, job, state, status, now):
+            for change in self._changes(task_id, job, state, status, now, reason):
                 changes.append(change)
                 if change.kind != "running":
                     del self.jobs[task_id]
         return changes
 
-    def _changes(self, task_id: int, job: Job, state: str, status: int | None, now: float) -> list[Change]:
+    def _changes(
+        self, task_id: int, job: Job, state: str, status: int | None, now: float, reason: str = ""
+    ) -> list[Change]:
         detail = {"slurm_job": job.job_id, "slurm_state": state}
+        if state == "PENDING" and reason in NEVER_RUNS:
+            _run(["scancel", job.job_id], check=False)
+            error = f"Slurm will never run this job as asked: it pends with reason {reason}"
+            return [Change(task_id, "failed", detail={**detail, "error": error})]
         if state in ALLOCATED or (state in RAN and not job.allocated):
             started = [] if job.allocated else [Change(task_id, "running", detail=detail)]
             job.allocated = True
@@ -138,10 +201,11 @@ class SlurmRunner:
             return [Change(task_id, "released", detail=detail)]
         return []
 
-    def _squeue(self) -> dict[str, tuple[str, int]] | None:
-        """Each known job's state and exit code; None when the controller did not answer."""
+    def _squeue(self) -> dict[str, tuple[str, int, str]] | None:
+        """Each known job's state, exit code and pending reason; None when the controller did not
+        answer."""
         ids = ",".join(job.job_id for job in self.jobs.values())
-        args = ["squeue", "-h", "-t", "all", "-j", ids, "-O", "JobID,State,exit_code"]
+        args = ["squeue", "-h", "-t", "all", "-j", ids, "-O", "JobID,State,exit_code,Reason"]
         try:
             done = subprocess.run(args, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
         except (OSError, subprocess.TimeoutExpired) as error:
@@ -153,8 +217,9 @@ class SlurmRunner:
         found = {}
         for line in done.stdout.splitlines():
             parts = line.split()
-            if len(parts) == 3 and parts[2].isdigit():
-                found[parts[0]] = (parts[1], _wait_status(int(parts[2])))
+            if len(parts) >= 3 and parts[2].isdigit():
+                reason = parts[3] if len(parts) > 3 else ""
+                found[parts[0]] = (parts[1], _wait_status(int(parts[2])), reason)
         return found
 
     def _sacct(self, job: Job, now: float) -> tuple[str | None, int | None]:
@@ -169,7 +234,7 @@ class SlurmRunner:
             return "REVOKED", None
         return None, None
 
-    def terminate(self, task_id: int) -> None:
+    def terminate(self, task_id: int, grace_s: float = 0) -> None:
         job = self.jobs.get(task_id)
         if job is not None:
             signal = ["--signal=TERM", "--full"] if job.allocated else []

@@ -49,6 +49,8 @@ class ScriptedControlPlane:
         self.refuse = refuse  # refuse(what, body) -> True: the report is answered 400
         self.down = False
         self.calls: list[tuple[str, float, dict]] = []
+        self.adopted: list[dict] = []  # the enrol answer's tasks handed back
+        self.commands: list[dict] = []  # the next heartbeat's commands
 
     def _call(self, what: str, body: dict) -> None:
         self.calls.append((what, self.clock(), body))
@@ -60,11 +62,13 @@ class ScriptedControlPlane:
 
     def enrol(self, token, **body) -> dict:
         self._call("enrol", body)
-        return {"worker": 1, "pool": "onprem", "token": "kqw_x", "heartbeat_s": self.heartbeat_s}
+        answer = {"worker": 1, "pool": "onprem", "token": "kqw_x", "heartbeat_s": self.heartbeat_s}
+        return {**answer, "adopted": self.adopted}
 
     def heartbeat(self, body: dict) -> dict:
         self._call("heartbeat", body)
-        return {"commands": [], "heartbeat_s": self.heartbeat_s}
+        commands, self.commands = self.commands, []
+        return {"commands": commands, "heartbeat_s": self.heartbeat_s}
 
     def claim(self, body: dict) -> list[dict]:
         self._call("claim", body)
@@ -84,21 +88,33 @@ class RecordingRunner:
     """Starts nothing; its tasks run until the test says otherwise."""
 
     mode = "process"
+    claims_total = False
+    multi_node = False
 
-    def __init__(self):
+    def __init__(self, found: list[int] | None = None):
         self.started: list[int] = []
+        self.found = found or []
+        self.adopted: list[int] = []
+        self.dropped: list[int] = []
+        self.terminated: list[tuple[int, float]] = []
+        self.changes: list = []  # what the next poll reports
 
-    def kill_leftovers(self) -> list[int]:
-        return []
+    def recover(self) -> list[int]:
+        return list(self.found)
+
+    def adopt(self, tasks: list[dict], drop: list[int]) -> None:
+        self.adopted = [task["id"] for task in tasks]
+        self.dropped = list(drop)
 
     def start(self, task: dict, devices: list[str]) -> None:
         self.started.append(task["id"])
 
     def poll(self) -> list:
-        return []
+        changes, self.changes = self.changes, []
+        return changes
 
-    def terminate(self, task_id: int) -> None:
-        pass
+    def terminate(self, task_id: int, grace_s: float = 0) -> None:
+        self.terminated.append((task_id, grace_s))
 
     def kill(self, task_id: int) -> None:
         pass

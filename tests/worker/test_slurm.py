@@ -5,6 +5,7 @@ command, and goes back to Klique's queue when Slurm requeues it or leaves it pen
 (counted and charged, as placed work, until then)."""
 
 import subprocess
+import time
 from datetime import timedelta
 
 import pytest
@@ -121,3 +122,26 @@ def test_a_job_pending_in_slurm_is_counted_and_charged_from_placement_until_rele
     interval.refresh_from_db()
     requeued_at = released.events.get(kind="requeued").at
     assert interval.end - interval.start >= timedelta(seconds=2) and interval.end <= requeued_at
+
+
+def test_a_multi_node_task_asks_slurm_for_its_nodes_and_fails_with_slurms_reason_when_it_never_fits(
+    tmp_path,
+):
+    """The dev cluster has one node: Slurm takes a job of --nodes=2 and leaves it pending with
+    reason PartitionConfig or PartitionNodeLimit, which no wait cures, so the runner cancels it and reports it failed
+    with that reason (a ``start_failed``), instead of handing it back to be placed here again."""
+    from klique.worker.slurm import SlurmRunner
+
+    runner = SlurmRunner(tmp_path / "state", tmp_path / "ck", tag="multi-node-test")
+    runner.start({"id": 990001, "command": "true", "gpus": "1", "nodes": 2, "spec": {}}, [])
+    job = runner.jobs[990001].job_id
+    shown = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True).stdout
+    assert "NumNodes=2" in shown
+    changes = []
+    deadline = time.monotonic() + 30
+    while not changes and time.monotonic() < deadline:
+        changes = runner.poll()
+        time.sleep(0.2)
+    (change,) = changes
+    assert change.kind == "failed" and "pends with reason Partition" in change.detail["error"]
+    assert squeue_state(job).strip() in {"", "CANCELLED"}
