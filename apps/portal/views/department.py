@@ -1,0 +1,120 @@
+"""A department head's pages: the department's policies and the quota split."""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import redirect, render
+
+from apps.ledger.budgets import budget_status
+from apps.policies.models import ResourcePolicy
+from apps.policies.selectors import child_policies
+from apps.policies.services import QuotaChanged
+from apps.portal import charts, selectors, services
+from apps.portal.filters import (
+    PolicyFilter,
+    QuotaChangeFilter,
+)
+from apps.portal.forms import quota_forms
+from apps.portal.tables import (
+    PolicyUseTable,
+    QuotaChangeTable,
+)
+from apps.portal.views.common import allow, group_or_404, kept, policy_of, render_page
+
+
+@login_required
+def department(request, slug: str):
+    group = group_or_404(slug)
+    allow(selectors.may_see_group(request.user, group), f"You may not see {group}.")
+    policy = policy_of(group)
+    teams = selectors.child_quotas(policy)
+    status = budget_status([policy])[policy.pk]
+    names = [team.policy.group.name for team in teams]
+    teams_filter = PolicyFilter(
+        request.GET, queryset=ResourcePolicy.objects.filter(pk__in=[t.policy.pk for t in teams]), prefix="t"
+    )
+    changes_filter = QuotaChangeFilter(request.GET, queryset=selectors.quota_changes(group), prefix="c")
+    context = {
+        "group": group,
+        "policy": policy,
+        "status": status,
+        "reserved": sum(team.policy.reservation for team in teams),
+        "budgeted": sum(team.policy.budget_hours or 0 for team in teams),
+        "waiting": sum(team.waiting for team in teams),
+        "may_split": selectors.may_split_quota(request.user, group) and bool(teams),
+        "teams": PolicyUseTable(kept(teams, teams_filter, lambda t: t.policy.pk), prefix="teams-"),
+        "changes": QuotaChangeTable(changes_filter.qs),
+        "teams_filter": teams_filter,
+        "changes_filter": changes_filter,
+        "charts": [
+            charts.bars(
+                "team-gpus",
+                "GPUs per team: in use against reservation and limit",
+                names,
+                {
+                    "in use": [team.status.gpus_in_use for team in teams],
+                    "reservation": [team.policy.reservation for team in teams],
+                    "limit": [team.policy.limit for team in teams],
+                },
+                y_title="GPUs",
+            ),
+            charts.bars(
+                "team-hours",
+                "Hours per team in the current period",
+                names,
+                {
+                    "GPU-hours": [team.status.gpu_hours for team in teams],
+                    "budget hours used": [team.status.used_hours for team in teams],
+                    "budget hours left": [team.status.left_hours or 0 for team in teams],
+                },
+                y_title="hours",
+            ),
+        ],
+    }
+    return render_page(
+        request,
+        "portal/department.html",
+        context,
+        [context["teams"], context["changes"]],
+        [teams_filter, changes_filter],
+    )
+
+
+@login_required
+def split(request, slug: str):
+    group = group_or_404(slug)
+    allow(
+        selectors.may_split_quota(request.user, group),
+        f"Only IT and the heads of {group} share out its quota.",
+    )
+    policy = policy_of(group)
+    children = sorted(child_policies(policy), key=lambda child: child.group.name)
+    forms = quota_forms(children, request.POST or None)
+    status = 200
+    if request.method == "POST":
+        if all(form.is_valid() for form in forms):
+            values = {form.policy.pk: form.cleaned_data for form in forms}
+            versions = {pk: row["version"] for pk, row in values.items()}
+            try:
+                changes = services.split_quota(policy, values, actor=request.user, versions=versions)
+            except QuotaChanged as changed:
+                # Someone saved since this page was shown: show the current values, save nothing.
+                policy = policy_of(group)
+                children = sorted(child_policies(policy), key=lambda child: child.group.name)
+                context = {
+                    "group": group,
+                    "policy": policy,
+                    "forms": quota_forms(children),
+                    "conflict": changed.message,
+                }
+                return render(request, "portal/split.html", context, status=409)
+            except services.SplitRefused as refused:
+                for form in forms:
+                    for field, errors in refused.errors.get(form.policy.pk, {}).items():
+                        form.add_error(field if field in form.fields else None, errors)
+            else:
+                changed = ", ".join(change.policy.group.name for change in changes)
+                messages.success(request, f"Quota split saved: {changed}." if changes else "Nothing changed.")
+                return redirect("portal:department", slug=group.slug)
+        status = 400
+    context = {"group": group, "policy": policy, "forms": forms}
+    return render(request, "portal/split.html", context, status=status)

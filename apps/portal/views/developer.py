@@ -1,0 +1,156 @@
+"""A developer's pages: their work (submit, follow, cancel) and notifications."""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.http import Http404
+from django.shortcuts import get_object_or_404, redirect
+from django.views.decorators.http import require_POST
+
+from apps.policies.selectors import submittable_resources
+from apps.portal import charts, selectors, services
+from apps.portal.filters import (
+    NotificationFilter,
+    ResourceFilter,
+    TaskFilter,
+)
+from apps.portal.forms import SubmitForm
+from apps.portal.tables import (
+    EventTable,
+    NotificationTable,
+    ResourceTable,
+    TaskTable,
+)
+from apps.portal.views.common import allow, kept, render_page
+from apps.tasks import services as tasks
+from apps.tasks.models import Channel, Task
+from apps.tasks.selectors import may_cancel, queue_positions, visible_tasks
+
+
+@login_required
+def work(request):
+    user = request.user
+    mine = selectors.my_tasks(user)
+    found = TaskFilter(request.GET, queryset=mine, prefix="f")
+    resource_filter = ResourceFilter(
+        request.GET, queryset=submittable_resources(user).filter(enabled=True), prefix="r"
+    )
+    waiting = list(mine.filter(state=Task.State.QUEUED))
+    policies = set(
+        mine.filter(state__in=Task.ACTIVE_STATES).values_list("compute_resource__policy_id", flat=True)
+    )
+    form = SubmitForm(
+        request.POST or None,
+        resources=submittable_resources(user).filter(enabled=True),
+        projects=selectors.my_projects(user),
+    )
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            task = tasks.submit(user=user, channel=Channel.PORTAL, **data)
+        except ValidationError as error:
+            for field, errors in error.message_dict.items():
+                form.add_error(field if field in form.fields else None, errors)
+        else:
+            place = queue_positions([task]).get(task.pk)
+            messages.success(
+                request, f"Task {task.pk} submitted to {task.compute_resource}: number {place} in line."
+            )
+            return redirect("portal:work")
+    counts = selectors.work_counts(user)
+    resource_names = sorted({name for by_resource in counts.values() for name in by_resource})
+    context = {
+        "task_filter": found,
+        "form": form,
+        "tasks": TaskTable(
+            found.qs,
+            positions=queue_positions(waiting),
+            borrowed=selectors.borrowed_gpus(policies),
+            prefix="tasks-",
+        ),
+        "resources": ResourceTable(kept(selectors.my_resources(user), resource_filter, lambda r: r[0].pk)),
+        "resource_filter": resource_filter,
+        "charts": [
+            charts.bars(
+                "my-work",
+                "My tasks by state and compute resource",
+                resource_names,
+                {
+                    state: [by_resource.get(name, 0) for name in resource_names]
+                    for state, by_resource in counts.items()
+                },
+                y_title="tasks",
+                stacked=True,
+            )
+        ],
+    }
+    tables = [context["tasks"], context["resources"]]
+    return render_page(
+        request,
+        "portal/work.html",
+        context,
+        tables,
+        [found, resource_filter],
+        status=400 if form.errors else 200,
+    )
+
+
+def _visible_task(request, pk: int) -> Task:
+    task = get_object_or_404(Task.objects.select_related("compute_resource__policy__group", "pool"), pk=pk)
+    allow(visible_tasks(request.user).filter(pk=pk).exists(), f"Task {pk} is not yours to see.")
+    return task
+
+
+@login_required
+def task_detail(request, pk: int):
+    task = _visible_task(request, pk)
+    history = EventTable(selectors.task_history(task), exclude=("task", "compute_resource"))
+    context = {
+        "task": task,
+        "place": queue_positions([task]).get(task.pk),
+        "borrowed": selectors.borrowed_gpus({task.compute_resource.policy_id}).get(task.pk),
+        "may_cancel": may_cancel(request.user, task) and task.state not in Task.FINAL_STATES,
+        "history": history,
+    }
+    return render_page(request, "portal/task.html", context, [history])
+
+
+@login_required
+@require_POST
+def cancel(request, pk: int):
+    task = get_object_or_404(Task.objects.select_related("compute_resource__policy"), pk=pk)
+    allow(may_cancel(request.user, task), f"You may not cancel task {pk}.")
+    tasks.cancel(task, actor=request.user)
+    messages.success(request, f"Task {pk}: cancel requested.")
+    return redirect("portal:task", pk=pk)
+
+
+@login_required
+def notifications(request):
+    found = NotificationFilter(request.GET, queryset=selectors.notifications(request.user))
+    table = NotificationTable(found.qs, prefix="notifications-")
+    context = {"notification_filter": found, "table": table}
+    return render_page(
+        request, "portal/notifications.html", context, [table], status=200 if found.is_valid() else 400
+    )
+
+
+@login_required
+@require_POST
+def notification_read(request, pk: int):
+    mine = selectors.notifications(request.user).filter(pk=pk)
+    if not mine.exists():
+        raise Http404("No such notification of yours.")
+    if request.POST.get("unread"):
+        services.mark_unread(mine)
+    else:
+        services.mark_read(mine)
+    return redirect("portal:notifications")
+
+
+@login_required
+@require_POST
+def notifications_read_all(request):
+    count = services.mark_read(selectors.notifications(request.user))
+    messages.success(request, f"{count} notifications marked read.")
+    return redirect("portal:notifications")

@@ -1,0 +1,62 @@
+"""Finance's page: usage and chargeback, priced."""
+
+from django.contrib.auth.decorators import login_required
+
+from apps.accounts.models import Group
+from apps.ledger.selectors import visible_groups
+from apps.ledger.tables import UsageTable
+from apps.portal import charts, selectors
+from apps.portal.filters import (
+    UsageFilter,
+)
+from apps.portal.views.common import allow, render_page
+from apps.pricing.filters import PriceFilter
+from apps.pricing.selectors import prices
+from apps.pricing.tables import PriceTable
+
+
+@login_required
+def finance(request):
+    allow(selectors.may_see_finance(request.user), "Only finance, leadership and IT see the finance view.")
+    start, end = selectors.this_month()
+    groups = selectors.report(request.user, ("group",), start, end)
+    groups_filter = UsageFilter(request.GET, groups=visible_groups(request.user).order_by("name"), prefix="g")
+    prices_filter = PriceFilter(request.GET, queryset=prices(), prefix="pr")
+    wanted = groups_filter.spec()
+    shown = selectors.report(request.user, ("group",), start, end, **wanted) if wanted else groups
+    by_type = selectors.report(request.user, ("gpu_type",), start, end)
+    units = [row for row in groups.rows if row.labels["group_kind"] == Group.Kind.BUSINESS_UNIT.label]
+    currency = groups.spec.currency
+    context = {
+        "groups": UsageTable(shown, prefix="groups-"),
+        "prices": PriceTable(prices_filter.qs, prefix="prices-", exclude=("actions",)),
+        "groups_filter": groups_filter,
+        "prices_filter": prices_filter,
+        "month": start,
+        "currency": currency,
+        "charts": [
+            charts.bars(
+                "cost-by-unit",
+                f"Cost by business unit this month ({currency})",
+                [row.labels["group"] for row in units],
+                {"cost": [row.figures.cost_amount for row in units]},
+                y_title=currency,
+            ),
+            charts.bars(
+                "cost-by-gpu-type",
+                f"GPU-hours and cost by GPU type this month ({currency})",
+                [row.labels["gpu_type"] for row in by_type.rows],
+                {
+                    "GPU-hours": [row.figures.gpu_hours for row in by_type.rows],
+                    f"cost ({currency})": [row.figures.cost_amount for row in by_type.rows],
+                },
+            ),
+        ],
+    }
+    return render_page(
+        request,
+        "portal/finance.html",
+        context,
+        [context["groups"], context["prices"]],
+        [groups_filter, prices_filter],
+    )
