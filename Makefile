@@ -10,7 +10,7 @@ PORT ?= 8000
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[test]"
+	$(PY) -m pip install --quiet -e ".[server,kubernetes,docker,test]"
 	touch $@
 
 install: $(VENV)/.installed

@@ -14,12 +14,11 @@ from django.db.models import Q
 from django.db.models.fields.json import KT
 
 from apps.accounts.models import Notification
-from apps.core.gpus import from_milli, to_milli
 from apps.engine import core
 from apps.engine.loader import Loaded
 from apps.pools.models import Pool
 from apps.tasks import services as tasks
-from apps.tasks.models import Task, TaskEvent
+from apps.tasks.models import Task, TaskEvent, counted_milli
 
 REASON_WORDS = {
     "reclaim": "its GPUs were reclaimed for another group's reservation",
@@ -147,9 +146,10 @@ def _place(placements, now) -> int:
 
 
 def _verdicts(loaded: Loaded, decisions: core.Decisions, now) -> int:
-    """Store the verdict of each group of waiting tasks (one size in one compute resource: the core
-    decides per group) on the tasks whose stored verdict differs, and a task event for each task
-    whose rule changed (a new figure under the same rule, such as the budget left, is no event).
+    """Store the verdict of each group of waiting tasks (one counted size, GPUs x nodes, in one
+    compute resource: the core decides per group) on the tasks whose stored verdict differs, and a
+    task event for each task whose rule changed (a new figure under the same rule, such as the
+    budget left, is no event).
 
     Groups whose tasks all show the new verdict already are skipped without a query; the rest are
     read in one query and written in one statement, whatever the number of groups.
@@ -178,15 +178,16 @@ def _verdicts(loaded: Loaded, decisions: core.Decisions, now) -> int:
         return 0
     groups = Q()
     for resource, size in changed:
-        groups |= Q(compute_resource_id=resource, gpus=from_milli(size))
+        groups |= Q(compute_resource_id=resource, counted=size)
     rows = (
-        Task.objects.filter(groups, state=Task.State.QUEUED)
+        Task.objects.annotate(counted=counted_milli())
+        .filter(groups, state=Task.State.QUEUED)
         .annotate(key=KT("verdict__key"))
-        .values_list("pk", "compute_resource_id", "gpus", "key")
+        .values_list("pk", "compute_resource_id", "counted", "key")
     )
     updates, noted = [], []
-    for pk, resource, gpus, key in rows:
-        new = changed[(resource, to_milli(gpus))]
+    for pk, resource, counted, key in rows:
+        new = changed[(resource, counted)]
         if key != new["key"]:
             updates.append((pk, new))
             if (key or "").split("|", 1)[0] != new["key"].split("|", 1)[0]:

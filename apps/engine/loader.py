@@ -4,6 +4,11 @@ Ids in the snapshot are the database primary keys as strings. A task's seq in th
 queue rank (project priority, then queue seq: ``apps.tasks.selectors.with_queue_rank``). Queues
 come out of the database already in that order and placed work in placement order, as the core
 expects.
+
+A task's size in the snapshot is its counted size, GPUs x nodes (``apps.tasks.models.counted_milli``),
+so reservation, limit, pool capacity, lending and reclaim all count every node, and the core places
+it whole on one pool. A fixed-size profile with multi-node work waiting is handed to the core as
+one whose sizes come from its tasks: its queue then holds sizes other than the profile's.
 """
 
 from collections import defaultdict
@@ -12,17 +17,16 @@ from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import BigIntegerField, Count, F, Func, IntegerField, Q
+from django.db.models import BigIntegerField, Count, F, Func, Q
 from django.db.models.fields.json import KT
-from django.db.models.functions import Cast
 
-from apps.core.gpus import MILLI, to_milli
+from apps.core.gpus import to_milli
 from apps.engine import core
 from apps.ledger.budgets import budget_units_used
 from apps.policies.models import ComputeResource, Profile, ProfilePool, ResourcePolicy
 from apps.policies.selectors import parent_policy_ids
 from apps.pools.models import Pool, Worker
-from apps.tasks.models import Task
+from apps.tasks.models import Task, counted_milli
 from apps.tasks.selectors import with_queue_rank
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -61,10 +65,6 @@ def _rows(queryset, names: tuple[str, ...]):
         return [tuple(row[i] for i in order) for row in cursor.fetchall()]
 
 
-def _milli(field: str):
-    return Cast(F(field) * MILLI, IntegerField())
-
-
 @dataclass(frozen=True)
 class Loaded:
     """The snapshot, and what the applier needs to write decisions back."""
@@ -98,7 +98,8 @@ def load(now) -> Loaded:
             (resource["queuing_rank"], resource["pk"], resource["policy_id"])
         )
 
-    waiting, verdict_keys = _waiting()
+    waiting, verdict_keys, multi_node_resources = _waiting()
+    sizes_from_tasks = {r["profile_id"] for r in resources if r["pk"] in multi_node_resources}
 
     def ids(pairs) -> tuple[str, ...]:
         return tuple(str(pk) for *_, pk in sorted(pairs))
@@ -122,7 +123,7 @@ def load(now) -> Loaded:
                 pools=ids(pool_order[f["pk"]]),
                 policies=tuple(str(policy) for _, _, policy in sorted(queuing[f["pk"]])),
                 time_weight=to_milli(f["time_weight"]),
-                size_from_task=f["size_from_task"],
+                size_from_task=f["size_from_task"] or f["pk"] in sizes_from_tasks,
             )
             for f in profiles
         ),
@@ -169,7 +170,7 @@ def _placed() -> tuple[core.PlacedTask, ...]:
     rows = _rows(
         with_queue_rank(Task.objects.filter(state__in=Task.ACTIVE_STATES))
         .order_by("placed_at", "queue_rank")
-        .annotate(milli=_milli("gpus"), instant=_instant("placed_at")),
+        .annotate(milli=counted_milli(), instant=_instant("placed_at")),
         ("id", "compute_resource_id", "pool_id", "milli", "queue_rank", "instant", "state"),
     )
     return tuple(
@@ -186,8 +187,11 @@ def _placed() -> tuple[core.PlacedTask, ...]:
     )
 
 
-def _waiting() -> tuple[dict[str, tuple[core.WaitingTask, ...]], dict[tuple[str, int], set[str | None]]]:
-    """The queues in seq order, and the verdict keys stored for each (compute resource, size).
+def _waiting() -> tuple[
+    dict[str, tuple[core.WaitingTask, ...]], dict[tuple[str, int], set[str | None]], set[int]
+]:
+    """The queues in seq order, the verdict keys stored for each (compute resource, counted size),
+    and the compute resources with multi-node work waiting.
 
     Sizes come out of the database as integer milli-GPUs and verdicts as their short key, so that
     tens of thousands of waiting tasks load without building a Decimal or a JSON document each."""
@@ -196,11 +200,14 @@ def _waiting() -> tuple[dict[str, tuple[core.WaitingTask, ...]], dict[tuple[str,
     rows = _rows(
         with_queue_rank(Task.objects.filter(state=Task.State.QUEUED))
         .order_by("compute_resource_id", "queue_rank")
-        .annotate(milli=_milli("gpus"), key=KT("verdict__key")),
-        ("id", "compute_resource_id", "queue_rank", "milli", "key"),
+        .annotate(milli=counted_milli(), key=KT("verdict__key")),
+        ("id", "compute_resource_id", "queue_rank", "milli", "key", "nodes"),
     )
-    for pk, resource, seq, milli, key in rows:
-        resource = str(resource)
+    multi_node = set()
+    for pk, resource_id, seq, milli, key, nodes in rows:
+        resource = str(resource_id)
         queues[resource].append(core.WaitingTask(id=str(pk), seq=seq, size=milli))
         keys[(resource, milli)].add(key)
-    return {resource: tuple(queue) for resource, queue in queues.items()}, dict(keys)
+        if nodes > 1:
+            multi_node.add(resource_id)
+    return {resource: tuple(queue) for resource, queue in queues.items()}, dict(keys), multi_node

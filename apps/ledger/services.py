@@ -10,8 +10,9 @@ from apps.ledger.models import UsageInterval
 
 
 def open_intervals(tasks: Iterable, at: datetime) -> list[UsageInterval]:
-    """Open one interval per placed task. Each task must come with ``compute_resource__policy``,
-    ``compute_resource__profile`` and ``pool`` loaded (the engine's loader does so)."""
+    """Open one interval per placed task, of its counted GPUs (GPUs x nodes). Each task must come
+    with ``compute_resource__policy``, ``compute_resource__profile`` and ``pool`` loaded (the
+    engine's loader does so)."""
     intervals = [
         UsageInterval(
             task_id=task.pk,
@@ -22,7 +23,7 @@ def open_intervals(tasks: Iterable, at: datetime) -> list[UsageInterval]:
             compute_resource_id=task.compute_resource_id,
             pool_id=task.pool_id,
             gpu_type_id=task.pool.gpu_type_id,
-            gpus=task.gpus,
+            gpus=task.counted_gpus,
             time_weight=task.compute_resource.profile.time_weight,
             start=at,
         )

@@ -11,22 +11,6 @@ from apps.policies import services
 from apps.policies.models import ComputeResource, PolicyChange, Profile, ProfilePool, ResourcePolicy
 
 
-class PoolOrderInline(admin.TabularInline):
-    """The profile's pools in order: work goes to the first pool with capacity, then the next."""
-
-    formfield_overrides = PLAIN_NUMBERS
-
-    model = ProfilePool
-    fk_name = "profile"
-    fields = ["pool_rank", "pool", "profile_rank"]
-    readonly_fields = ["profile_rank"]
-    ordering = ["pool_rank", "pk"]
-    extra = 0
-    verbose_name = "pool (pool order)"
-    verbose_name_plural = "pools in order (first pool first)"
-    autocomplete_fields = ["pool"]
-
-
 class LinkRowForm(forms.ModelForm):
     """An inline row whose model rules may name the hidden link to the parent (a compute resource's
     ``profile`` on the profile's page): those messages are shown as the row's own errors, not
@@ -40,6 +24,35 @@ class LinkRowForm(forms.ModelForm):
                 moved.setdefault(NON_FIELD_ERRORS if name in hidden else name, []).extend(messages)
             error = ValidationError(moved)
         super().add_error(field, error)
+
+
+class PoolLinkForm(LinkRowForm):
+    """A pool of the profile; the GPU resource count left empty is 1."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["gpu_resource_count"].required = False
+
+    def clean_gpu_resource_count(self):
+        count = self.cleaned_data.get("gpu_resource_count")
+        return 1 if count is None else count
+
+
+class PoolOrderInline(admin.TabularInline):
+    """The profile's pools in order: work goes to the first pool with capacity, then the next."""
+
+    formfield_overrides = PLAIN_NUMBERS
+
+    model = ProfilePool
+    form = PoolLinkForm
+    fk_name = "profile"
+    fields = ["pool_rank", "pool", "profile_rank", "gpu_resource", "gpu_resource_count"]
+    readonly_fields = ["profile_rank"]
+    ordering = ["pool_rank", "pk"]
+    extra = 0
+    verbose_name = "pool (pool order)"
+    verbose_name_plural = "pools in order (first pool first)"
+    autocomplete_fields = ["pool"]
 
 
 class QueuingOrderInline(admin.TabularInline):

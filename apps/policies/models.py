@@ -13,12 +13,22 @@ The three orderings IT sets live on two link tables:
 from decimal import Decimal
 
 from django.conf import settings
-from django.core.validators import MaxValueValidator, MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 
 from apps.accounts.models import Group
 from apps.core.gpus import GPU_DECIMAL_PLACES, GPU_MAX_DIGITS
 from apps.pools.models import Pool
+
+IMAGE_REFERENCE = RegexValidator(
+    r"^[^\s\x00-\x1f\x7f]*$", "An image reference has no spaces or control characters."
+)
+RESOURCE_NAME = RegexValidator(
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$",
+    "Enter a Kubernetes resource name, e.g. nvidia.com/mig-1g.10gb (an optional DNS prefix and /, "
+    "then at most 63 letters, digits, '-', '_' or '.').",
+)
 
 
 def gpu_field(verbose_name: str, **kwargs) -> models.DecimalField:
@@ -45,6 +55,26 @@ class Profile(models.Model):
         help_text="Budget hours one hour of a task on this profile costs, per task. 0 exempts it.",
     )
     description = models.CharField(max_length=200, blank=True)
+    image = models.CharField(
+        "default image",
+        max_length=512,
+        blank=True,
+        validators=[IMAGE_REFERENCE],
+        help_text="Container image for its tasks that name none in their spec (Kubernetes and Docker).",
+    )
+    stop_grace_s = models.PositiveIntegerField(
+        "stop grace (s)",
+        null=True,
+        blank=True,
+        help_text="Seconds a stopped task gets between SIGTERM and SIGKILL; empty: the server's default.",
+    )
+    memory_limit_mb = models.PositiveIntegerField(
+        "memory limit (MB)",
+        null=True,
+        blank=True,
+        help_text="Container memory cap: Docker caps fractions with it; Kubernetes sets it as the "
+        "memory limit of tasks whose spec sets none.",
+    )
     pools = models.ManyToManyField(Pool, through="ProfilePool", related_name="profiles")
 
     class Meta:
@@ -60,6 +90,9 @@ class Profile(models.Model):
 
 
 class ProfilePool(models.Model):
+    """A pool of a profile, with the profile's place in the pool's execution order and the pool's in
+    the profile's pool order; for a fraction on Kubernetes, the extended resource that is it."""
+
     profile = models.ForeignKey(Profile, on_delete=models.CASCADE, related_name="pool_links")
     pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="profile_links")
     pool_rank = models.PositiveIntegerField(
@@ -69,6 +102,20 @@ class ProfilePool(models.Model):
         "execution priority",
         default=0,
         help_text="Position of this profile among the pool's profiles: lower is placed first.",
+    )
+    gpu_resource = models.CharField(
+        "GPU resource",
+        max_length=253,
+        blank=True,
+        validators=[RESOURCE_NAME],
+        help_text="Kubernetes: the extended resource a fraction of this profile is on this pool, "
+        "e.g. nvidia.com/mig-1g.10gb. Whole GPUs are nvidia.com/gpu.",
+    )
+    gpu_resource_count = models.PositiveSmallIntegerField(
+        "GPU resource count",
+        default=1,
+        validators=[MinValueValidator(1)],
+        help_text="How many of the GPU resource one task takes per node.",
     )
 
     class Meta:
@@ -80,6 +127,11 @@ class ProfilePool(models.Model):
 
     def __str__(self) -> str:
         return f"{self.profile} on {self.pool}"
+
+    def clean(self) -> None:
+        from apps.policies import rules
+
+        rules.raise_if(rules.profile_pool_errors(self))
 
 
 class ResourcePolicy(models.Model):

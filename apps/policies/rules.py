@@ -133,6 +133,22 @@ def policy_errors(policy) -> Errors:
     return errors
 
 
+def profile_pool_errors(link) -> Errors:
+    """A pool that runs no multi-node work joins no profile with multi-node tasks waiting or
+    running: the engine could place them on it."""
+    from apps.tasks.selectors import multi_node_work
+
+    errors: Errors = defaultdict(list)
+    if link.pool_id is None or link.profile_id is None or link.pool.multi_node:
+        return errors
+    if multi_node_work().filter(compute_resource__profile_id=link.profile_id).exists():
+        errors["pool"].append(
+            f"Pool {link.pool} runs no multi-node work, and profile {link.profile} has multi-node "
+            "tasks waiting or running; mark the pool multi-node first, or wait for those tasks."
+        )
+    return errors
+
+
 def compute_resource_errors(resource) -> Errors:
     errors: Errors = defaultdict(list)
     if resource.policy_id is None or resource.profile_id is None:

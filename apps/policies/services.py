@@ -63,11 +63,13 @@ def link_pool(profile: Profile, pool: Pool) -> ProfilePool:
         existing = ProfilePool.objects.filter(profile=profile, pool=pool).first()
         if existing:
             return existing
-        return ProfilePool.objects.create(
-            profile=profile,
-            pool=pool,
-            pool_rank=next_pool_rank(profile),
-            profile_rank=next_profile_rank(pool),
+        return validated_save(
+            ProfilePool(
+                profile=profile,
+                pool=pool,
+                pool_rank=next_pool_rank(profile),
+                profile_rank=next_profile_rank(pool),
+            )
         )
 
 

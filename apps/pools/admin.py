@@ -1,3 +1,4 @@
+from django import forms
 from django.contrib import admin, messages
 from django.db.models import Q, Sum
 from django.template.response import TemplateResponse
@@ -47,11 +48,43 @@ class WorkerInline(admin.TabularInline):
         return False
 
 
+class ByKindSelect(forms.NullBooleanSelect):
+    def __init__(self, attrs=None):
+        super().__init__(attrs)
+        self.choices = [("unknown", "By kind"), ("true", "Yes"), ("false", "No")]
+
+
+class PoolForm(forms.ModelForm):
+    """``multi_node`` left on "by kind" follows the pool's kind (Kubernetes and HPC: yes)."""
+
+    multi_node = forms.NullBooleanField(
+        label="Multi-node",
+        required=False,
+        widget=ByKindSelect,
+        help_text=Pool._meta.get_field("multi_node").help_text,
+    )
+
+    class Meta:
+        model = Pool
+        fields = [
+            "name",
+            "kind",
+            "gpu_type",
+            "capacity",
+            "region",
+            "enabled",
+            "multi_node",
+            "namespace",
+            "namespace_per_group",
+        ]
+
+
 @admin.register(Pool)
 class PoolAdmin(admin.ModelAdmin):
     formfield_overrides = PLAIN_NUMBERS
-    list_display = ["name", "kind", "gpu_type", "capacity", "in_use", "region", "enabled"]
-    list_filter = ["kind", "gpu_type", "enabled", "region"]
+    form = PoolForm
+    list_display = ["name", "kind", "gpu_type", "capacity", "in_use", "region", "multi_node", "enabled"]
+    list_filter = ["kind", "gpu_type", "multi_node", "enabled", "region"]
     search_fields = ["name", "region"]
     list_select_related = ["gpu_type"]
     readonly_fields = ["reservations_behind"]

@@ -4,7 +4,7 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import MinValueValidator
+from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 
 from apps.core.gpus import GPU_DECIMAL_PLACES, GPU_MAX_DIGITS, gpu_amount_error
@@ -22,12 +22,21 @@ class GpuType(models.Model):
         return self.name
 
 
+DNS_LABEL = RegexValidator(
+    r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
+    "Enter a Kubernetes namespace: at most 63 lowercase letters, digits and '-', "
+    "starting and ending with a letter or digit.",
+)
+
+
 class Pool(models.Model):
     class Kind(models.TextChoices):
         KUBERNETES = "kubernetes", "On-prem Kubernetes"
         BAREMETAL = "baremetal", "Bare metal and VMs"
         HPC = "hpc", "HPC cluster"
         CLOUD = "cloud", "Cloud and neocloud"
+
+    MULTI_NODE_KINDS = (Kind.KUBERNETES, Kind.HPC)
 
     name = models.CharField(max_length=80, unique=True)
     kind = models.CharField(max_length=20, choices=Kind.choices)
@@ -43,6 +52,23 @@ class Pool(models.Model):
         max_length=40, blank=True, help_text="Region or sovereignty tag, for example eu-de or in-country."
     )
     enabled = models.BooleanField(default=True, help_text="A disabled pool receives no new work.")
+    multi_node = models.BooleanField(
+        "multi-node",
+        default=None,
+        help_text="Its workers run tasks on several nodes at once. Left unset, it follows the kind: "
+        "yes for Kubernetes and HPC pools, no for the others.",
+    )
+    namespace = models.CharField(
+        max_length=63,
+        blank=True,
+        validators=[DNS_LABEL],
+        help_text="Kubernetes pools: the namespace its workers create pods in.",
+    )
+    namespace_per_group = models.BooleanField(
+        "namespace per group",
+        default=False,
+        help_text="Kubernetes pools: each group's pods go to <namespace>-<group>.",
+    )
 
     class Meta:
         ordering = ["name"]
@@ -50,10 +76,35 @@ class Pool(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def save(self, *args, **kwargs) -> None:
+        self._default_multi_node()
+        super().save(*args, **kwargs)
+
+    def _default_multi_node(self) -> None:
+        """Left unset (None), ``multi_node`` follows the kind."""
+        if self.multi_node is None:
+            self.multi_node = self.kind in self.MULTI_NODE_KINDS
+
+    def clean_fields(self, exclude=None) -> None:
+        self._default_multi_node()
+        super().clean_fields(exclude)
+
     def clean(self) -> None:
         error = self.capacity is not None and gpu_amount_error(self.capacity)
         if error:
             raise ValidationError({"capacity": f"Declared capacity: {error}"})
+        if self.pk is not None and self.multi_node is False:
+            from apps.tasks.selectors import multi_node_work
+
+            profiles = multi_node_work().filter(compute_resource__profile__pools=self)
+            names = sorted(set(profiles.values_list("compute_resource__profile__name", flat=True)))
+            if names:
+                raise ValidationError(
+                    {
+                        "multi_node": f"Multi-node tasks of profile {', '.join(names)} wait or run on "
+                        "this pool's profiles; they could land here on one node."
+                    }
+                )
 
 
 class EnrolmentToken(models.Model):
@@ -93,6 +144,8 @@ class Worker(models.Model):
     class Mode(models.TextChoices):
         PROCESS = "process", "Process (subprocesses on the host)"
         SLURM = "slurm", "Slurm (sbatch on an HPC cluster)"
+        KUBERNETES = "kubernetes", "Kubernetes (pods in a cluster)"
+        DOCKER = "docker", "Docker (containers on the host)"
 
     pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="workers")
     hostname = models.CharField(max_length=255)

@@ -20,6 +20,7 @@ from django.db import transaction
 from apps.accounts.services import hash_token
 from apps.core.writes import validated_save
 from apps.pools.models import EnrolmentToken, GpuType, Pool, TaskLog, Worker, WorkerSweep
+from apps.pools.runtime import RELATED, run_details, stop_grace_s
 from apps.tasks import services as lifecycle
 from apps.tasks.models import Task, TaskEvent
 from klique.worker import slots as gpu_slots
@@ -93,10 +94,14 @@ def revoke_enrolment_token(token: EnrolmentToken, now: datetime) -> None:
     EnrolmentToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=now)
 
 
-def _release_all(worker: Worker, now: datetime) -> int:
-    """Requeue the active tasks of a worker that is gone; they are charged until it was last heard."""
+def _release_all(worker: Worker, now: datetime, *, keep=()) -> int:
+    """Requeue the active tasks of a worker that is gone (but those in ``keep``); they are charged
+    until it was last heard."""
     tasks = list(
-        Task.objects.select_for_update().filter(worker=worker, state__in=Task.ACTIVE_STATES).order_by("pk")
+        Task.objects.select_for_update()
+        .filter(worker=worker, state__in=Task.ACTIVE_STATES)
+        .exclude(pk__in=keep)
+        .order_by("pk")
     )
     lifecycle.requeue_lost(
         tasks, Task.StopReason.WORKER_LOST, now, ended_at=worker.last_heartbeat or worker.enrolled_at
@@ -104,17 +109,46 @@ def _release_all(worker: Worker, now: datetime) -> int:
     return len(tasks)
 
 
-@transaction.atomic
 def enrol(
     token: EnrolmentToken, *, hostname: str, gpus: Decimal, mode: str, version: str = "", now: datetime
 ) -> tuple[Worker, str]:
+    """``enrol_adopting`` for a daemon that left nothing running."""
+    worker, raw, _ = enrol_adopting(token, hostname=hostname, gpus=gpus, mode=mode, version=version, now=now)
+    return worker, raw
+
+
+@transaction.atomic
+def enrol_adopting(
+    token: EnrolmentToken,
+    *,
+    hostname: str,
+    gpus: Decimal,
+    mode: str,
+    version: str = "",
+    running=(),
+    now: datetime,
+) -> tuple[Worker, str, list["Claimed"]]:
     """Exchange an enrolment token for a worker token. A daemon that enrols again from the same
-    host (it was restarted) replaces the previous one, whose tasks go back to their queues."""
+    host (it was restarted) replaces the previous one, whose tasks go back to their queues, except
+    those it names in ``running`` (work it found still running and can keep following) that the
+    previous worker held: they move to the new worker as they are, their usage interval still
+    open, and come back as the third item, as a claim answers them."""
     if not token.is_usable(now):
         raise InvalidToken
-    previous = Worker.objects.filter(pool=token.pool, hostname=hostname).exclude(state=Worker.State.RETIRED)
+    previous = list(
+        Worker.objects.select_for_update()
+        .filter(pool=token.pool, hostname=hostname)
+        .exclude(state=Worker.State.RETIRED)
+        .order_by("pk")
+    )
+    adopted = list(
+        Task.objects.select_for_update()
+        .filter(pk__in=set(running), worker__in=previous, state__in=Task.ACTIVE_STATES)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
     for worker in previous:
-        retire(worker, now)
+        retire(worker, now, keep=adopted)
     raw, digest = _new_secret(WORKER_PREFIX)
     worker = Worker.objects.create(
         pool=token.pool,
@@ -128,26 +162,43 @@ def enrol(
         last_heartbeat=now,
     )
     EnrolmentToken.objects.filter(pk=token.pk).update(last_used_at=now)
-    return worker, raw
+    moved = list(Task.objects.select_related(*RELATED).filter(pk__in=adopted).order_by("pk"))
+    Task.objects.filter(pk__in=adopted).update(worker=worker)
+    for task in moved:
+        task.worker = worker
+    TaskEvent.objects.bulk_create(
+        TaskEvent(
+            task=task,
+            at=now,
+            kind=TaskEvent.Kind.CLAIMED,
+            pool_id=task.pool_id,
+            reason="adopted",
+            detail={"worker": hostname, "worker_id": worker.pk},
+        )
+        for task in moved
+    )
+    return worker, raw, claimed(moved)
 
 
-def retire(worker: Worker, now: datetime) -> int:
-    """Take a worker out of service: its token stops working and its tasks are requeued."""
+def retire(worker: Worker, now: datetime, *, keep=()) -> int:
+    """Take a worker out of service: its token stops working and its tasks (but ``keep``) are
+    requeued."""
     with transaction.atomic():
         worker = Worker.objects.select_for_update().get(pk=worker.pk)
-        requeued = _release_all(worker, now)
+        requeued = _release_all(worker, now, keep=keep)
         worker.state = Worker.State.RETIRED
         worker.save(update_fields=["state"])
         return requeued
 
 
 def _stop_command(task: Task) -> dict:
+    """Needs ``compute_resource__profile`` loaded: the stop's grace is the profile's."""
     reason = "canceled" if task.stop_reason == Task.StopReason.CANCELED else "preempted"
     return {
         "stop": task.pk,
         "reason": reason,
         "why": task.stop_reason,
-        "grace_s": settings.WORKER_STOP_GRACE_S,
+        "grace_s": stop_grace_s(task.compute_resource.profile),
     }
 
 
@@ -172,7 +223,12 @@ def heartbeat(
     if not Worker.objects.filter(pk=worker.pk).exclude(state=Worker.State.RETIRED).update(**fields):
         raise InvalidToken  # retired meanwhile: its token no longer acts
     active = Task.objects.filter(worker=worker, state__in=Task.ACTIVE_STATES)
-    held = {t.pk: t for t in active.only("state", "stop_reason", "claimed_at")}
+    held = {
+        t.pk: t
+        for t in active.select_related("compute_resource__profile").only(
+            "state", "stop_reason", "claimed_at", "compute_resource__profile__stop_grace_s"
+        )
+    }
     reported = set(tasks)
     commands = [_stop_command(t) for t in held.values() if t.state == Task.State.STOPPING]
     grace = settings.WORKER_STOP_GRACE_S
@@ -197,13 +253,31 @@ def heartbeat(
 
 @dataclass(frozen=True)
 class Claimed:
+    """A task as a worker gets it: with its GPU slots (claims by slot), the labels it puts on the
+    work and its runtime (``apps.pools.runtime``)."""
+
     task: Task
     slots: list[int]
+    labels: dict
+    runtime: dict
+
+
+def claimed(tasks: list[Task], slots: list[list[int]] | None = None) -> list[Claimed]:
+    """The tasks, loaded with ``apps.pools.runtime.RELATED``, as a worker gets them."""
+    details = run_details(tasks)
+    slots = slots or [[] for _ in tasks]
+    return [Claimed(t, s, *details[t.pk]) for t, s in zip(tasks, slots, strict=True)]
 
 
 @transaction.atomic
 def claim(
-    worker: Worker, *, free: list[int] | None, free_gpus: Decimal | None, max_tasks: int, now
+    worker: Worker,
+    *,
+    free: list[int] | None,
+    free_gpus: Decimal | None,
+    max_tasks: int,
+    now,
+    multi_node: bool = False,
 ) -> list[Claimed]:
     """Claim the next placed tasks of the worker's pool that fit its free GPUs, oldest placement
     first, then queue order. ``free`` lists each GPU's free milli-GPUs (the tasks get slots on
@@ -215,7 +289,10 @@ def claim(
     took) or the worker is already lost and the claim is refused until it heartbeats again. A lost
     worker holds nothing (the sweep took its tasks back), so nothing it claimed could stay placed
     and charged where no sweep looks. A claim does not count as a heartbeat: only the heartbeat
-    says which tasks the worker still runs."""
+    says which tasks the worker still runs.
+
+    A multi-node task (``nodes`` > 1) goes only to a worker that says it runs them (``multi_node``)
+    and claims a plain total: it takes GPUs x nodes of ``free_gpus``; a claim by slots skips it."""
     locked = Worker.objects.select_for_update().filter(pk=worker.pk).order_by("pk")
     state = locked.values_list("state", flat=True).first()
     if state != Worker.State.ACTIVE:
@@ -225,12 +302,16 @@ def claim(
     else:
         largest = gpu_slots.milli(free_gpus)
     candidates = (
-        Task.objects.select_for_update(skip_locked=True)
+        Task.objects.select_for_update(skip_locked=True, of=("self",))
+        .select_related(*RELATED)
         .filter(state=Task.State.PLACED, pool_id=worker.pool_id, worker__isnull=True)
         .filter(gpus__lte=Decimal(largest) / gpu_slots.WHOLE)
         .order_by("placed_at", "queue_seq", "pk")
     )
-    picked: list[Claimed] = []
+    if free is not None or not multi_node:
+        candidates = candidates.filter(nodes=1)
+    picked: list[Task] = []
+    slots: list[list[int]] = []
     left = largest
     for task in candidates[: 2 * max_tasks + CLAIM_SCAN_MARGIN]:
         size = gpu_slots.milli(task.gpus)
@@ -239,17 +320,18 @@ def claim(
             if chosen is None:
                 continue
             gpu_slots.take(free, chosen, size)
-        elif size > left:
+        elif size * task.nodes > left:
             continue
         else:
-            chosen, left = [], left - size
-        picked.append(Claimed(task, chosen))
+            chosen, left = [], left - size * task.nodes
+        picked.append(task)
+        slots.append(chosen)
         if len(picked) == max_tasks:
             break
     # ``now`` was taken as the request began, maybe before a pass committed the placement it takes
-    now = max([now, *(c.task.placed_at for c in picked)])
-    lifecycle.claim_many(worker, [c.task for c in picked], now)
-    return picked
+    now = max([now, *(task.placed_at for task in picked)])
+    lifecycle.claim_many(worker, picked, now)
+    return claimed(picked, slots)
 
 
 def _clamp(at: datetime | None, task: Task, now: datetime) -> datetime:

@@ -31,6 +31,7 @@ class TaskAdminForm(forms.ModelForm):
             "project",
             "compute_resource",
             "gpus",
+            "nodes",
             "command",
             "spec",
             "channel",
@@ -38,12 +39,22 @@ class TaskAdminForm(forms.ModelForm):
         ]
         field_classes = {"spec": JSONFormField}  # the API's limits on JSON (apps/core/parsers.py)
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if "nodes" in self.fields:
+            self.fields["nodes"].required = False  # left empty: one node
+
+    def clean_nodes(self):
+        nodes = self.cleaned_data.get("nodes")
+        return 1 if nodes is None else nodes
+
     def clean(self):
         data = super().clean()
         resource = data.get("compute_resource")
         if resource is not None and not self.instance.pk:
             try:
                 data["gpus"] = services.task_size(resource, data.get("gpus"))
+                data["nodes"] = services.check_nodes(resource, data["gpus"], data.get("nodes"))
             except ValidationError as error:
                 self.add_error(None, error)
         return data
@@ -59,6 +70,7 @@ class TaskAdmin(admin.ModelAdmin):
         "user",
         "compute_resource",
         "gpus",
+        "nodes",
         "state",
         "pool",
         "queue_seq",
@@ -100,6 +112,7 @@ class TaskAdmin(admin.ModelAdmin):
             compute_resource=obj.compute_resource,
             command=obj.command,
             gpus=obj.gpus,
+            nodes=obj.nodes,
             name=obj.name,
             project=obj.project,
             checkpoint=obj.checkpoint,

@@ -1,10 +1,40 @@
 """Tasks (the work users and agents send to compute resources) and task events (the audit trail)."""
 
+from decimal import Decimal
+
 from django.conf import settings
 from django.db import models
+from django.db.models import F, IntegerField
+from django.db.models.functions import Cast
 
-from apps.core.gpus import GPU_DECIMAL_PLACES, GPU_MAX_DIGITS
-from apps.tasks.limits import MAX_COMMAND_CHARS, validate_command_size, validate_spec_size
+from apps.core.gpus import GPU_DECIMAL_PLACES, GPU_MAX_DIGITS, MILLI
+from apps.tasks.limits import (
+    MAX_COMMAND_CHARS,
+    MAX_NODES,
+    validate_command_size,
+    validate_nodes,
+    validate_spec_size,
+)
+
+
+def counted_gpus(gpus, nodes) -> Decimal:
+    """The GPUs a task counts wherever the control plane counts (reservation, limit, pool capacity,
+    the usage ledger): its GPUs per node times its nodes."""
+    return Decimal(gpus) * (nodes or 1)
+
+
+def counted_milli(prefix: str = ""):
+    """``counted_gpus`` as a query expression in integer milli-GPUs (``prefix`` reaches the task
+    through a relation, e.g. ``"task__"``)."""
+    return Cast(F(f"{prefix}gpus") * MILLI, IntegerField()) * F(f"{prefix}nodes")
+
+
+def nodes_field(**kwargs) -> models.PositiveSmallIntegerField:
+    return models.PositiveSmallIntegerField(
+        validators=[validate_nodes],
+        help_text=f"Nodes the task runs on, each with its GPUs (1 to {MAX_NODES}); it counts GPUs x nodes.",
+        **kwargs,
+    )
 
 
 class Channel(models.TextChoices):
@@ -51,8 +81,10 @@ class Task(models.Model):
         "GPUs",
         max_digits=GPU_MAX_DIGITS,
         decimal_places=GPU_DECIMAL_PLACES,
-        help_text="The task's size: the profile's, or the task's own if the profile takes it from the task.",
+        help_text="The task's size per node: the profile's, or the task's own if the profile takes it "
+        "from the task.",
     )
+    nodes = nodes_field(default=1)
     command = models.TextField(
         max_length=MAX_COMMAND_CHARS,
         validators=[validate_command_size],
@@ -124,6 +156,10 @@ class Task(models.Model):
     def __str__(self) -> str:
         return self.name or f"task {self.pk}"
 
+    @property
+    def counted_gpus(self) -> Decimal:
+        return counted_gpus(self.gpus, self.nodes)
+
 
 class TaskEvent(models.Model):
     """One change of a task: who or what did it, when, where and why."""
@@ -176,6 +212,7 @@ class Schedule(models.Model):
     gpus = models.DecimalField(
         "GPUs", max_digits=GPU_MAX_DIGITS, decimal_places=GPU_DECIMAL_PLACES, null=True, blank=True
     )
+    nodes = nodes_field(default=1)
     project = models.ForeignKey(
         "accounts.Project", null=True, blank=True, on_delete=models.PROTECT, related_name="schedules"
     )

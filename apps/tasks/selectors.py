@@ -86,3 +86,8 @@ def visible_schedules(user: User):
         "owner", "project", "compute_resource__policy__group", "compute_resource__profile"
     )
     return _in_groups(schedules, user, managed_group_ids(user), "compute_resource__policy__group_id", "owner")
+
+
+def multi_node_work():
+    """Tasks on several nodes that wait or hold a pool (placed, running, stopping)."""
+    return Task.objects.filter(nodes__gt=1, state__in=(Task.State.QUEUED, *Task.ACTIVE_STATES))

@@ -16,8 +16,8 @@ from apps.core.gpus import gpu_size_error
 from apps.ledger import services as ledger
 from apps.policies.models import ComputeResource
 from apps.policies.rules import fmt
-from apps.tasks.limits import size_errors
-from apps.tasks.models import Channel, Schedule, ScheduleRun, Task, TaskEvent
+from apps.tasks.limits import nodes_error, size_errors
+from apps.tasks.models import Channel, Schedule, ScheduleRun, Task, TaskEvent, counted_gpus
 
 
 def task_size(resource: ComputeResource, gpus) -> Decimal:
@@ -47,6 +47,36 @@ def task_size(resource: ComputeResource, gpus) -> Decimal:
     return size
 
 
+def check_nodes(resource: ComputeResource, size: Decimal, nodes) -> int:
+    """The task's nodes, checked against its size per node, its policy's limit (on GPUs x nodes)
+    and its profile's pools (several nodes only where every pool of the profile runs multi-node
+    work: the engine places on any of them)."""
+    nodes = 1 if nodes is None or nodes == "" else nodes
+    error = nodes_error(nodes)
+    if error:
+        raise ValidationError({"nodes": error})
+    if nodes == 1:
+        return nodes
+    if size <= 0:
+        raise ValidationError({"nodes": "A task on several nodes needs GPUs on each (GPUs more than 0)."})
+    counted = counted_gpus(size, nodes)
+    if counted > resource.policy.limit:
+        message = (
+            f"GPUs x nodes ({fmt(size)} x {nodes} = {fmt(counted)}) exceed the limit of {resource.policy} "
+            f"({fmt(resource.policy.limit)}), so the task could never run."
+        )
+        raise ValidationError({"gpus": message, "nodes": message})
+    single = resource.profile.pools.filter(multi_node=False).order_by("name").values_list("name", flat=True)
+    if single:
+        raise ValidationError(
+            {
+                "nodes": f"Profile {resource.profile} has pools that run no multi-node work "
+                f"({', '.join(single)}), so a task there runs on one node."
+            }
+        )
+    return nodes
+
+
 @transaction.atomic
 def submit(
     *,
@@ -54,6 +84,7 @@ def submit(
     compute_resource: ComputeResource,
     command: str,
     gpus=None,
+    nodes: int = 1,
     name: str = "",
     project: Project | None = None,
     checkpoint: bool = False,
@@ -74,11 +105,13 @@ def submit(
             {"project": f"Project {project} does not belong to group {compute_resource.policy.group}."}
         )
     size = task_size(compute_resource, gpus)
+    nodes = check_nodes(compute_resource, size, nodes)
     task = Task.objects.create(
         user=user,
         compute_resource=compute_resource,
         command=command,
         gpus=size,
+        nodes=nodes,
         name=name,
         project=project,
         checkpoint=checkpoint,
@@ -92,7 +125,7 @@ def submit(
         at=timezone.now(),
         kind=TaskEvent.Kind.SUBMITTED,
         actor=user,
-        detail={"channel": channel, "gpus": str(size)},
+        detail={"channel": channel, "gpus": str(size), **({"nodes": nodes} if nodes > 1 else {})},
     )
     return task
 
@@ -337,7 +370,17 @@ def mark_started(task: Task, at, *, detail=None) -> Task:
 # submits exactly once however many beats run. A schedule that missed due times while no beat
 # ran submits once, for the latest of them.
 
-SCHEDULE_FIELDS = ["name", "cron", "compute_resource", "command", "gpus", "project", "checkpoint", "spec"]
+SCHEDULE_FIELDS = [
+    "name",
+    "cron",
+    "compute_resource",
+    "command",
+    "gpus",
+    "nodes",
+    "project",
+    "checkpoint",
+    "spec",
+]
 
 
 def next_due(cron: str, after: datetime) -> datetime:
@@ -390,7 +433,8 @@ def _check_schedule(schedule: Schedule) -> None:
         errors["compute_resource"] = refusal
     else:
         try:
-            task_size(schedule.compute_resource, schedule.gpus)
+            size = task_size(schedule.compute_resource, schedule.gpus)
+            check_nodes(schedule.compute_resource, size, schedule.nodes)
         except ValidationError as size_error:
             errors.update(size_error.message_dict)
     group = schedule.compute_resource.policy.group
@@ -472,6 +516,7 @@ def _run_schedule(pk: int, now: datetime) -> bool:
                             compute_resource=schedule.compute_resource,
                             command=schedule.command,
                             gpus=schedule.gpus,
+                            nodes=schedule.nodes,
                             name=f"{schedule.name} @ {due:%Y-%m-%d %H:%M}",
                             project=schedule.project,
                             checkpoint=schedule.checkpoint,

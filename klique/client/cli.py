@@ -354,8 +354,11 @@ def cmd_schedule_rm(args, client: Client) -> int:
 
 
 def cmd_mcp(args) -> int:
-    from klique.client.mcp_server import serve
-
+    try:
+        from klique.client.mcp_server import serve
+    except ImportError as error:
+        print(f"klique mcp needs {error.name}: pip install 'klique[mcp]'", file=sys.stderr)
+        return USAGE
     serve()
     return OK
 

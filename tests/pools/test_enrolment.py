@@ -80,7 +80,7 @@ def test_revoked_and_expired_enrolment_tokens_are_refused(pool, enrolment):
         ({"hostname": "a", "gpus": "-1"}, "gpus"),
         ({"hostname": "a", "gpus": "1.2345"}, "gpus"),
         ({"hostname": "a", "gpus": "many"}, "gpus"),
-        ({"hostname": "a", "gpus": "1", "mode": "kubernetes"}, "mode"),
+        ({"hostname": "a", "gpus": "1", "mode": "podman"}, "mode"),
         ({"hostname": "a" * 256, "gpus": "1"}, "hostname"),
     ],
 )

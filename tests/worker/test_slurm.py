@@ -128,8 +128,9 @@ def test_a_multi_node_task_asks_slurm_for_its_nodes_and_fails_with_slurms_reason
     tmp_path,
 ):
     """The dev cluster has one node: Slurm takes a job of --nodes=2 and leaves it pending with
-    reason PartitionConfig or PartitionNodeLimit, which no wait cures, so the runner cancels it and reports it failed
-    with that reason (a ``start_failed``), instead of handing it back to be placed here again."""
+    reason PartitionConfig or PartitionNodeLimit, which no wait cures, so the runner cancels it and
+    reports it failed with that reason (a ``start_failed``), instead of handing it back to be
+    placed here again."""
     from klique.worker.slurm import SlurmRunner
 
     runner = SlurmRunner(tmp_path / "state", tmp_path / "ck", tag="multi-node-test")

@@ -4,7 +4,13 @@ import json
 
 from rest_framework import serializers
 
-from apps.core.fields import GpuAmountField, PlainDecimalField, PlainIntegerField, StrictCharField
+from apps.core.fields import (
+    GpuAmountField,
+    PlainDecimalField,
+    PlainIntegerField,
+    StrictBooleanField,
+    StrictCharField,
+)
 from apps.core.gpus import GPU_DECIMAL_PLACES, GPU_MAX_DIGITS
 from apps.pools.models import TaskLog, Worker
 from klique.worker.text import storable
@@ -13,6 +19,7 @@ MAX_TASKS_PER_WORKER = 10_000
 MAX_GPUS_PER_WORKER = 1024
 MAX_GPU_STATS_BYTES = 16_384
 MAX_START_ERROR_CHARS = 2_000
+MAX_RUNNING_ON_ENROL = 1_000
 
 
 def gpu_amount(**kwargs) -> serializers.DecimalField:
@@ -24,6 +31,13 @@ class EnrolSerializer(serializers.Serializer):
     gpus = gpu_amount()
     mode = serializers.ChoiceField(choices=Worker.Mode.choices, default=Worker.Mode.PROCESS)
     version = StrictCharField(max_length=40, required=False, default="", allow_blank=True)
+    running = serializers.ListField(
+        child=PlainIntegerField(min_value=1),
+        max_length=MAX_RUNNING_ON_ENROL,
+        default=list,
+        help_text="Tasks an earlier daemon of this host left running here that this one can keep "
+        "following; those its previous worker still held come back as ``adopted``.",
+    )
 
 
 def free_within_gpus(data: dict, worker: Worker) -> dict:
@@ -71,6 +85,11 @@ class ClaimSerializer(serializers.Serializer):
         required=False, help_text="A plain total, for a worker whose scheduler picks GPUs."
     )
     max_tasks = PlainIntegerField(min_value=1, max_value=100, default=1)
+    multi_node = StrictBooleanField(
+        default=False,
+        help_text="This worker runs tasks on several nodes (Kubernetes, Slurm); with free_gpus, such a "
+        "task takes GPUs x nodes of it. Without it (or with slots) multi-node tasks are left to others.",
+    )
 
     def validate(self, data):
         if ("slots" in data) == ("free_gpus" in data):
@@ -78,6 +97,27 @@ class ClaimSerializer(serializers.Serializer):
                 {"slots": "Send either slots or free_gpus, not both or neither."}
             )
         return free_within_gpus(data, self.context["worker"])
+
+
+class RuntimeSerializer(serializers.Serializer):
+    image = serializers.CharField(help_text="spec.image, else the profile's default image, else empty.")
+    namespace = serializers.CharField(
+        help_text="Kubernetes namespace: the pool's, or <namespace>-<group> per group; empty if none set."
+    )
+    gpu_resource = serializers.CharField(
+        help_text="nvidia.com/gpu for whole GPUs; for a fraction the extended resource mapped for the "
+        "profile on this pool (e.g. nvidia.com/mig-1g.10gb); empty without GPUs or mapping."
+    )
+    gpu_count = serializers.IntegerField(help_text="How many of gpu_resource per node.")
+    memory_limit_mb = serializers.IntegerField(allow_null=True, help_text="The profile's memory cap.")
+    grace_s = serializers.FloatField(help_text="Seconds between SIGTERM and SIGKILL when it is stopped.")
+
+
+class LabelsSerializer(serializers.Serializer):
+    task = serializers.CharField()
+    group = serializers.CharField()
+    project = serializers.CharField()
+    user = serializers.CharField()
 
 
 class ClaimedTaskSerializer(serializers.Serializer):
@@ -88,10 +128,13 @@ class ClaimedTaskSerializer(serializers.Serializer):
     gpus = serializers.DecimalField(
         source="task.gpus", max_digits=GPU_MAX_DIGITS, decimal_places=GPU_DECIMAL_PLACES
     )
+    nodes = serializers.IntegerField(source="task.nodes", help_text="Nodes; gpus is per node.")
     slots = serializers.ListField(child=serializers.IntegerField())
     checkpoint = serializers.BooleanField(source="task.checkpoint")
     preemption_count = serializers.IntegerField(source="task.preemption_count")
     placed_at = serializers.DateTimeField(source="task.placed_at")
+    labels = LabelsSerializer(help_text="Labels for the work: valid Kubernetes label values.")
+    runtime = RuntimeSerializer()
 
 
 class StartedSerializer(serializers.Serializer):
@@ -155,6 +198,9 @@ class EnrolledSerializer(serializers.Serializer):
     token = serializers.CharField(help_text="The worker token, shown in this answer only.")
     heartbeat_s = serializers.FloatField()
     heartbeat_timeout_s = serializers.FloatField()
+    adopted = ClaimedTaskSerializer(
+        many=True, help_text="The tasks of ``running`` this worker keeps following, as claimed."
+    )
 
 
 class StopCommandSerializer(serializers.Serializer):

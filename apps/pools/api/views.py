@@ -34,7 +34,9 @@ def _valid(serializer_class, request) -> dict:
 
 
 class EnrolView(APIView):
-    """Exchange the pool's enrolment token for a worker token (shown in this answer only)."""
+    """Exchange the pool's enrolment token for a worker token (shown in this answer only). A daemon
+    restarted on the same host names the work it found still running (``running``); what its
+    previous worker held comes back as ``adopted`` and stays its own, the rest is requeued."""
 
     authentication_classes = [EnrolmentTokenAuthentication]
     permission_classes = [HasEnrolmentToken]
@@ -47,7 +49,7 @@ class EnrolView(APIView):
         data = _valid(serializers.EnrolSerializer, request)
         now = timezone.now()
         try:
-            worker, token = services.enrol(request.auth, now=now, **data)
+            worker, token, adopted = services.enrol_adopting(request.auth, now=now, **data)
         except services.InvalidToken as error:
             raise PermissionDenied("This enrolment token can no longer be used.") from error
         return Response(
@@ -57,6 +59,7 @@ class EnrolView(APIView):
                 "token": token,
                 "heartbeat_s": settings.WORKER_HEARTBEAT_S,
                 "heartbeat_timeout_s": settings.WORKER_HEARTBEAT_TIMEOUT_S,
+                "adopted": serializers.ClaimedTaskSerializer(adopted, many=True).data,
             },
             status=status.HTTP_201_CREATED,
         )
@@ -108,6 +111,7 @@ class ClaimView(WorkerView):
                 free=free,
                 free_gpus=data.get("free_gpus"),
                 max_tasks=data["max_tasks"],
+                multi_node=data["multi_node"],
                 now=timezone.now(),
             )
         except services.NotActive as error:

@@ -3,11 +3,11 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from apps.accounts.models import Project
-from apps.core.fields import StrictBooleanField, StrictCharField
+from apps.core.fields import PlainIntegerField, StrictBooleanField, StrictCharField
 from apps.policies.api.serializers import gpus_field
 from apps.policies.models import ComputeResource
 from apps.policies.selectors import resource_is_visible
-from apps.tasks.limits import MAX_COMMAND_CHARS, spec_error
+from apps.tasks.limits import MAX_COMMAND_CHARS, MAX_NODES, spec_error
 from apps.tasks.models import Schedule, Task, TaskEvent
 
 VERDICT_HELP = (
@@ -52,6 +52,16 @@ def command_field(**kwargs) -> serializers.CharField:
     return StrictCharField(max_length=MAX_COMMAND_CHARS, **kwargs)
 
 
+def nodes_field(**kwargs) -> serializers.IntegerField:
+    return PlainIntegerField(
+        min_value=1,
+        max_value=MAX_NODES,
+        help_text="Nodes the task runs on, each with its GPUs (only on pools that run multi-node work); "
+        "it counts GPUs x nodes against reservation and limit.",
+        **kwargs,
+    )
+
+
 def project_in_group(name: str | None, resource: ComputeResource) -> Project | None:
     if not name:
         return None
@@ -92,6 +102,7 @@ class TaskSerializer(serializers.ModelSerializer):
             "profile",
             "project",
             "gpus",
+            "nodes",
             "command",
             "channel",
             "state",
@@ -134,8 +145,9 @@ class SubmitSerializer(serializers.Serializer):
     gpus = gpus_field(
         required=False,
         allow_null=True,
-        help_text="GPUs, only for a profile that takes the size from the task (else leave it out).",
+        help_text="GPUs per node, only for a profile that takes the size from the task (else leave it out).",
     )
+    nodes = nodes_field(default=1)
     project = StrictCharField(
         required=False, allow_null=True, allow_blank=True, max_length=120, help_text="A project of the group."
     )
@@ -171,6 +183,7 @@ class ScheduleSerializer(serializers.ModelSerializer):
         source="project.name", required=False, allow_null=True, allow_blank=True, max_length=120
     )
     gpus = gpus_field(required=False, allow_null=True)
+    nodes = nodes_field(required=False)
     spec = serializers.DictField(required=False, validators=[spec_within_size])
     command = command_field()
     cron = StrictCharField(max_length=100, help_text="Five-field cron expression, evaluated in UTC.")
@@ -185,6 +198,7 @@ class ScheduleSerializer(serializers.ModelSerializer):
             "compute_resource",
             "command",
             "gpus",
+            "nodes",
             "project",
             "checkpoint",
             "spec",

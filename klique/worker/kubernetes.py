@@ -1,0 +1,755 @@
+"""Kubernetes mode: each claimed task becomes pods (one per node, ``restartPolicy: Never``) in the
+task's namespace, built with the official ``kubernetes`` client (in-cluster config or a kubeconfig).
+
+The daemon follows its pods with one watch per namespace in use (label ``klique.io/worker=<tag>``),
+resumed from the last resourceVersion after a drop and re-listed when the server answers 410 Gone.
+A background thread per namespace feeds a queue; ``poll`` only drains it:
+
+- ``running`` once every pod of the task runs; ``exited`` with the container's exit code when a pod
+  ends (several nodes: the first non-zero code, else 0 once all succeeded), its log tail read first;
+- ``failed`` when the pods are still pending past the pending timeout because no node can take
+  them (the scheduler's message) or their image cannot be pulled; ``released`` when pending past
+  it for another reason, and when someone else deletes or evicts a pod (the pool took it back).
+
+A pending pod is counted and charged from placement, like any placed task; the pending timeout
+bounds that. ``terminate`` deletes the pods with the profile's grace period (the kubelet sends
+SIGTERM, then SIGKILL); ``kill`` deletes them with grace 0. After a daemon restart ``recover``
+finds the pods by the worker label, and ``adopt`` keeps following those the control plane handed
+back and deletes the rest.
+
+Several nodes: pods ``klique-<task>-<index>`` with hostname/subdomain set, and a headless Service
+``klique-<task>`` for rendezvous (``KLIQUE_MASTER_ADDR=klique-<task>-0.klique-<task>``).
+"""
+
+import json
+import logging
+import math
+import queue
+import re
+import threading
+import time
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+
+import urllib3
+from kubernetes import client, config, watch
+from kubernetes.client.rest import ApiException
+
+from klique.worker.runs import Change, StartFailed, env, task_variables
+
+log = logging.getLogger("klique.worker")
+
+MANAGED_BY = "app.kubernetes.io/managed-by"
+WORKER, TASK, NODE_INDEX = "klique.io/worker", "klique.io/task", "klique.io/node-index"
+CONTAINER = "task"
+CHECKPOINT_MOUNT = "/klique/checkpoints"
+TAIL_LINES = 200
+KEPT_TAILS = 256
+# Waiting reasons of a scheduled pod that will not go away by waiting: the task's image or config.
+HOPELESS_WAITING = {
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "InvalidImageName",
+    "ErrImageNeverPull",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+}
+API_TIMEOUT_S = 30
+
+
+@dataclass
+class PodSeen:
+    """What the runner last saw of one pod."""
+
+    uid: str = ""
+    phase: str = "Pending"
+    node: str = ""
+    running: bool = False
+    exit_code: int | None = None
+    reason: str = ""
+    message: str = ""
+    unschedulable: bool = False
+    hopeless: bool = False
+    disrupted: bool = False
+    deleting: bool = False
+    deleted: bool = False
+
+
+@dataclass
+class Work:
+    """A task's pods, followed until they ended."""
+
+    task_id: int
+    namespace: str
+    pods: dict[str, PodSeen]
+    since: float
+    service: bool = False
+    announced: bool = False
+    stopping: bool = False
+    killed: bool = False
+    ended: bool = False
+
+
+@dataclass
+class Watcher:
+    namespace: str
+    thread: threading.Thread
+    stop: threading.Event = field(default_factory=threading.Event)
+    stream: watch.Watch | None = None
+    healthy: bool = False  # listed, and no error since: what the runner knows of the pods is current
+
+
+def label_value(text: str) -> str:
+    """``text`` as a valid label value: [A-Za-z0-9._-], at most 63, alphanumeric at both ends."""
+    value = re.sub(r"[^A-Za-z0-9._-]", "-", str(text))[:63]
+    return value.strip("-._") or "worker"
+
+
+def pod_name(task_id: int, index: int) -> str:
+    return f"klique-{task_id}-{index}"
+
+
+def summarise(pod: dict) -> PodSeen:
+    """A pod (as the API serves it) in the terms the runner acts on."""
+    metadata, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
+    seen = PodSeen(
+        uid=metadata.get("uid") or "",
+        phase=status.get("phase") or "Pending",
+        node=spec.get("nodeName") or "",
+        deleting=bool(metadata.get("deletionTimestamp")),
+    )
+    containers = [item for item in status.get("containerStatuses") or [] if item.get("name") == CONTAINER]
+    state = (containers[0].get("state") or {}) if containers else {}
+    if state.get("terminated"):
+        ended = state["terminated"]
+        seen.exit_code = int(ended.get("exitCode") or 0)
+        seen.reason, seen.message = ended.get("reason") or "", ended.get("message") or ""
+    elif seen.phase == "Succeeded":
+        seen.exit_code = 0
+    seen.running = bool(state.get("running")) or (seen.phase == "Running" and not containers)
+    waiting = state.get("waiting") or {}
+    if waiting.get("reason") in HOPELESS_WAITING:
+        seen.hopeless = True
+        seen.reason, seen.message = waiting["reason"], waiting.get("message") or waiting["reason"]
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            seen.unschedulable = condition.get("reason") == "Unschedulable"
+            seen.message = seen.message or condition.get("message") or condition.get("reason") or ""
+        if condition.get("type") == "DisruptionTarget" and condition.get("status") == "True":
+            seen.disrupted = True
+            seen.reason = seen.reason or condition.get("reason") or ""
+    if status.get("reason") == "Evicted" or (seen.phase == "Failed" and seen.exit_code is None):
+        seen.disrupted = True
+        seen.reason = status.get("reason") or seen.reason
+        seen.message = status.get("message") or seen.message
+    return seen
+
+
+class KubernetesRunner:
+    mode = "kubernetes"
+    claims_total = True  # the Kubernetes scheduler picks the GPUs
+    multi_node = True  # one pod per node and a headless Service
+    whole_gpus = False  # a fraction is an extended resource IT maps (MIG slice, shared GPU)
+
+    def __init__(
+        self,
+        api_client: client.ApiClient,
+        *,
+        tag: str,
+        namespace: str = "default",
+        pending_timeout_s: float = 300,
+        checkpoint_pvc: str = "",
+        image: str = "",
+        service_account: str = "",
+        watch_timeout_s: float = 300,
+        clock=time.monotonic,
+    ):
+        self.api = client.CoreV1Api(api_client)
+        self.tag = label_value(tag)
+        self.namespace = namespace or "default"
+        self.pending_timeout_s, self.checkpoint_pvc = pending_timeout_s, checkpoint_pvc
+        self.image, self.service_account = image, service_account
+        self.watch_timeout_s, self.clock = watch_timeout_s, clock
+        self.works: dict[int, Work] = {}
+        self.events: queue.SimpleQueue = queue.SimpleQueue()
+        self.watchers: dict[str, Watcher] = {}
+        self.tails: OrderedDict[int, str] = OrderedDict()
+        self.recovered: dict[int, list[dict]] = {}
+        self.background = ThreadPoolExecutor(max_workers=2, thread_name_prefix="klique-k8s")
+
+    # CLI wiring.
+
+    @classmethod
+    def add_arguments(cls, group) -> None:
+        group.add_argument(
+            "--kubeconfig",
+            default=env("KLIQUE_KUBE_CONFIG", ""),
+            help="kubeconfig file; in-cluster config when not given and the daemon runs in a pod "
+            "(else KUBECONFIG, ~/.kube/config) [KLIQUE_KUBE_CONFIG]",
+        )
+        group.add_argument(
+            "--kube-context", default=env("KLIQUE_KUBE_CONTEXT", ""), help="[KLIQUE_KUBE_CONTEXT]"
+        )
+        group.add_argument(
+            "--kube-namespace",
+            default=env("KLIQUE_KUBE_NAMESPACE", "default"),
+            help="namespace of tasks whose pool sets none [KLIQUE_KUBE_NAMESPACE]",
+        )
+        group.add_argument(
+            "--kube-pending-timeout",
+            type=float,
+            default=float(env("KLIQUE_KUBE_PENDING_TIMEOUT_S", 300)),
+            help="fail (unschedulable) or release a task whose pods are not all running this long after "
+            "creation (seconds; counted and charged while pending) [KLIQUE_KUBE_PENDING_TIMEOUT_S]",
+        )
+        group.add_argument(
+            "--kube-checkpoint-pvc",
+            default=env("KLIQUE_KUBE_CHECKPOINT_PVC", ""),
+            help=f"a PersistentVolumeClaim mounted at {CHECKPOINT_MOUNT} in every task pod; "
+            f"KLIQUE_CHECKPOINT_DIR is {CHECKPOINT_MOUNT}/<task> [KLIQUE_KUBE_CHECKPOINT_PVC]",
+        )
+        group.add_argument(
+            "--kube-image",
+            default=env("KLIQUE_KUBE_IMAGE", ""),
+            help="image of tasks whose spec and profile name none [KLIQUE_KUBE_IMAGE]",
+        )
+        group.add_argument(
+            "--kube-service-account",
+            default=env("KLIQUE_KUBE_SERVICE_ACCOUNT", ""),
+            help="service account of task pods (default: none mounted) [KLIQUE_KUBE_SERVICE_ACCOUNT]",
+        )
+
+    @classmethod
+    def from_args(cls, args, *, state_dir: Path, checkpoint_root: Path, hostname: str) -> "KubernetesRunner":
+        return cls(
+            api_client(args.kubeconfig, args.kube_context),
+            tag=hostname,
+            namespace=args.kube_namespace,
+            pending_timeout_s=args.kube_pending_timeout,
+            checkpoint_pvc=args.kube_checkpoint_pvc,
+            image=args.kube_image,
+            service_account=args.kube_service_account,
+        )
+
+    # Starting work.
+
+    def start(self, task: dict, devices: list[str]) -> None:
+        task_id = int(task["id"])
+        runtime = task.get("runtime") or {}
+        namespace = runtime.get("namespace") or self.namespace
+        nodes = int(task.get("nodes") or 1)
+        pods = [self.pod(task, index, nodes) for index in range(nodes)]
+        work = Work(task_id, namespace, {pod["metadata"]["name"]: PodSeen() for pod in pods}, self.clock())
+        self.follow(namespace)
+        created = []
+        try:
+            if nodes > 1:
+                self.api.create_namespaced_service(
+                    namespace, self.service(task_id), _request_timeout=API_TIMEOUT_S
+                )
+                work.service = True
+            for pod in pods:
+                answer = self.api.create_namespaced_pod(namespace, pod, _request_timeout=API_TIMEOUT_S)
+                created.append(pod["metadata"]["name"])
+                work.pods[pod["metadata"]["name"]].uid = answer.metadata.uid
+        except (ApiException, urllib3.exceptions.HTTPError, OSError) as error:
+            self.remove(namespace, task_id, created, work.service)
+            raise self.start_failure(error, namespace, task_id) from error
+        work.since = self.clock()
+        self.works[task_id] = work
+        self.tails.pop(task_id, None)
+        fields = {"task": task_id, "namespace": namespace, "pods": ",".join(work.pods), "nodes": nodes}
+        log.info("pods created", extra={"fields": fields})
+
+    def start_failure(self, error: Exception, namespace: str, task_id: int) -> StartFailed:
+        """An API refusal of the task's own making (422 Invalid, 400) recurs wherever it runs.
+        Anything else is this worker's trouble and hands the task back: a pod of an earlier run
+        still there (409; one of ours is deleted), 403 from RBAC, a missing namespace, the API
+        server unreachable."""
+        if not isinstance(error, ApiException):
+            return StartFailed(f"Kubernetes API unreachable: {error}", recurs=False)
+        message = api_message(error)
+        if error.status == 409:
+            # Ours (an earlier run here) is deleted; another worker's is left to end on its own.
+            stale = [pod["metadata"]["name"] for pod in self.task_pods(namespace, task_id)]
+            self.remove(namespace, task_id, stale, bool(stale), grace=0)
+            return StartFailed(f"an earlier run of this task is still there: {message}", recurs=False)
+        return StartFailed(f"Kubernetes refused the pod: {message}", recurs=error.status in (400, 422))
+
+    def pod(self, task: dict, index: int, nodes: int) -> dict:
+        task_id = int(task["id"])
+        runtime = task.get("runtime") or {}
+        spec = task.get("spec") or {}
+        image = runtime.get("image") or (spec.get("image") if isinstance(spec, dict) else "") or self.image
+        if not image:
+            raise StartFailed(
+                "no image: set spec.image, the profile's default image or --kube-image", recurs=True
+            )
+        checkpoints = Path(CHECKPOINT_MOUNT) / str(task_id)
+        variables = task_variables(task, checkpoints)
+        if not self.checkpoint_pvc:
+            variables.pop("KLIQUE_CHECKPOINT_DIR", None)
+        variables.update(KLIQUE_NODES=str(nodes), KLIQUE_NODE_INDEX=str(index))
+        if nodes > 1:
+            variables["KLIQUE_MASTER_ADDR"] = f"klique-{task_id}-0.klique-{task_id}"
+        container = {
+            "name": CONTAINER,
+            "image": image,
+            "command": ["/bin/sh", "-c", task["command"]],
+            "env": [{"name": name, "value": value} for name, value in variables.items()],
+            "resources": self.resources(task, runtime, spec),
+        }
+        grace = runtime.get("grace_s")
+        pod_spec = {
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": math.ceil(float(grace)) if grace is not None else 30,
+            "containers": [container],
+            "automountServiceAccountToken": bool(self.service_account),
+        }
+        if self.service_account:
+            pod_spec["serviceAccountName"] = self.service_account
+        if self.checkpoint_pvc:
+            pod_spec["volumes"] = [
+                {"name": "checkpoints", "persistentVolumeClaim": {"claimName": self.checkpoint_pvc}}
+            ]
+            container["volumeMounts"] = [{"name": "checkpoints", "mountPath": CHECKPOINT_MOUNT}]
+        if nodes > 1:
+            pod_spec.update(hostname=pod_name(task_id, index), subdomain=f"klique-{task_id}")
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": pod_name(task_id, index), "labels": self.labels(task, index)},
+            "spec": pod_spec,
+        }
+
+    def labels(self, task: dict, index: int | None = None) -> dict[str, str]:
+        labels = {MANAGED_BY: "klique", WORKER: self.tag, TASK: str(task["id"])}
+        for name in ("group", "project", "user"):
+            value = (task.get("labels") or {}).get(name)
+            if value:
+                labels[f"klique.io/{name}"] = label_value(value)
+        if index is not None:
+            labels[NODE_INDEX] = str(index)
+        return labels
+
+    def resources(self, task: dict, runtime: dict, spec: dict) -> dict:
+        """The GPU as an extended resource limit, and the spec's cpu/memory as requests and limits
+        (the profile's memory cap as memory limit when the spec sets none)."""
+        try:
+            gpus = Decimal(str(task.get("gpus") or 0))
+        except InvalidOperation:
+            raise StartFailed(f"gpus is not a number: {task.get('gpus')!r}", recurs=True) from None
+        if "gpu_resource" in runtime:
+            resource, count = runtime.get("gpu_resource") or "", int(runtime.get("gpu_count") or 0)
+        else:  # a control plane that sends no runtime: whole GPUs only
+            resource, count = ("nvidia.com/gpu", int(gpus)) if gpus == int(gpus) else ("", 0)
+        if gpus > 0 and (not resource or count <= 0):
+            raise StartFailed(
+                f"this profile's {gpus} GPU has no Kubernetes resource mapped on this pool: IT must map an "
+                "extended resource (a MIG slice such as nvidia.com/mig-1g.10gb, or a shared-GPU resource) "
+                "for the profile on this pool in the admin",
+                recurs=True,
+            )
+        requests, limits = {}, {}
+        if resource and count > 0:
+            limits[resource] = str(count)
+        wanted = (spec.get("resources") if isinstance(spec, dict) else None) or {}
+        for name in ("cpu", "memory"):
+            if wanted.get(name):
+                requests[name] = limits[name] = str(wanted[name]).strip()
+        if "memory" not in limits and runtime.get("memory_limit_mb"):
+            limits["memory"] = f"{int(runtime['memory_limit_mb'])}Mi"
+        return {name: value for name, value in (("limits", limits), ("requests", requests)) if value}
+
+    def service(self, task_id: int) -> dict:
+        return {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {
+                "name": f"klique-{task_id}",
+                "labels": {MANAGED_BY: "klique", WORKER: self.tag, TASK: str(task_id)},
+            },
+            "spec": {
+                "clusterIP": "None",
+                "selector": {WORKER: self.tag, TASK: str(task_id)},
+                "publishNotReadyAddresses": True,
+            },
+        }
+
+    # Following work.
+
+    def poll(self) -> list[Change]:
+        while True:
+            try:
+                item = self.events.get_nowait()
+            except queue.Empty:
+                break
+            self.apply(*item)
+        changes = []
+        for work in list(self.works.values()):
+            changes += self.changes(work, self.clock())
+            if work.ended:
+                del self.works[work.task_id]
+        return changes
+
+    def apply(
+        self, what: str, namespace: str, payload, tail: str | None = None, listed_at: float = 0
+    ) -> None:
+        if what == "listed":
+            for work in self.works.values():
+                if work.namespace != namespace or work.since > listed_at:
+                    continue
+                for name, seen in work.pods.items():
+                    if name not in payload:
+                        seen.deleted = True
+            return
+        event_type, pod = what, payload
+        metadata = pod.get("metadata") or {}
+        try:
+            task_id = int((metadata.get("labels") or {}).get(TASK, ""))
+        except ValueError:
+            return
+        if tail is not None:
+            self.keep_tail(task_id, tail)
+        work = self.works.get(task_id)
+        name = metadata.get("name")
+        if work is None or work.namespace != namespace or name not in work.pods:
+            return
+        known = work.pods[name]
+        if known.uid and metadata.get("uid") != known.uid:
+            return  # an earlier pod of the same name
+        seen = summarise(pod)
+        seen.deleted = event_type == "DELETED"
+        if known.exit_code is not None and seen.exit_code is None:
+            seen.exit_code = known.exit_code
+        work.pods[name] = seen
+
+    def changes(self, work: Work, now: float) -> list[Change]:
+        pods = list(work.pods.values())
+        detail = {
+            "namespace": work.namespace,
+            "pods": ",".join(work.pods),
+            "node": pods[0].node,
+        }
+        if work.stopping:
+            if all(seen.deleted for seen in pods):
+                codes = [seen.exit_code for seen in pods if seen.exit_code is not None]
+                code = next((c for c in codes if c), 0) if codes else (137 if work.killed else 143)
+                return self.end(work, Change(work.task_id, "exited", code, detail), remove=False)
+            return []
+        lost = [
+            seen
+            for seen in pods
+            if seen.disrupted or seen.deleting or (seen.deleted and seen.exit_code is None)
+        ]
+        if lost:
+            reason = lost[0].reason or ("deleted" if lost[0].deleted or lost[0].deleting else "")
+            return self.end(work, Change(work.task_id, "released", detail={**detail, "reason": reason}))
+        codes = [seen.exit_code for seen in pods]
+        failed_code = next((code for code in codes if code), None)
+        if failed_code is not None or all(code == 0 for code in codes):
+            started = [] if work.announced else [Change(work.task_id, "running", detail=detail)]
+            work.announced = True
+            code = failed_code if failed_code is not None else 0
+            return started + self.end(work, Change(work.task_id, "exited", code, detail))
+        if not work.announced and all(seen.running or seen.exit_code == 0 for seen in pods):
+            work.announced = True
+            return [Change(work.task_id, "running", detail=detail)]
+        watcher = self.watchers.get(work.namespace)
+        current = watcher is not None and watcher.healthy
+        if not work.announced and current and now - work.since > self.pending_timeout_s:
+            stuck = [seen for seen in pods if not seen.running and seen.exit_code is None]
+            hopeless = [seen for seen in stuck if seen.unschedulable or seen.hopeless]
+            waited = f"not running {self.pending_timeout_s:g} s after creation"
+            if hopeless:
+                error = f"{waited}: {hopeless[0].message or hopeless[0].reason}"
+                return self.end(work, Change(work.task_id, "failed", detail={**detail, "error": error}))
+            reason = next((seen.message for seen in stuck if seen.message), "") or "pending"
+            return self.end(
+                work, Change(work.task_id, "released", detail={**detail, "reason": f"{waited}: {reason}"})
+            )
+        return []
+
+    def end(self, work: Work, change: Change, *, remove: bool = True) -> list[Change]:
+        """The task's work is over: forget it, and delete what is left of it in the background."""
+        work.ended = True
+        if remove:
+            names = [name for name, seen in work.pods.items() if not seen.deleted]
+            self.background.submit(self.remove, work.namespace, work.task_id, names, work.service, grace=0)
+        elif work.service:
+            self.background.submit(self.remove, work.namespace, work.task_id, [], True)
+        return [change]
+
+    def terminate(self, task_id: int, grace_s: float) -> None:
+        work = self.works.get(task_id)
+        if work is None:
+            return
+        work.stopping = True
+        names = [name for name, seen in work.pods.items() if not seen.deleted]
+        # The output so far: a kubelet deletes the pod (and its log) right after the container ends,
+        # which may be before the watch sees it end.
+        tail = self.read_tail(work.namespace, pod_name(task_id, 0)) if names else None
+        if tail:
+            self.keep_tail(task_id, tail)
+        self.remove(work.namespace, task_id, names, work.service, grace=max(0, math.ceil(grace_s)))
+
+    def kill(self, task_id: int) -> None:
+        work = self.works.get(task_id)
+        if work is None:
+            return
+        work.stopping = work.killed = True
+        names = [name for name, seen in work.pods.items() if not seen.deleted]
+        self.remove(work.namespace, task_id, names, work.service, grace=0)
+
+    def remove(
+        self,
+        namespace: str,
+        task_id: int,
+        names: list[str],
+        service: bool,
+        *,
+        grace: int = 0,
+    ) -> None:
+        """Delete pods (with ``grace``) and the task's Service; gone already is fine, other errors
+        are logged (the daemon kills once the grace is over, which deletes again)."""
+        calls = [(self.api.delete_namespaced_pod, name) for name in names]
+        calls += [(self.api.delete_namespaced_service, f"klique-{task_id}")] if service else []
+        for delete, name in calls:
+            try:
+                delete(name, namespace, grace_period_seconds=grace, _request_timeout=API_TIMEOUT_S)
+            except ApiException as error:
+                if error.status != 404:
+                    log.warning(
+                        "delete failed",
+                        extra={"fields": {"task": task_id, "object": name, "error": api_message(error)}},
+                    )
+            except (urllib3.exceptions.HTTPError, OSError) as error:
+                log.warning(
+                    "delete failed", extra={"fields": {"task": task_id, "object": name, "error": str(error)}}
+                )
+
+    def log_tail(self, task_id: int) -> str:
+        """The last lines of pod 0's log: read now, else the last read (a deleted pod has none)."""
+        work = self.works.get(task_id)
+        if work is not None:
+            tail = self.read_tail(work.namespace, pod_name(task_id, 0))
+            if tail is not None:
+                self.keep_tail(task_id, tail)
+        return self.tails.get(task_id, "")
+
+    def read_tail(self, namespace: str, name: str) -> str | None:
+        try:
+            # Raw: client 36 turns a "str" answer into the repr of its bytes.
+            answer = self.api.read_namespaced_pod_log(
+                name,
+                namespace,
+                container=CONTAINER,
+                tail_lines=TAIL_LINES,
+                _preload_content=False,
+                _request_timeout=API_TIMEOUT_S,
+            )
+            return answer.data.decode(errors="replace")
+        except (ApiException, urllib3.exceptions.HTTPError, OSError):
+            return None
+
+    def keep_tail(self, task_id: int, tail: str) -> None:
+        if not tail and self.tails.get(task_id):
+            return  # a read before the output came, or after it was gone
+        self.tails[task_id] = tail
+        self.tails.move_to_end(task_id)
+        while len(self.tails) > KEPT_TAILS:
+            self.tails.popitem(last=False)
+
+    # After a daemon restart.
+
+    def recover(self) -> list[int]:
+        """Task ids of the pods an earlier daemon with this tag left (every namespace when the
+        service account may list them, else the default namespace)."""
+        selector = f"{WORKER}={self.tag}"
+        try:
+            listed = self.api.list_pod_for_all_namespaces(
+                label_selector=selector, _preload_content=False, _request_timeout=API_TIMEOUT_S
+            )
+        except ApiException as error:
+            if error.status != 403:
+                raise
+            listed = self.api.list_namespaced_pod(
+                self.namespace,
+                label_selector=selector,
+                _preload_content=False,
+                _request_timeout=API_TIMEOUT_S,
+            )
+        self.recovered = {}
+        for pod in json.loads(listed.data)["items"]:
+            labels = pod["metadata"].get("labels") or {}
+            if labels.get(TASK, "").isdigit():
+                self.recovered.setdefault(int(labels[TASK]), []).append(pod)
+        return sorted(self.recovered)
+
+    def adopt(self, tasks: list[dict], drop: list[int]) -> None:
+        """Follow the pods of ``tasks`` again; delete every other pod ``recover`` found."""
+        kept = {int(task["id"]) for task in tasks} - {int(task_id) for task_id in drop}
+        for task in tasks:
+            task_id = int(task["id"])
+            if task_id not in kept:
+                continue
+            namespace = (task.get("runtime") or {}).get("namespace") or self.namespace
+            pods = self.recovered.get(task_id) or self.task_pods(namespace, task_id)
+            if pods:
+                namespace = pods[0]["metadata"]["namespace"]
+            nodes = int(task.get("nodes") or 1)
+            work = Work(
+                task_id, namespace, {pod_name(task_id, i): PodSeen() for i in range(nodes)}, self.clock()
+            )
+            work.service = nodes > 1
+            for pod in pods:
+                if pod["metadata"]["name"] in work.pods:
+                    work.pods[pod["metadata"]["name"]] = summarise(pod)
+            for seen in work.pods.values():
+                seen.deleted = seen.deleted or not seen.uid
+            self.works[task_id] = work
+            self.follow(namespace)
+        for task_id, pods in self.recovered.items():
+            if task_id not in kept:
+                namespace = pods[0]["metadata"]["namespace"]
+                names = [pod["metadata"]["name"] for pod in pods]
+                self.remove(namespace, task_id, names, True, grace=0)
+                log.info(
+                    "deleted pods of a task not ours",
+                    extra={"fields": {"task": task_id, "pods": ",".join(names)}},
+                )
+        self.recovered = {}
+
+    def task_pods(self, namespace: str, task_id: int) -> list[dict]:
+        """The pods of a task in ``namespace`` (for one ``recover`` could not see: a namespace of
+        its group, without the right to list pods in every namespace)."""
+        try:
+            answer = self.api.list_namespaced_pod(
+                namespace,
+                label_selector=f"{WORKER}={self.tag},{TASK}={task_id}",
+                _preload_content=False,
+                _request_timeout=API_TIMEOUT_S,
+            )
+        except (ApiException, urllib3.exceptions.HTTPError, OSError):
+            return []
+        return json.loads(answer.data)["items"]
+
+    # The watches.
+
+    def follow(self, namespace: str) -> None:
+        """Watch ``namespace`` (once)."""
+        if namespace in self.watchers:
+            return
+        thread = threading.Thread(
+            target=self.watch, args=(namespace,), name=f"klique-watch-{namespace}", daemon=True
+        )
+        self.watchers[namespace] = Watcher(namespace, thread)
+        thread.start()
+
+    def watch(self, namespace: str) -> None:
+        """List, then watch from the list's resourceVersion; after a drop resume from the last
+        version seen; on 410 Gone list again. Each pod event goes to the queue ``poll`` drains,
+        with pod 0's log tail read as soon as its container ended."""
+        watcher = self.watchers[namespace]
+        selector = f"{WORKER}={self.tag}"
+        version, failures, tailed = None, 0, set()
+        while not watcher.stop.is_set():
+            try:
+                if version is None:
+                    listed_at = self.clock()
+                    answer = self.api.list_namespaced_pod(
+                        namespace,
+                        label_selector=selector,
+                        _preload_content=False,
+                        _request_timeout=API_TIMEOUT_S,
+                    )
+                    listing = json.loads(answer.data)
+                    for pod in listing["items"]:
+                        self.queue_pod(namespace, "MODIFIED", pod, tailed)
+                    names = {pod["metadata"]["name"] for pod in listing["items"]}
+                    self.events.put(("listed", namespace, names, None, listed_at))
+                    version = listing["metadata"]["resourceVersion"]
+                    watcher.healthy = True
+                watcher.stream = watch.Watch()
+                for event in watcher.stream.stream(
+                    self.api.list_namespaced_pod,
+                    namespace,
+                    label_selector=selector,
+                    resource_version=version,
+                    allow_watch_bookmarks=True,
+                    timeout_seconds=int(self.watch_timeout_s),
+                    _request_timeout=(API_TIMEOUT_S, self.watch_timeout_s + API_TIMEOUT_S),
+                ):
+                    pod = event["raw_object"]
+                    watcher.healthy = True
+                    version = pod["metadata"].get("resourceVersion") or version
+                    if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
+                        self.queue_pod(namespace, event["type"], pod, tailed)
+                    if watcher.stop.is_set():
+                        return
+                failures = 0
+            except ApiException as error:
+                if watcher.stop.is_set():
+                    return
+                if error.status == 410:
+                    log.info("watch expired; listing again", extra={"fields": {"namespace": namespace}})
+                    version = None
+                    continue
+                failures += 1
+                watcher.healthy = False
+                log.warning(
+                    "watch failed", extra={"fields": {"namespace": namespace, "error": api_message(error)}}
+                )
+            except (urllib3.exceptions.HTTPError, OSError, ValueError) as error:
+                if watcher.stop.is_set():
+                    return
+                failures += 1
+                watcher.healthy = False
+                log.warning("watch dropped", extra={"fields": {"namespace": namespace, "error": str(error)}})
+            if failures:
+                watcher.stop.wait(min(10.0, 0.1 * 2 ** min(failures, 7)))
+
+    def queue_pod(self, namespace: str, event_type: str, pod: dict, tailed: set) -> None:
+        labels = pod["metadata"].get("labels") or {}
+        seen = summarise(pod)
+        tail = None
+        key = (pod["metadata"].get("uid"), seen.exit_code)
+        ended = seen.exit_code is not None or seen.deleting
+        if labels.get(NODE_INDEX, "0") == "0" and ended and event_type != "DELETED" and key not in tailed:
+            tail = self.read_tail(namespace, pod["metadata"]["name"])
+            if tail is not None:
+                if len(tailed) > 10_000:
+                    tailed.clear()
+                tailed.add(key)
+        self.events.put((event_type, namespace, pod, tail))
+
+    def close(self) -> None:
+        """Stop watching (the pods keep running)."""
+        for watcher in self.watchers.values():
+            watcher.stop.set()
+            if watcher.stream is not None:
+                watcher.stream.stop()
+        self.background.shutdown(wait=False)
+
+
+def api_client(kubeconfig: str = "", context: str = "") -> client.ApiClient:
+    """A client from the kubeconfig (and context), or the in-cluster service account."""
+    if kubeconfig or context or not _in_cluster():
+        return config.new_client_from_config(config_file=kubeconfig or None, context=context or None)
+    configuration = client.Configuration()
+    config.load_incluster_config(client_configuration=configuration)
+    return client.ApiClient(configuration)
+
+
+def _in_cluster() -> bool:
+    return Path("/var/run/secrets/kubernetes.io/serviceaccount/token").exists()
+
+
+def api_message(error: ApiException) -> str:
+    try:
+        return json.loads(error.body).get("message") or str(error.reason)
+    except (TypeError, ValueError, AttributeError):
+        return f"{error.status} {error.reason}"

@@ -1,0 +1,497 @@
+"""Kubernetes mode: the runner on the official client over real HTTP against the k8s-dev API server
+(deploy/k8s-dev/apiserver.py), with a fake kubelet that acts only through the API."""
+
+import argparse
+import json
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+from kubernetes import client
+
+from klique.worker.kubernetes import KubernetesRunner
+from klique.worker.runs import StartFailed
+from tests.worker.k8s import UNSCHEDULABLE, Kubelet, api_client, eventually, kubeconfig, start_apiserver
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def server():
+    apiserver = start_apiserver(bookmark_s=0.5)
+    yield apiserver
+    apiserver.shutdown()
+
+
+@pytest.fixture
+def api(server):
+    return client.CoreV1Api(api_client(server.url))
+
+
+@pytest.fixture
+def kubelet(server):
+    return Kubelet(server.url)
+
+
+@pytest.fixture
+def make_runner(server, request):
+    made = []
+
+    def make(tag=None, **options):
+        runner = KubernetesRunner(api_client(server.url), tag=tag or request.node.name[-40:], **options)
+        made.append(runner)
+        return runner
+
+    yield make
+    for runner in made:
+        runner.close()
+
+
+def task(task_id, command="python train.py", *, gpus="1", nodes=1, spec=None, **runtime):
+    return {
+        "id": task_id,
+        "name": f"t{task_id}",
+        "command": command,
+        "spec": spec or {},
+        "gpus": gpus,
+        "nodes": nodes,
+        "slots": [],
+        "preemption_count": 0,
+        "labels": {"task": str(task_id), "group": "vision", "project": "detector", "user": "ada"},
+        "runtime": {
+            "image": "pytorch/pytorch:2.4.0",
+            "namespace": "",
+            "gpu_resource": "nvidia.com/gpu",
+            "gpu_count": 1,
+            "memory_limit_mb": None,
+            "grace_s": 20.0,
+            **runtime,
+        },
+    }
+
+
+def changes_until(runner, done, timeout=15.0):
+    """Poll the runner until the changes seen so far satisfy ``done``; all of them."""
+    seen = []
+
+    def check():
+        seen.extend(runner.poll())
+        return done(seen)
+
+    eventually(check, timeout, what=f"changes (so far {seen})")
+    return seen
+
+
+def kinds(changes):
+    return [change.kind for change in changes]
+
+
+def env_of(pod) -> dict:
+    return {item.name: item.value for item in pod.spec.containers[0].env}
+
+
+def test_a_whole_gpu_task_becomes_a_labelled_pod_with_the_gpu_as_a_limit(make_runner, api):
+    runner = make_runner(tag="node-1")
+    runner.start(task(101, spec={"env": {"SEED": 7}, "resources": {"cpu": "4", "memory": "16Gi"}}), [])
+    pod = api.read_namespaced_pod("klique-101-0", "default")
+    assert pod.metadata.labels == {
+        "app.kubernetes.io/managed-by": "klique",
+        "klique.io/worker": "node-1",
+        "klique.io/task": "101",
+        "klique.io/group": "vision",
+        "klique.io/project": "detector",
+        "klique.io/user": "ada",
+        "klique.io/node-index": "0",
+    }
+    container = pod.spec.containers[0]
+    assert container.image == "pytorch/pytorch:2.4.0"
+    assert container.command == ["/bin/sh", "-c", "python train.py"]
+    assert container.resources.limits == {"nvidia.com/gpu": "1", "cpu": "4", "memory": "16Gi"}
+    assert container.resources.requests == {"cpu": "4", "memory": "16Gi"}
+    assert pod.spec.restart_policy == "Never" and pod.spec.termination_grace_period_seconds == 20
+    assert pod.spec.automount_service_account_token is False
+    env = env_of(pod)
+    assert env["SEED"] == "7" and env["KLIQUE_TASK_ID"] == "101" and env["KLIQUE_GPUS"] == "1"
+    assert env["KLIQUE_PREEMPTION_COUNT"] == "0" and env["KLIQUE_NODES"] == "1"
+    assert "KLIQUE_CHECKPOINT_DIR" not in env  # no PVC: nowhere to keep checkpoints across pods
+
+
+def test_a_fraction_asks_for_the_extended_resource_it_is_mapped_to_with_the_memory_cap(make_runner, api):
+    runner = make_runner(checkpoint_pvc="checkpoints", service_account="trainer")
+    fraction = task(
+        102, gpus="0.25", gpu_resource="nvidia.com/mig-1g.10gb", gpu_count=1, memory_limit_mb=10240
+    )
+    runner.start(fraction, [])
+    pod = api.read_namespaced_pod("klique-102-0", "default")
+    assert pod.spec.containers[0].resources.limits == {"nvidia.com/mig-1g.10gb": "1", "memory": "10240Mi"}
+    assert env_of(pod)["KLIQUE_CHECKPOINT_DIR"] == "/klique/checkpoints/102"
+    assert pod.spec.volumes[0].persistent_volume_claim.claim_name == "checkpoints"
+    assert pod.spec.containers[0].volume_mounts[0].mount_path == "/klique/checkpoints"
+    assert pod.spec.service_account_name == "trainer" and pod.spec.automount_service_account_token
+
+
+def test_a_fraction_without_a_mapped_resource_is_refused_as_recurring(make_runner, api):
+    runner = make_runner()
+    with pytest.raises(StartFailed) as refused:
+        runner.start(task(103, gpus="0.5", gpu_resource="", gpu_count=0), [])
+    assert refused.value.recurs and "IT must map an extended resource" in str(refused.value)
+    assert not api.list_namespaced_pod("default", label_selector="klique.io/task=103").items
+
+
+def test_an_invalid_pod_is_refused_as_recurring_and_a_cpu_task_asks_no_gpu(make_runner, api):
+    runner = make_runner()
+    with pytest.raises(StartFailed) as refused:
+        runner.start(task(104, spec={"resources": {"memory": "lots"}}), [])
+    assert refused.value.recurs and "resources.limits[memory]" in str(refused.value)
+    runner.start(task(105, gpus="0", gpu_resource="", gpu_count=0), [])
+    assert api.read_namespaced_pod("klique-105-0", "default").spec.containers[0].resources.limits is None
+
+
+def test_the_pod_goes_to_the_task_namespace(make_runner, api):
+    runner = make_runner(namespace="ml")
+    runner.start(task(106, namespace="ml-vision"), [])
+    runner.start(task(107), [])
+    assert api.read_namespaced_pod("klique-106-0", "ml-vision").metadata.namespace == "ml-vision"
+    assert api.read_namespaced_pod("klique-107-0", "ml").metadata.namespace == "ml"
+    assert set(runner.watchers) == {"ml-vision", "ml"}
+
+
+def test_a_pod_that_runs_and_exits_reports_running_then_its_exit_code_and_log_tail(make_runner, kubelet, api):
+    runner = make_runner()
+    runner.start(task(110), [])
+    kubelet.run("default", "klique-110-0")
+    started = changes_until(runner, lambda seen: "running" in kinds(seen))
+    assert started[0].detail["node"] == "gpu-node-1" and started[0].detail["pods"] == "klique-110-0"
+    kubelet.write_log("default", "klique-110-0", "".join(f"step {i}\n" for i in range(500)) + "loss 0.1\n")
+    kubelet.exit("default", "klique-110-0", 3)
+    ended = changes_until(runner, lambda seen: "exited" in kinds(seen))
+    assert ended[-1].exit_code == 3
+    tail = runner.log_tail(110)
+    assert tail.endswith("step 499\nloss 0.1\n") and "step 299\n" not in tail
+    # The ended pod is deleted; its tail stays.
+    eventually(lambda: not api.list_namespaced_pod("default", label_selector="klique.io/task=110").items)
+    assert runner.log_tail(110) == tail
+
+
+def test_a_pod_seen_only_after_it_ended_reports_running_and_its_exit(make_runner, kubelet):
+    runner = make_runner()
+    runner.start(task(111), [])
+    kubelet.bind("default", "klique-111-0")
+    kubelet.exit("default", "klique-111-0", 0)
+    assert kinds(changes_until(runner, lambda seen: "exited" in kinds(seen))) == ["running", "exited"]
+
+
+def test_a_pod_no_node_can_take_fails_with_the_schedulers_message_after_the_pending_timeout(
+    make_runner, kubelet, api
+):
+    runner = make_runner(pending_timeout_s=0.5)
+    runner.start(task(112), [])
+    kubelet.unschedulable("default", "klique-112-0")
+    failed = changes_until(runner, lambda seen: bool(seen))
+    assert kinds(failed) == ["failed"]
+    assert failed[0].detail["error"] == f"not running 0.5 s after creation: {UNSCHEDULABLE}"
+    eventually(lambda: not api.list_namespaced_pod("default", label_selector="klique.io/task=112").items)
+
+
+def test_a_pod_pending_for_no_known_reason_is_released_after_the_timeout(make_runner):
+    runner = make_runner(pending_timeout_s=0.3)
+    runner.start(task(113), [])
+    released = changes_until(runner, lambda seen: bool(seen))
+    assert kinds(released) == ["released"]
+
+
+def test_terminate_deletes_with_the_grace_and_the_kubelet_finishing_it_ends_the_work(
+    make_runner, kubelet, api
+):
+    runner = make_runner()
+    runner.start(task(114), [])
+    kubelet.run("default", "klique-114-0")
+    changes_until(runner, lambda seen: "running" in kinds(seen))
+    kubelet.write_log("default", "klique-114-0", "step 1\n")
+    runner.terminate(114, 20)
+    pod = api.read_namespaced_pod("klique-114-0", "default")
+    assert pod.metadata.deletion_timestamp is not None and pod.metadata.deletion_grace_period_seconds == 20
+    time.sleep(0.3)
+    assert runner.poll() == []  # still in its grace period
+    kubelet.write_log("default", "klique-114-0", "step 1\ncaught SIGTERM, checkpointing\n")
+    kubelet.finish_deletion("default", "klique-114-0")
+    ended = changes_until(runner, lambda seen: bool(seen))
+    assert kinds(ended) == ["exited"] and ended[0].exit_code == 143
+    # What it wrote before the stop is kept; its last words only if read before the pod went.
+    assert runner.log_tail(114) in ("step 1\n", "step 1\ncaught SIGTERM, checkpointing\n")
+
+
+def test_kill_deletes_at_once(make_runner, kubelet, api):
+    runner = make_runner()
+    runner.start(task(115), [])
+    kubelet.run("default", "klique-115-0")
+    runner.terminate(115, 30)
+    runner.kill(115)
+    assert not api.list_namespaced_pod("default", label_selector="klique.io/task=115").items
+    assert kinds(changes_until(runner, lambda seen: bool(seen))) == ["exited"]
+
+
+def test_terminating_a_pending_pod_removes_it_at_once(make_runner, api):
+    runner = make_runner()
+    runner.start(task(116), [])
+    runner.terminate(116, 30)
+    assert not api.list_namespaced_pod("default", label_selector="klique.io/task=116").items
+    assert kinds(changes_until(runner, lambda seen: bool(seen))) == ["exited"]
+
+
+def test_an_evicted_pod_is_released(make_runner, kubelet):
+    runner = make_runner()
+    runner.start(task(117), [])
+    kubelet.run("default", "klique-117-0")
+    kubelet.evict("default", "klique-117-0")
+    changes = changes_until(runner, lambda seen: "released" in kinds(seen))
+    assert changes[-1].detail["reason"] == "Evicted"
+
+
+def test_a_pod_someone_else_deletes_is_released(make_runner, kubelet, api):
+    runner = make_runner()
+    runner.start(task(118), [])
+    kubelet.run("default", "klique-118-0")
+    changes_until(runner, lambda seen: "running" in kinds(seen))
+    api.delete_namespaced_pod("klique-118-0", "default", grace_period_seconds=30)
+    assert kinds(changes_until(runner, lambda seen: bool(seen))) == ["released"]
+
+
+def test_an_exit_while_the_watch_is_cut_is_seen_when_it_resumes(make_runner, kubelet, server):
+    runner = make_runner()
+    runner.start(task(120), [])
+    kubelet.run("default", "klique-120-0")
+    changes_until(runner, lambda seen: "running" in kinds(seen))
+    httpx.post(f"{server.url}/klique-dev/drop-watches").raise_for_status()
+    kubelet.exit("default", "klique-120-0", 5)
+    ended = changes_until(runner, lambda seen: bool(seen))
+    assert kinds(ended) == ["exited"] and ended[0].exit_code == 5
+
+
+def test_an_exit_missed_past_the_kept_history_is_found_by_listing_again_after_410(
+    make_runner, kubelet, server
+):
+    runner = make_runner()
+    runner.start(task(121), [])
+    kubelet.run("default", "klique-121-0")
+    changes_until(runner, lambda seen: "running" in kinds(seen))
+    httpx.post(f"{server.url}/klique-dev/refuse-watches", json={"refuse": True}).raise_for_status()
+    httpx.post(f"{server.url}/klique-dev/drop-watches").raise_for_status()
+    try:
+        kubelet.exit("default", "klique-121-0", 7)
+        httpx.post(f"{server.url}/klique-dev/compact").raise_for_status()
+    finally:
+        httpx.post(f"{server.url}/klique-dev/refuse-watches", json={"refuse": False}).raise_for_status()
+    ended = changes_until(runner, lambda seen: bool(seen), timeout=30)
+    assert kinds(ended) == ["exited"] and ended[0].exit_code == 7
+
+
+def test_a_pod_deleted_while_the_watch_was_down_is_released_after_listing_again(
+    make_runner, kubelet, server, api
+):
+    runner = make_runner()
+    runner.start(task(122), [])
+    kubelet.run("default", "klique-122-0")
+    changes_until(runner, lambda seen: "running" in kinds(seen))
+    httpx.post(f"{server.url}/klique-dev/refuse-watches", json={"refuse": True}).raise_for_status()
+    httpx.post(f"{server.url}/klique-dev/drop-watches").raise_for_status()
+    try:
+        api.delete_namespaced_pod("klique-122-0", "default", grace_period_seconds=0)
+        httpx.post(f"{server.url}/klique-dev/compact").raise_for_status()
+    finally:
+        httpx.post(f"{server.url}/klique-dev/refuse-watches", json={"refuse": False}).raise_for_status()
+    assert kinds(changes_until(runner, lambda seen: bool(seen), timeout=30)) == ["released"]
+
+
+def test_a_restarted_daemon_recovers_its_pods_by_label_keeps_the_adopted_and_deletes_the_rest(
+    make_runner, kubelet, api
+):
+    before = make_runner(tag="node-r")
+    for task_id in (130, 131, 132):
+        before.start(task(task_id), [])
+    kubelet.run("default", "klique-130-0")
+    make_runner(tag="node-other").start(task(133), [])
+    before.close()
+
+    after = make_runner(tag="node-r")
+    assert after.recover() == [130, 131, 132]
+    after.adopt([task(130), task(131)], drop=[131])
+    remaining = {
+        pod.metadata.name for pod in api.list_namespaced_pod("default", label_selector="klique.io/task").items
+    }
+    assert {"klique-130-0", "klique-133-0"} <= remaining
+    assert not remaining & {"klique-131-0", "klique-132-0"}
+    running = changes_until(after, lambda seen: bool(seen))
+    assert kinds(running) == ["running"] and running[0].task_id == 130
+    kubelet.exit("default", "klique-130-0", 0)
+    ended = changes_until(after, lambda seen: bool(seen))
+    assert kinds(ended) == ["exited"] and ended[0].exit_code == 0
+
+
+def test_a_multi_node_task_is_one_pod_per_node_with_a_headless_service_for_rendezvous(
+    make_runner, kubelet, api
+):
+    runner = make_runner(tag="node-m")
+    runner.start(task(140, nodes=3, gpu_count=8, gpus="8"), [])
+    service = api.read_namespaced_service("klique-140", "default")
+    assert service.spec.cluster_ip == "None"
+    assert service.spec.selector == {"klique.io/worker": "node-m", "klique.io/task": "140"}
+    for index in range(3):
+        pod = api.read_namespaced_pod(f"klique-140-{index}", "default")
+        assert pod.spec.hostname == f"klique-140-{index}" and pod.spec.subdomain == "klique-140"
+        assert pod.metadata.labels["klique.io/node-index"] == str(index)
+        assert pod.spec.containers[0].resources.limits == {"nvidia.com/gpu": "8"}
+        env = env_of(pod)
+        assert env["KLIQUE_NODES"] == "3" and env["KLIQUE_NODE_INDEX"] == str(index)
+        assert env["KLIQUE_MASTER_ADDR"] == "klique-140-0.klique-140"
+    kubelet.run("default", "klique-140-0")
+    kubelet.run("default", "klique-140-1")
+    time.sleep(0.3)
+    assert runner.poll() == []  # not every pod runs yet
+    kubelet.run("default", "klique-140-2")
+    started = changes_until(runner, lambda seen: bool(seen))
+    assert (
+        kinds(started) == ["running"]
+        and started[0].detail["pods"] == "klique-140-0,klique-140-1,klique-140-2"
+    )
+    kubelet.exit("default", "klique-140-2", 0)
+    kubelet.exit("default", "klique-140-1", 9)
+    ended = changes_until(runner, lambda seen: bool(seen))
+    assert kinds(ended) == ["exited"] and ended[0].exit_code == 9
+    eventually(lambda: not api.list_namespaced_pod("default", label_selector="klique.io/task=140").items)
+    eventually(lambda: not api.list_namespaced_service("default", label_selector="klique.io/task=140").items)
+
+
+def test_a_multi_node_task_exits_0_once_every_pod_succeeded(make_runner, kubelet):
+    runner = make_runner()
+    runner.start(task(141, nodes=2), [])
+    kubelet.run("default", "klique-141-0")
+    kubelet.run("default", "klique-141-1")
+    kubelet.exit("default", "klique-141-1", 0)
+    changes = changes_until(runner, lambda seen: "running" in kinds(seen))
+    assert "exited" not in kinds(changes)
+    kubelet.exit("default", "klique-141-0", 0)
+    ended = changes_until(runner, lambda seen: bool(seen))
+    assert kinds(ended) == ["exited"] and ended[0].exit_code == 0
+
+
+def test_flags_build_the_runner_from_a_kubeconfig(server, tmp_path, monkeypatch, api):
+    monkeypatch.setenv("KLIQUE_KUBE_PENDING_TIMEOUT_S", "42")
+    parser = argparse.ArgumentParser()
+    KubernetesRunner.add_arguments(parser)
+    config_file = kubeconfig(tmp_path / "config", server.url)
+    args = parser.parse_args(
+        ["--kubeconfig", str(config_file), "--kube-namespace", "flags", "--kube-image", "busybox"]
+    )
+    runner = KubernetesRunner.from_args(
+        args, state_dir=tmp_path, checkpoint_root=tmp_path, hostname="Host_1.example"
+    )
+    try:
+        assert runner.pending_timeout_s == 42 and runner.tag == "Host_1.example"
+        runner.start(task(150, image=""), [])
+        pod = api.read_namespaced_pod("klique-150-0", "flags")
+        assert pod.spec.containers[0].image == "busybox"
+    finally:
+        runner.close()
+
+
+def test_the_deployment_manifests_parse_and_grant_only_what_the_runner_calls():
+    folder = ROOT / "deploy/kubernetes"
+    documents = {}
+    for path in sorted(folder.glob("*.yaml")):
+        for document in yaml.safe_load_all(path.read_text()):
+            if document:
+                documents[
+                    (document["kind"], document["metadata"]["name"] if "metadata" in document else "")
+                ] = document
+    kustomization = yaml.safe_load((folder / "kustomization.yaml").read_text())
+    assert {path.name for path in folder.glob("*.yaml")} - {"kustomization.yaml"} == set(
+        kustomization["resources"]
+    )
+    role = documents[("Role", "klique-worker")]
+    rules = {
+        (group, resource): set(rule["verbs"])
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+    }
+    assert rules == {
+        ("", "pods"): {"create", "get", "list", "watch", "delete"},
+        ("", "pods/log"): {"get"},
+        ("", "services"): {"create", "get", "list", "delete"},
+    }
+    deployment = documents[("Deployment", "klique-worker")]
+    assert deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"]["type"] == "Recreate"
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    env = {item["name"]: item for item in container["env"]}
+    assert env["KLIQUE_WORKER_MODE"]["value"] == "kubernetes"
+    assert env["KLIQUE_ENROLMENT_TOKEN"]["valueFrom"]["secretKeyRef"]["name"] == "klique-worker-enrolment"
+    assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == "klique-worker"
+
+
+def test_the_pending_timeout_waits_while_the_watch_is_down_so_a_pod_that_ran_meanwhile_is_kept(
+    make_runner, kubelet, server
+):
+    runner = make_runner(pending_timeout_s=0.5)
+    runner.start(task(123), [])
+    eventually(lambda: runner.watchers["default"].healthy, what="the watch up")
+    httpx.post(f"{server.url}/klique-dev/refuse-watches", json={"refuse": True}).raise_for_status()
+    httpx.post(f"{server.url}/klique-dev/drop-watches").raise_for_status()
+    try:
+        eventually(lambda: not runner.watchers["default"].healthy, what="the watch down")
+        kubelet.run("default", "klique-123-0")
+        time.sleep(1)
+        assert runner.poll() == []
+    finally:
+        httpx.post(f"{server.url}/klique-dev/refuse-watches", json={"refuse": False}).raise_for_status()
+    assert kinds(changes_until(runner, lambda seen: bool(seen), timeout=30)) == ["running"]
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+def test_kubectl_reads_what_the_runner_creates_so_the_dev_server_speaks_real_shapes(
+    make_runner, kubelet, server
+):
+    runner = make_runner(tag="node-kubectl")
+    runner.start(task(160, nodes=2), [])
+    kubelet.run("default", "klique-160-0")
+    kubelet.write_log("default", "klique-160-0", "one\ntwo\nthree\n")
+
+    def kubectl(*args):
+        done = subprocess.run(
+            ["kubectl", f"--server={server.url}", *args], capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    listed = json.loads(kubectl("get", "pods", "-l", "klique.io/worker=node-kubectl", "-o", "json"))
+    assert [pod["metadata"]["name"] for pod in listed["items"]] == ["klique-160-0", "klique-160-1"]
+    assert kubectl("get", "pod", "klique-160-0", "-o", "jsonpath={.status.phase}") == "Running"
+    assert kubectl("logs", "klique-160-0", "--tail=2") == "two\nthree\n"
+    assert kubectl("get", "service", "klique-160", "-o", "jsonpath={.spec.clusterIP}") == "None"
+    kubectl("delete", "pod", "klique-160-0", "--grace-period=30", "--wait=false")
+    assert kinds(changes_until(runner, lambda seen: "released" in kinds(seen)))[-1] == "released"
+
+
+def test_a_pod_left_by_an_earlier_run_hands_the_task_back_and_is_deleted_when_it_is_ours(make_runner, api):
+    make_runner(tag="node-s").start(task(170), [])
+    make_runner(tag="node-t").start(task(171), [])
+    runner = make_runner(tag="node-s")
+    for task_id in (170, 171):
+        with pytest.raises(StartFailed) as refused:
+            runner.start(task(task_id), [])
+        assert not refused.value.recurs and "already exists" in str(refused.value)
+    assert not api.list_namespaced_pod("default", label_selector="klique.io/task=170").items
+    assert api.read_namespaced_pod("klique-171-0", "default").metadata.labels["klique.io/worker"] == "node-t"
+    runner.start(task(170), [])  # handed back, claimed again: it starts
+
+
+def test_an_adopted_task_is_found_in_its_own_namespace_when_the_recovery_did_not_see_it(make_runner, kubelet):
+    make_runner(tag="node-g").start(task(172, namespace="ml-vision"), [])
+    kubelet.run("ml-vision", "klique-172-0")
+    after = make_runner(tag="node-g")
+    after.adopt([task(172, namespace="ml-vision")], drop=[])
+    assert kinds(changes_until(after, lambda seen: bool(seen))) == ["running"]
