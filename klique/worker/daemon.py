@@ -159,7 +159,9 @@ class Daemon:
                     running=self.found,
                 )
             except Unreachable as error:
-                time.sleep(self.backoff(error))
+                self.wait(self.backoff(error))
+                if self.draining_since is not None:
+                    return  # shut down before it could enrol: nothing ran, nothing to report
                 continue
             except Rejected as error:
                 raise Refused(str(error)) from error
@@ -189,6 +191,12 @@ class Daemon:
             log.info("adopted work left running", extra={"fields": fields})
         self.runner.adopt(tasks, drop)
         self.found = []
+
+    def wait(self, seconds: float) -> None:
+        """Sleep, but wake within a tick of a shutdown."""
+        end = time.monotonic() + seconds
+        while self.draining_since is None and time.monotonic() < end:
+            time.sleep(min(self.settings.tick_s, max(0.0, end - time.monotonic())))
 
     def tick(self) -> None:
         now = self.clock()

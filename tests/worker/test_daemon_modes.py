@@ -124,3 +124,20 @@ def test_at_exit_the_work_is_stopped_by_default():
     daemon.tick()
     daemon.shutdown()
     assert runner.terminated == [(5, 12)] and not daemon.drained()
+
+
+def test_a_daemon_that_could_not_enrol_yet_stops_on_sigterm_instead_of_retrying_forever():
+    import threading
+    import time
+
+    daemon, control, _ = make(retry_max_s=30, tick_s=0.05)
+    control.down = True
+    result = []
+    thread = threading.Thread(target=lambda: result.append(daemon.run()), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not control.calls and time.monotonic() < deadline:
+        time.sleep(0.01)
+    daemon.shutdown()
+    thread.join(timeout=10)
+    assert result == [0], "run() returned 0 well within its 30 s backoff"
