@@ -5,7 +5,7 @@ from django import forms
 from apps.accounts.models import Project, User
 from apps.core.fields import GpuAmountFormField, PlainDecimalFormField, PlainIntegerFormField
 from apps.policies.models import ResourcePolicy
-from apps.tasks.limits import MAX_COMMAND_CHARS
+from apps.tasks.limits import MAX_COMMAND_CHARS, MAX_NODES
 
 
 def gpu_field(label: str, **kwargs) -> forms.DecimalField:
@@ -61,7 +61,14 @@ class SubmitForm(forms.Form):
     gpus = gpu_field(
         "GPUs",
         required=False,
-        help_text="Only for a profile that takes the size from the task; empty: the profile's.",
+        help_text="Per node. Only for a profile that takes the size from the task; empty: the profile's.",
+    )
+    nodes = PlainIntegerFormField(
+        label="Nodes",
+        min_value=1,
+        max_value=MAX_NODES,
+        required=False,
+        help_text="Nodes the task runs on, each with its GPUs; it counts GPUs x nodes. Empty: 1.",
     )
     name = forms.CharField(max_length=200, required=False)
     command = forms.CharField(

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-from django.db.models import Count, Min, Q, Sum
+from django.db.models import Count, DecimalField, ExpressionWrapper, F, Min, Q, Sum
 from django.urls import reverse
 from django.utils import timezone
 
@@ -20,6 +20,7 @@ from apps.accounts.selectors import (
     roles,
     subtree_ids,
 )
+from apps.core.gpus import GPU_DECIMAL_PLACES, GPU_MAX_DIGITS
 from apps.engine.models import EngineSwitch, PassRecord
 from apps.ledger.budgets import BudgetStatus, budget_status
 from apps.ledger.selectors import Report, ReportSpec, period_range, usage_report
@@ -27,7 +28,7 @@ from apps.policies.models import ComputeResource, PolicyChange, ResourcePolicy
 from apps.policies.selectors import child_policies, parent_policy_ids, submittable_resources
 from apps.pools.models import Pool, Worker
 from apps.pricing.selectors import currencies, midnight
-from apps.tasks.models import Task, TaskEvent
+from apps.tasks.models import Task, TaskEvent, counted_gpus
 
 Role = Membership.Role
 ZERO = Decimal(0)
@@ -126,9 +127,19 @@ def active_tasks():
     return Task.objects.filter(state__in=Task.ACTIVE_STATES)
 
 
+def counted(prefix: str = "") -> ExpressionWrapper:
+    """A task's counted GPUs (``counted_gpus``: GPUs per node x nodes) as a decimal query
+    expression, for sums of GPUs; ``prefix`` reaches the task through a relation (``"tasks__"``)."""
+    return ExpressionWrapper(
+        F(f"{prefix}gpus") * F(f"{prefix}nodes"),
+        output_field=DecimalField(max_digits=GPU_MAX_DIGITS + 2, decimal_places=GPU_DECIMAL_PLACES),
+    )
+
+
 def borrowed_gpus(policy_ids: set[int] | None = None) -> dict[int, Decimal]:
-    """Per active task, its GPUs on borrowed capacity. A policy borrows the GPUs it uses above its
-    reservation; they are counted on its most recently placed tasks, the ones a reclaim takes first."""
+    """Per active task, its GPUs (GPUs x nodes) on borrowed capacity. A policy borrows the GPUs it
+    uses above its reservation; they are counted on its most recently placed tasks, the ones a
+    reclaim takes first."""
     policies = ResourcePolicy.objects.all()
     tasks = active_tasks()
     if policy_ids is not None:
@@ -137,8 +148,9 @@ def borrowed_gpus(policy_ids: set[int] | None = None) -> dict[int, Decimal]:
     reservations = dict(policies.values_list("pk", "reservation"))
     used: dict[int, Decimal] = defaultdict(Decimal)
     borrowed = {}
-    rows = tasks.order_by("placed_at", "pk").values_list("pk", "gpus", "compute_resource__policy_id")
-    for pk, gpus, policy_id in rows:
+    rows = tasks.order_by("placed_at", "pk").values_list("pk", "gpus", "nodes", "compute_resource__policy_id")
+    for pk, per_node, nodes, policy_id in rows:
+        gpus = counted_gpus(per_node, nodes)
         used[policy_id] += gpus
         borrowed[pk] = max(ZERO, min(gpus, used[policy_id] - reservations[policy_id]))
     return borrowed
@@ -161,12 +173,13 @@ class PoolUse:
 
 
 def pool_usage(kind: str | None = None) -> list[PoolUse]:
-    """Declared capacity, GPUs in use and GPUs lent (in use on borrowed capacity) per pool, now."""
+    """Declared capacity, GPUs in use (GPUs x nodes) and GPUs lent (in use on borrowed capacity)
+    per pool, now."""
     borrowed = borrowed_gpus()
     in_use: dict[int, Decimal] = defaultdict(Decimal)
     lent: dict[int, Decimal] = defaultdict(Decimal)
-    for pk, pool_id, gpus in active_tasks().values_list("pk", "pool_id", "gpus"):
-        in_use[pool_id] += gpus
+    for pk, pool_id, gpus, nodes in active_tasks().values_list("pk", "pool_id", "gpus", "nodes"):
+        in_use[pool_id] += counted_gpus(gpus, nodes)
         lent[pool_id] += borrowed.get(pk, ZERO)
     active = Worker.objects.filter(state=Worker.State.ACTIVE).values("pool_id").annotate(n=Count("pk"))
     workers = {row["pool_id"]: row["n"] for row in active}
@@ -195,14 +208,15 @@ def budget_holds(statuses: dict[int, BudgetStatus]) -> dict[int, datetime]:
 
 
 def queues(group_ids: set[int] | None = None):
-    """Compute resources with their work waiting and running and the oldest wait."""
+    """Compute resources with their work waiting and running (tasks, and GPUs x nodes) and the
+    oldest wait."""
     waiting = Q(tasks__state=Task.State.QUEUED)
     running = Q(tasks__state__in=Task.ACTIVE_STATES)
     resources = ComputeResource.objects.select_related("policy__group", "profile").annotate(
         waiting=Count("tasks", filter=waiting),
-        waiting_gpus=Sum("tasks__gpus", filter=waiting, default=ZERO),
+        waiting_gpus=Sum(counted("tasks__"), filter=waiting, default=ZERO),
         running=Count("tasks", filter=running),
-        running_gpus=Sum("tasks__gpus", filter=running, default=ZERO),
+        running_gpus=Sum(counted("tasks__"), filter=running, default=ZERO),
         oldest_wait=Min("tasks__submitted_at", filter=waiting),
     )
     if group_ids is not None:
@@ -364,7 +378,7 @@ def team_members(viewer: User, group: Group, start: datetime, end: datetime) -> 
     work = in_group.values("user_id").annotate(
         waiting=Count("pk", filter=Q(state=Task.State.QUEUED)),
         running=Count("pk", filter=Q(state__in=Task.ACTIVE_STATES)),
-        gpus=Sum("gpus", filter=Q(state__in=Task.ACTIVE_STATES), default=ZERO),
+        gpus=Sum(counted(), filter=Q(state__in=Task.ACTIVE_STATES), default=ZERO),
     )
     by_user = {row["user_id"]: row for row in work.order_by()}
     hours = {

@@ -24,6 +24,11 @@ def gpus(value) -> str:
     return str(from_milli(to_milli(value)))
 
 
+def task_gpus(task: Task) -> str:
+    """A task's size: its GPUs, or on several nodes its nodes times its GPUs per node ("2 x 4.000")."""
+    return f"{task.nodes} x {gpus(task.gpus)}" if task.nodes > 1 else gpus(task.gpus)
+
+
 def hours(value) -> str:
     return "—" if value is None else str(Decimal(value).quantize(THOUSANDTH))
 
@@ -116,6 +121,9 @@ class TaskTable(tables.Table):
     def __init__(self, *args, positions: dict[int, int], borrowed: dict[int, Decimal], **kwargs):
         super().__init__(*args, **kwargs)
         self.positions, self.borrowed_gpus = positions, borrowed
+
+    def render_gpus(self, record):
+        return task_gpus(record)
 
     def render_state(self, record):
         return work_state(record)

@@ -17,6 +17,7 @@ Exit codes (scripts can rely on them):
 import argparse
 import getpass
 import json
+import re
 import sys
 from decimal import Decimal
 
@@ -59,6 +60,18 @@ REASONS = {
 
 def amount(value: Decimal | None) -> str:
     return "-" if value is None else f"{value.normalize():f}"
+
+
+def size(task: Task) -> str:
+    """A task's GPUs, or on several nodes its nodes times its GPUs per node ("2 x 4")."""
+    return f"{task.nodes} x {amount(task.gpus)}" if task.nodes > 1 else amount(task.gpus)
+
+
+def whole_number(text: str) -> int:
+    """A count typed on the command line: ASCII digits only (``int()`` would also take "1_0")."""
+    if not re.fullmatch(r"[0-9]+", text, re.ASCII):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number")
+    return int(text)
 
 
 def when(value) -> str:
@@ -179,15 +192,17 @@ def cmd_submit(args, client: Client) -> int:
         args.resource,
         args.command,
         gpus=args.gpus,
+        nodes=args.nodes,
         project=args.project,
         name=args.name,
         checkpoint=args.checkpoint,
     )
+    where = f"{task.compute_resource}" + (f" ({size(task)} GPUs)" if task.nodes > 1 else "")
     if args.wait:
         if not args.json:
-            print(f"Submitted task {task.id} to {task.compute_resource}.")
+            print(f"Submitted task {task.id} to {where}.")
         return wait_for(args, client, task)
-    show(args, task, f"Submitted task {task.id} to {task.compute_resource}: {describe(task)}.")
+    show(args, task, f"Submitted task {task.id} to {where}: {describe(task)}.")
     return OK
 
 
@@ -198,7 +213,7 @@ def cmd_ls(args, client: Client) -> int:
             t.id,
             t.state,
             t.compute_resource,
-            amount(t.gpus),
+            size(t),
             t.pool,
             t.queue_position,
             t.user,
@@ -216,7 +231,8 @@ def task_text(task: Task) -> str:
     lines = [
         f"task {task.id}{f' ({task.name})' if task.name else ''}: {describe(task)}",
         f"  compute resource  {task.compute_resource} (group {task.group}, profile {task.profile})",
-        f"  GPUs              {amount(task.gpus)}",
+        f"  GPUs              {size(task)}"
+        + (f" ({amount(task.counted_gpus)} counted: GPUs per node x nodes)" if task.nodes > 1 else ""),
         f"  submitted         {when(task.submitted_at)} by {task.user} via {task.channel}",
         f"  command           {task.command}",
     ]
@@ -324,6 +340,7 @@ def cmd_schedule_add(args, client: Client) -> int:
         cron=args.cron,
         name=args.name,
         gpus=args.gpus,
+        nodes=args.nodes,
         project=args.project,
         checkpoint=args.checkpoint,
     )
@@ -384,7 +401,14 @@ def parser() -> argparse.ArgumentParser:
         sub.add_argument(
             "resource", metavar="RESOURCE", help="compute resource name (see `klique resources`)"
         )
-        sub.add_argument("--gpus", help="GPUs, for a profile that takes the size from the task")
+        sub.add_argument("--gpus", help="GPUs (per node), for a profile that takes the size from the task")
+        sub.add_argument(
+            "--nodes",
+            type=whole_number,
+            metavar="N",
+            help="nodes, each with the GPUs (default 1; only where the pools run multi-node work); "
+            "the task counts GPUs x nodes",
+        )
         sub.add_argument("--project", help="a project of the compute resource's group")
         sub.add_argument("--checkpoint", action="store_true", help="the task checkpoints and can resume")
 

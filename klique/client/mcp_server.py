@@ -56,7 +56,15 @@ def build_server(client: Client) -> MCPServer:
             str | None,
             Field(
                 pattern=r"^\d{1,7}(\.\d{1,3})?$",
-                description="GPUs, e.g. '2' or '0.5'; only for a compute resource sized per task.",
+                description="GPUs (per node), e.g. '2' or '0.5'; only for a compute resource sized per task.",
+            ),
+        ] = None,
+        nodes: Annotated[
+            int | None,
+            Field(
+                ge=1,
+                description="Nodes, each with the GPUs (left out: 1); only where the compute resource's "
+                "pools run multi-node work. The task counts GPUs x nodes against the group's limit.",
             ),
         ] = None,
         project: Annotated[str | None, Field(max_length=120, description="A project of the group.")] = None,
@@ -66,7 +74,13 @@ def build_server(client: Client) -> MCPServer:
         """Submit a task as the user. Returns the task, with its place in line."""
         with tool_errors():
             task = client.submit(
-                compute_resource, command, gpus=gpus, project=project, name=name, checkpoint=checkpoint
+                compute_resource,
+                command,
+                gpus=gpus,
+                nodes=nodes,
+                project=project,
+                name=name,
+                checkpoint=checkpoint,
             )
             return as_json(task)
 

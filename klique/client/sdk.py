@@ -161,6 +161,12 @@ class Task:
     preemptions: tuple[Preemption, ...] = ()
     spec: dict = dataclasses.field(default_factory=dict)
     failure: str = ""
+    nodes: int = 1
+
+    @property
+    def counted_gpus(self) -> Decimal:
+        """What the task counts against reservation, limit and capacity: GPUs per node x nodes."""
+        return self.gpus * self.nodes
 
     @property
     def done(self) -> bool:
@@ -246,6 +252,7 @@ class Schedule:
     last_run_at: datetime | None
     created_at: datetime
     spec: dict = dataclasses.field(default_factory=dict)
+    nodes: int = 1
 
     @classmethod
     def from_api(cls, data: dict) -> "Schedule":
@@ -388,16 +395,20 @@ class Client:
         command: str | Sequence[str],
         *,
         gpus: Decimal | str | int | None = None,
+        nodes: int | None = None,
         project: str | None = None,
         name: str = "",
         checkpoint: bool = False,
         spec: dict | None = None,
     ) -> Task:
-        """Submit a task; ``gpus`` only for a profile that takes the size from the task."""
+        """Submit a task; ``gpus`` (per node) only for a profile that takes the size from the task;
+        ``nodes`` (left out: 1) only where the profile's pools run multi-node work. The task counts
+        GPUs x nodes against its group's reservation and limit."""
         body = {
             "compute_resource": compute_resource,
             "command": _command_text(command),
             "gpus": None if gpus is None else str(gpus),
+            **({} if nodes is None else {"nodes": nodes}),
             "project": project,
             "name": name,
             "checkpoint": checkpoint,
@@ -497,17 +508,20 @@ class Client:
         cron: str,
         name: str,
         gpus: Decimal | str | int | None = None,
+        nodes: int | None = None,
         project: str | None = None,
         checkpoint: bool = False,
         spec: dict | None = None,
     ) -> Schedule:
-        """A schedule submitting the task at each due time of ``cron`` (five fields, UTC)."""
+        """A schedule submitting the task at each due time of ``cron`` (five fields, UTC); ``gpus``
+        and ``nodes`` as for ``submit``."""
         body = {
             "name": name,
             "cron": cron,
             "compute_resource": compute_resource,
             "command": _command_text(command),
             "gpus": None if gpus is None else str(gpus),
+            **({} if nodes is None else {"nodes": nodes}),
             "project": project,
             "checkpoint": checkpoint,
             "spec": spec or {},

@@ -409,9 +409,18 @@ def test_the_deployment_manifests_parse_and_grant_only_what_the_runner_calls():
                     (document["kind"], document["metadata"]["name"] if "metadata" in document else "")
                 ] = document
     kustomization = yaml.safe_load((folder / "kustomization.yaml").read_text())
-    assert {path.name for path in folder.glob("*.yaml")} - {"kustomization.yaml"} == set(
+    optional = {"cluster-role.yaml"}  # applied on its own, for namespaces per group
+    assert {path.name for path in folder.glob("*.yaml")} - {"kustomization.yaml"} - optional == set(
         kustomization["resources"]
     )
+    cluster_role = documents[("ClusterRole", "klique-worker-all-namespaces")]
+    assert {(r["apiGroups"][0], r["resources"][0]): set(r["verbs"]) for r in cluster_role["rules"]} == {
+        ("", "pods"): {"list", "watch", "delete"},
+        ("", "services"): {"list", "watch", "delete"},
+    }
+    binding = documents[("ClusterRoleBinding", "klique-worker-all-namespaces")]
+    assert binding["roleRef"]["name"] == "klique-worker-all-namespaces"
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "klique-worker", "namespace": "klique"}]
     role = documents[("Role", "klique-worker")]
     rules = {
         (group, resource): set(rule["verbs"])

@@ -14,6 +14,12 @@ def gpus(value) -> str:
 
 
 @register.filter
+def task_gpus(task) -> str:
+    """A task's size: its GPUs, or its nodes times its GPUs per node ("2 x 4.000")."""
+    return tables.task_gpus(task)
+
+
+@register.filter
 def hours(value) -> str:
     """Hours with three decimals."""
     return tables.hours(value)
