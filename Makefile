@@ -31,7 +31,7 @@ run: seed
 	@echo "Klique: portal http://$(HOST):$(PORT)/  admin http://$(HOST):$(PORT)/admin/  (Ctrl-C stops all)"
 	@trap 'kill 0' INT TERM EXIT; \
 	if [ -n "$$REDIS_URL" ]; then \
-	  $(VENV)/bin/celery -A klique worker -B -Q engine,meter,sweep,celery --concurrency 2 --loglevel INFO \
+	  $(VENV)/bin/celery -A klique worker -B -Q engine,meter,sweep,autoscale,celery --concurrency 2 --loglevel INFO \
 	    --schedule var/celerybeat-schedule & \
 	else \
 	  $(PY) manage.py run_engine & \

@@ -122,6 +122,10 @@ class EnrolmentToken(models.Model):
     expires_at = models.DateTimeField(null=True, blank=True, help_text="Empty: never expires.")
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    single_use = models.BooleanField(
+        "single use", default=False, help_text="One enrolment only, e.g. the token of one cloud node."
+    )
+    used_at = models.DateTimeField("used", null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["pool__name", "-created_at"]
@@ -130,6 +134,9 @@ class EnrolmentToken(models.Model):
         return f"{self.name} ({self.prefix}…) for {self.pool}"
 
     def is_usable(self, now) -> bool:
+        """Neither revoked, expired nor (single use) used."""
+        if self.single_use and self.used_at is not None:
+            return False
         return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
 
 

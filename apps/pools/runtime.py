@@ -30,9 +30,12 @@ def dns_label(text: str) -> str:
 
 
 def task_labels(task) -> dict[str, str]:
-    """Needs ``user``, ``project`` and ``compute_resource__policy__group`` loaded."""
+    """Needs ``user``, ``project`` and ``compute_resource__policy__group`` loaded. ``pool`` (the
+    pool's id) tells a restarted daemon its own pool's work from another pool's whose daemon shares
+    its hostname."""
     return {
         "task": str(task.pk),
+        "pool": str(task.pool_id) if task.pool_id else "",
         "group": label_value(task.compute_resource.policy.group.slug),
         "project": label_value(task.project.name) if task.project_id else "",
         "user": label_value(task.user.get_username()),

@@ -132,7 +132,10 @@ def enrol_adopting(
     host (it was restarted) replaces the previous one, whose tasks go back to their queues, except
     those it names in ``running`` (work it found still running and can keep following) that the
     previous worker held: they move to the new worker as they are, their usage interval still
-    open, and come back as the third item, as a claim answers them."""
+    open, and come back as the third item, as a claim answers them, on the GPU slots they were
+    claimed on. A single-use token (a cloud node's) is used up by its first enrolment."""
+    if token.single_use:
+        token = EnrolmentToken.objects.select_for_update().get(pk=token.pk)
     if not token.is_usable(now):
         raise InvalidToken
     previous = list(
@@ -161,7 +164,8 @@ def enrol_adopting(
         enrolment_token=token,
         last_heartbeat=now,
     )
-    EnrolmentToken.objects.filter(pk=token.pk).update(last_used_at=now)
+    used = {"used_at": now} if token.single_use else {}
+    EnrolmentToken.objects.filter(pk=token.pk).update(last_used_at=now, **used)
     moved = list(Task.objects.select_related(*RELATED).filter(pk__in=adopted).order_by("pk"))
     Task.objects.filter(pk__in=adopted).update(worker=worker)
     for task in moved:
@@ -177,7 +181,7 @@ def enrol_adopting(
         )
         for task in moved
     )
-    return worker, raw, claimed(moved)
+    return worker, raw, claimed(moved, [task.slots for task in moved])
 
 
 def retire(worker: Worker, now: datetime, *, keep=()) -> int:
@@ -330,7 +334,7 @@ def claim(
             break
     # ``now`` was taken as the request began, maybe before a pass committed the placement it takes
     now = max([now, *(task.placed_at for task in picked)])
-    lifecycle.claim_many(worker, picked, now)
+    lifecycle.claim_many(worker, picked, now, slots)
     return claimed(picked, slots)
 
 

@@ -85,6 +85,12 @@ class Task(models.Model):
         "from the task.",
     )
     nodes = nodes_field(default=1)
+    slots = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="The GPU slots of its worker the claim gave it (a claim by slots); a daemon that "
+        "adopts the work after a restart gets them back.",
+    )
     command = models.TextField(
         max_length=MAX_COMMAND_CHARS,
         validators=[validate_command_size],

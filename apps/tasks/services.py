@@ -342,15 +342,17 @@ def start_failed(task: Task, *, error: str, at, attempts: int, worker: str = "")
     return task
 
 
-def claim_many(worker, tasks, at) -> None:
-    """A worker daemon of the tasks' pool took them; they stay placed (and charged) until started."""
-    for task in tasks:
+def claim_many(worker, tasks, at, slots=None) -> None:
+    """A worker daemon of the tasks' pool took them; they stay placed (and charged) until started.
+    ``slots``: the GPU slots of the worker each task got (a claim by slots), kept for re-adoption."""
+    slots = slots or [[] for _ in tasks]
+    for task, chosen in zip(tasks, slots, strict=True):
         if task.state != Task.State.PLACED or task.worker_id is not None or task.pool_id != worker.pool_id:
             raise ValueError(f"task {task.pk} is not placed on {worker.pool} and unclaimed")
-        task.worker, task.claimed_at = worker, at
+        task.worker, task.claimed_at, task.slots = worker, at, list(chosen)
     if not tasks:
         return
-    Task.objects.filter(pk__in=[t.pk for t in tasks]).update(worker=worker, claimed_at=at)
+    Task.objects.bulk_update(tasks, ["worker", "claimed_at", "slots"])
     _events(tasks, TaskEvent.Kind.CLAIMED, at, detail={"worker": worker.hostname, "worker_id": worker.pk})
 
 

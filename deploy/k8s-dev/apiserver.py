@@ -5,11 +5,13 @@ It speaks the real Kubernetes JSON shapes for exactly what the official ``kubern
 in ``klique.worker.kubernetes`` and what a kubelet calls in ``tests/worker/k8s.py``:
 
 - core/v1 namespaces (create, get, list; a namespace a pod names exists on its own), pods (create,
-  get, list and watch with labelSelector, delete with gracePeriodSeconds), pods/status (PUT, PATCH:
-  what a kubelet writes), pods/binding, pods/log (tailLines), services (create, get, list, delete);
+  get, list and watch with labelSelector, delete with gracePeriodSeconds and a uid precondition),
+  pods/status (PUT, PATCH: what a kubelet writes), pods/binding, pods/log (tailLines), services
+  (create, get, list, delete);
 - deletion as a real API server does it: a pod bound to a node and not yet ended, deleted with a
   grace period above 0, gets ``metadata.deletionTimestamp`` and ``deletionGracePeriodSeconds`` and
-  stays until its kubelet deletes it with grace 0; any other pod goes at once;
+  stays until its kubelet deletes it with grace 0 (a later delete may only shorten the grace); any
+  other pod goes at once; a delete whose ``preconditions.uid`` names another object is 409 Conflict;
 - watches: chunked newline-delimited events (ADDED, MODIFIED, DELETED, BOOKMARK when asked), from
   a resourceVersion, ``timeoutSeconds``; a version older than the kept history gets the ERROR event
   with the 410 "too old resource version" Status, as the watch cache answers;
@@ -290,8 +292,16 @@ class Store:
         self.record(kind, "MODIFIED", obj)
         return obj
 
-    def delete(self, kind: str, namespace: str, name: str, grace: int | None) -> dict:
+    def delete(self, kind: str, namespace: str, name: str, grace: int | None, uid: str = "") -> dict:
         obj = self.get(kind, namespace, name)
+        if uid and obj["metadata"].get("uid") != uid:
+            raise ApiError(
+                409,
+                "Conflict",
+                f"Precondition failed: UID in precondition: {uid}, "
+                f"UID in object meta: {obj['metadata']['uid']}",
+                {"name": name, "kind": kind},
+            )
         if kind == "pods":
             if grace is None:
                 grace = obj["spec"].get("terminationGracePeriodSeconds", 30)
@@ -444,7 +454,9 @@ class Handler(BaseHTTPRequestHandler):
                         return self.send(200, store.get(kind, namespace, name))
                     if method == "DELETE":
                         grace = query.get("gracePeriodSeconds", (body or {}).get("gracePeriodSeconds"))
-                        obj = store.delete(kind, namespace, name, None if grace is None else int(grace))
+                        uid = ((body or {}).get("preconditions") or {}).get("uid") or ""
+                        grace = None if grace is None else int(grace)
+                        obj = store.delete(kind, namespace, name, grace, uid)
                         return self.send(200, obj)
                 if kind == "pods" and sub == "status":
                     return self.pod_status(method, namespace, name, body)

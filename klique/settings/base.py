@@ -51,6 +51,7 @@ INSTALLED_APPS = [
     "allauth.socialaccount.providers.openid_connect",
     "apps.accounts",
     "apps.pools",
+    "apps.cloud",
     "apps.policies",
     "apps.tasks",
     "apps.engine",
@@ -220,8 +221,9 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ACKS_LATE = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Periodic work; each entry's ``expires`` equals its interval so a slow run never piles up. The
-# pass, the meter and the worker sweep each have their own queue, so each can be given a worker
-# of its own (the Procfile's one worker consumes ``-Q engine,meter,sweep,celery``).
+# pass, the meter, the worker sweep and the cloud autoscaler each have their own queue, so each can
+# be given a worker of its own (the Procfile's one worker consumes
+# ``-Q engine,meter,sweep,autoscale,celery``).
 ENGINE_PASS_INTERVAL_S = float(os.environ.get("ENGINE_PASS_INTERVAL_S", "1"))
 LOW_WATERMARK_S = int(os.environ.get("LOW_WATERMARK_S", "900"))
 PASS_LOG_DAYS = int(os.environ.get("PASS_LOG_DAYS", "7"))
@@ -236,6 +238,12 @@ WORKER_STOP_GRACE_S = int(os.environ.get("WORKER_STOP_GRACE_S", "30"))
 WORKER_START_ATTEMPTS = int(os.environ.get("WORKER_START_ATTEMPTS", "3"))
 # How often the usage ledger's hourly and daily rollups are brought up to date (docs/ledger.md).
 LEDGER_ROLLUP_INTERVAL_S = float(os.environ.get("LEDGER_ROLLUP_INTERVAL_S", "60"))
+# Cloud pools (docs/cloud.md): how often the autoscaler passes, the URL its nodes' workers enrol
+# at, and extra KLIQUE_* variables for every node's boot script (e.g. the worker's poll bounds).
+AUTOSCALE_INTERVAL_S = float(os.environ.get("AUTOSCALE_INTERVAL_S", "10"))
+KLIQUE_PUBLIC_URL = os.environ.get("KLIQUE_PUBLIC_URL", "http://127.0.0.1:8000")
+CLOUD_NODE_ENVIRONMENT: dict[str, str] = {}
+CELERY_TASK_ROUTES = {"klique.cloud.autoscale": {"queue": "autoscale"}}
 CELERY_BEAT_SCHEDULE: dict[str, dict] = {
     "engine-pass": {
         "task": "klique.engine.run_pass",
@@ -256,6 +264,11 @@ CELERY_BEAT_SCHEDULE: dict[str, dict] = {
         "task": "klique.pools.sweep",
         "schedule": ENGINE_PASS_INTERVAL_S,
         "options": {"queue": "sweep", "expires": ENGINE_PASS_INTERVAL_S},
+    },
+    "autoscale": {
+        "task": "klique.cloud.autoscale",
+        "schedule": AUTOSCALE_INTERVAL_S,
+        "options": {"queue": "autoscale", "expires": AUTOSCALE_INTERVAL_S},
     },
     "ledger-rollup": {
         "task": "klique.ledger.rollup",

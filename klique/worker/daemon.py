@@ -16,11 +16,18 @@ using up an attempt (``runs.start_failure`` decides which).
 
 A daemon that starts again (after a crash, an upgrade) asks its runner what work an earlier daemon
 left running here and names it when it enrols: the control plane hands back the tasks it still
-counts as that host's (``adopted``) and the daemon follows them as its own, while the runner removes
-the rest (Kubernetes pods and Docker containers outlive their daemon; processes and Slurm jobs are
-stopped at start, as before). With ``keep_work_on_exit`` a SIGTERM leaves the work running for the
-next daemon to adopt instead of stopping it; it must come back within the heartbeat timeout, or
-the control plane requeues that work and the next daemon removes it.
+counts as that host's (``adopted``) and the daemon follows them as its own, on the GPUs they were
+claimed on, while the runner removes the rest of this pool's (Kubernetes pods and Docker containers
+outlive their daemon; processes and Slurm jobs are stopped at start, as before). Work labelled
+with another pool, whose daemon shares this hostname, is left alone. With ``keep_work_on_exit`` a
+SIGTERM leaves the work running for the next daemon to adopt instead of stopping it; it must come
+back within the heartbeat timeout, or the control plane requeues that work and the next daemon
+removes it.
+
+Where the pool's scheduler picks the GPUs (``claims_total``) a task's GPUs are booked out of the
+free total (``slots.take_total``), so the free total the daemon claims with always falls by what
+the control plane handed it. A kill that does not end the work is sent again every
+``poll_max_s`` until the runner reports the work gone.
 
 A task that is no longer this daemon's (``orphaned``: requeued while the daemon was lost, say) is
 stopped and forgotten without a report. If the control plane hands the same task back before
@@ -63,14 +70,19 @@ class Held:
     """A task this daemon holds: running, being stopped, or ended with its report not yet sent."""
 
     task: dict
-    slots: list[int]
+    taken: dict[int, int]  # the milli-GPUs booked on each GPU slot, given back when it ends
     size: int
     started: bool = False
     stop: str = ""
     kill_at: float | None = None
     killed: bool = False
+    kill_again_at: float | None = None
     ended: bool = False
     waiting: bool = False  # claimed again while an orphaned run of the same task still ends
+
+    @property
+    def slots(self) -> list[int]:
+        return list(self.taken)
 
 
 MAX_ERROR_CHARS = 1000
@@ -126,7 +138,9 @@ class Daemon:
         self.retry_at = 0.0
         self.draining_since: float | None = None
         self.leaving = False  # shut down with the work left running for the next daemon
-        self.found: list[int] = []  # work an earlier daemon left here, named at enrolment
+        # Work an earlier daemon left here, named at enrolment: task id -> the pool label of its work.
+        self.found: dict[int, str] = {}
+        self.pool_id = None
 
     # The loop.
 
@@ -156,7 +170,7 @@ class Daemon:
                     hostname=self.settings.hostname,
                     gpus=gpus,
                     mode=self.runner.mode,
-                    running=self.found,
+                    running=sorted(self.found),
                 )
             except Unreachable as error:
                 self.wait(self.backoff(error))
@@ -166,6 +180,7 @@ class Daemon:
             except Rejected as error:
                 raise Refused(str(error)) from error
             self.heartbeat_s = float(answer["heartbeat_s"])
+            self.pool_id = answer.get("pool_id")
             self.recovered()
             self.adopt(answer.get("adopted") or [])
             log.info(
@@ -176,21 +191,30 @@ class Daemon:
 
     def adopt(self, tasks: list[dict]) -> None:
         """Follow the tasks the control plane handed back at enrolment as running here; have the
-        runner remove the rest of what it found."""
+        runner remove the rest of what it found of this pool (or of no pool), never another
+        pool's. A task the daemon cannot read is not followed but removed: left out of the next
+        heartbeat, it goes back to its queue."""
+        followed = []
         for task in tasks:
-            size = self.size(task)
-            slots = task.get("slots") or []
-            if self.runner.claims_total or not self.fits(slots, size):
-                slots = gpu_slots.fit(self.free, size) or []
-            self.held[task["id"]] = Held(task, slots, size, started=True)
-            gpu_slots.take(self.free, slots, self.taken(size))
-        adopted = {task["id"] for task in tasks}
-        drop = [task_id for task_id in self.found if task_id not in adopted]
+            try:
+                size = self.size(task)
+            except ValueError as error:
+                fields = {"task": task.get("id"), "error": str(error)}
+                log.error("cannot follow an adopted task; removing its work", extra={"fields": fields})
+                continue
+            self.held[task["id"]] = Held(task, self.book(task, size), size, started=True)
+            followed.append(task)
+        adopted = {task["id"] for task in followed}
+        ours = ("", str(self.pool_id))
+        drop = [
+            task_id for task_id, pool in sorted(self.found.items()) if task_id not in adopted and pool in ours
+        ]
         if self.found:
-            fields = {"tasks": sorted(adopted), "removed": drop}
+            others = sorted(set(self.found) - adopted - set(drop))
+            fields = {"tasks": sorted(adopted), "removed": drop, "other_pools": others}
             log.info("adopted work left running", extra={"fields": fields})
-        self.runner.adopt(tasks, drop)
-        self.found = []
+        self.runner.adopt(followed, drop)
+        self.found = {}
 
     def wait(self, seconds: float) -> None:
         """Sleep, but wake within a tick of a shutdown."""
@@ -277,9 +301,18 @@ class Daemon:
             else:
                 self.queue(held, "stopped", body)
         for task_id, held in [*self.orphans.items(), *self.held.items()]:
-            if held.waiting or held.killed or held.ended or held.kill_at is None or now < held.kill_at:
+            if held.waiting or held.ended or held.kill_at is None or now < held.kill_at:
                 continue
-            held.killed = True
+            if held.killed:
+                # A kill that did not end the work (the runner's delete failed): send it again.
+                if now >= held.kill_again_at:
+                    held.kill_again_at = now + self.settings.poll_max_s
+                    log.warning(
+                        "still running after a kill, killing again", extra={"fields": {"task": task_id}}
+                    )
+                    self.runner.kill(task_id)
+                continue
+            held.killed, held.kill_again_at = True, now + self.settings.poll_max_s
             log.warning("grace over, killing", extra={"fields": {"task": task_id}})
             self.runner.kill(task_id)
         for task_id, held in list(self.held.items()):
@@ -401,14 +434,17 @@ class Daemon:
         still ends here, keep them for it and start it once that run has ended."""
         if task["id"] in self.held:  # handed out afresh: the run we have is not the task's any more
             self.orphan(task["id"], self.settings.shutdown_grace_s, now)
-        size = self.size(task)
-        slots = task.get("slots") or []
-        if self.runner.claims_total or not self.fits(slots, size):
-            slots = gpu_slots.fit(self.free, size) or []
-        held = Held(task, slots, size, waiting=task["id"] in self.orphans)
+        try:
+            size = self.size(task)
+        except ValueError as error:
+            held = self.held[task["id"]] = Held(task, {}, 0, ended=True)
+            log.error("cannot read the task", extra={"fields": {"task": task["id"], "error": str(error)}})
+            message = storable(f"klique-worker could not read this task: {error}")[:MAX_ERROR_CHARS]
+            self.queue(held, "start_failed", {"at": utc_now(), "error": message})
+            return
+        held = Held(task, self.book(task, size), size, waiting=task["id"] in self.orphans)
         self.held[task["id"]] = held
-        gpu_slots.take(self.free, slots, self.taken(size))
-        devices = [self.settings.devices[index] for index in slots]
+        devices = self.devices(held)
         log.info(
             "claimed",
             extra={
@@ -425,9 +461,8 @@ class Daemon:
 
     def start(self, held: Held) -> None:
         task = held.task
-        devices = [self.settings.devices[index] for index in held.slots]
         try:
-            self.runner.start(task, devices)
+            self.runner.start(task, self.devices(held))
             return
         except StartFailed as error:
             failure = error
@@ -445,7 +480,26 @@ class Daemon:
             what, body = "stopped", {"log_tail": storable(f"klique-worker could not start it: {failure}")}
         self.queue(held, what, {"at": utc_now(), **body})
 
-    def fits(self, slots: list[int], size: int) -> bool:
+    def book(self, task: dict, size: int) -> dict[int, int]:
+        """Take the task's GPUs out of the free ones: by total where the pool's scheduler picks them,
+        else on the slots the claim named (or, when they do not fit, where it fits now)."""
+        if self.runner.claims_total:
+            return gpu_slots.take_total(self.free, size)
+        slots = task.get("slots") or []
+        if not self.fits(slots, size):
+            slots = gpu_slots.fit(self.free, size) or []
+        gpu_slots.take(self.free, slots, size)
+        return {index: min(size, gpu_slots.WHOLE) for index in slots}
+
+    def devices(self, held: Held) -> list[str]:
+        """The GPUs handed to the runner: none where the pool's scheduler picks them."""
+        if self.runner.claims_total:
+            return []
+        return [self.settings.devices[index] for index in held.slots]
+
+    def fits(self, slots, size: int) -> bool:
+        if not isinstance(slots, list) or not all(type(index) is int for index in slots):
+            return False
         if not all(0 <= index < len(self.free) for index in slots) or len(set(slots)) != len(slots):
             return False
         if size >= gpu_slots.WHOLE:
@@ -454,19 +508,26 @@ class Daemon:
             )
         return (size == 0 and not slots) or (len(slots) == 1 and self.free[slots[0]] >= size)
 
-    @staticmethod
-    def size(task: dict) -> int:
-        """The milli-GPUs a task takes here: its GPUs per node times its nodes."""
-        return gpu_slots.milli(task["gpus"]) * int(task.get("nodes") or 1)
-
-    def taken(self, size: int) -> int:
-        """Where the scheduler allocates whole GPUs (Slurm), a fraction still takes a whole GPU."""
-        return gpu_slots.WHOLE if getattr(self.runner, "whole_gpus", False) and size else size
+    def size(self, task: dict) -> int:
+        """The milli-GPUs a task takes here: its GPUs per node times its nodes. Where the scheduler
+        allocates whole GPUs (Slurm), each node's fraction takes a whole GPU. ValueError when its
+        ``gpus`` or ``nodes`` cannot be read."""
+        nodes = task.get("nodes", 1)
+        if type(nodes) is not int or nodes < 1:
+            raise ValueError(f"nodes {nodes!r} is not a whole number of at least 1")
+        try:
+            per_node = gpu_slots.milli(task.get("gpus"))
+        except (TypeError, ValueError, ArithmeticError):
+            per_node = -1
+        if per_node < 0:
+            raise ValueError(f"gpus {task.get('gpus')!r} is not an amount of GPUs")
+        if getattr(self.runner, "whole_gpus", False):
+            per_node = -(-per_node // gpu_slots.WHOLE) * gpu_slots.WHOLE
+        return per_node * nodes
 
     def release_gpus(self, held: Held) -> None:
-        for index in held.slots:
-            self.free[index] += min(self.taken(held.size), gpu_slots.WHOLE)
-        held.slots = []
+        gpu_slots.give_back(self.free, held.taken)
+        held.taken = {}
 
     def free_gpus(self) -> str:
         return str(Decimal(sum(self.free)) / gpu_slots.WHOLE)

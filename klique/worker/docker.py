@@ -17,8 +17,9 @@ placed meanwhile, and a pull that fails is reported as ``failed`` with the regis
 ``exited`` with the exit code read from the container's state (then the log tail is kept and the
 container removed), ``released`` when the container vanished behind the daemon's back.
 ``terminate`` sends SIGTERM, ``kill`` SIGKILL; neither waits. Containers outlive the daemon: after
-a restart ``recover`` finds the running ones by the worker label and ``adopt`` follows those the
-control plane handed back and removes the rest.
+a restart ``recover`` finds them by the worker label (with the pool label each carries), and
+``adopt`` follows those the control plane handed back (one that ended meanwhile reports its exit)
+and removes those the daemon drops; another pool's, under the same hostname, are left alone.
 """
 
 import logging
@@ -40,7 +41,7 @@ from klique.worker.runs import Change, StartFailed, env, start_failure, task_var
 
 log = logging.getLogger("klique.worker")
 
-WORKER, TASK = "klique.io/worker", "klique.io/task"
+WORKER, TASK, POOL = "klique.io/worker", "klique.io/task", "klique.io/pool"
 CHECKPOINT_MOUNT = "/klique/checkpoint"
 LIST_EVERY_S = 0.5
 API_TIMEOUT_S = 60
@@ -434,24 +435,25 @@ class DockerRunner:
 
     # After a daemon restart.
 
-    def recover(self) -> list[int]:
-        """The tasks whose containers an earlier daemon of this tag left running; the containers
-        that ended meanwhile are removed (their tasks were requeued when not named here)."""
+    def recover(self) -> dict[int, str]:
+        """The tasks whose containers (running, or ended meanwhile) an earlier daemon of this tag
+        left: task id -> the pool label of its container ("" when it has none)."""
         try:
             listed = self.api.containers(all=True, filters={"label": [f"{WORKER}={self.tag}"]})
         except (DockerException, requests.RequestException) as error:
             # Following nothing would leave those containers running unseen while their tasks run again.
             raise SystemExit(f"klique-worker: cannot list this worker's containers: {error}") from error
-        self.recovered = {}
+        self.recovered, found = {}, {}
         for item in listed:
-            task = (item.get("Labels") or {}).get(TASK, "")
-            if task.isdigit() and str(item.get("State") or "").lower() in RUNNING:
+            labels = item.get("Labels") or {}
+            task = labels.get(TASK, "")
+            if task.isdigit():
                 self.recovered[int(task)] = item["Id"]
-            else:
-                self.remove(item["Id"])
-        return sorted(self.recovered)
+                found[int(task)] = labels.get(POOL, "")
+        return dict(sorted(found.items()))
 
     def adopt(self, tasks: list[dict], drop: list[int]) -> None:
+        """Follow the containers of ``tasks``; remove those of ``drop``, and nothing else."""
         for task in tasks:
             task_id, container_id = task["id"], self.recovered.get(task["id"])
             if container_id:

@@ -9,13 +9,22 @@ A background thread per namespace feeds a queue; ``poll`` only drains it:
   ends (several nodes: the first non-zero code, else 0 once all succeeded), its log tail read first;
 - ``failed`` when the pods are still pending past the pending timeout because no node can take
   them (the scheduler's message) or their image cannot be pulled; ``released`` when pending past
-  it for another reason, and when someone else deletes or evicts a pod (the pool took it back).
+  it for another reason, and when someone else deletes or evicts a pod (the pool took it back):
+  then once every pod of the task is over (a drain's or an eviction's grace is let run, the other
+  pods get the task's grace), never while a container of it may still run.
 
 A pending pod is counted and charged from placement, like any placed task; the pending timeout
 bounds that. ``terminate`` deletes the pods with the profile's grace period (the kubelet sends
-SIGTERM, then SIGKILL); ``kill`` deletes them with grace 0. After a daemon restart ``recover``
-finds the pods by the worker label, and ``adopt`` keeps following those the control plane handed
-back and deletes the rest.
+SIGTERM, then SIGKILL); ``kill`` deletes them again with 1 s of grace. The runner never
+force-deletes (grace 0): that forgets a pod whose container may still run. A delete that fails is
+tried again from ``poll`` with a backoff until it succeeds; deletes name the pod's uid, so a
+later pod of the same name is never hit. A pod create that fails (its answer lost, say) is
+followed by a sweep of the task's pods and Service carrying this worker's tag. After a daemon
+restart ``recover`` finds the pods by the worker label (with each task's pool label), and
+``adopt`` keeps following those the control plane handed back and deletes those the daemon drops
+(another pool's, under the same hostname, are left alone).
+
+Each API call made on the daemon's thread is tried once and waits at most ``API_TIMEOUT_S``.
 
 Several nodes: pods ``klique-<task>-<index>`` with hostname/subdomain set, and a headless Service
 ``klique-<task>`` for rendezvous (``KLIQUE_MASTER_ADDR=klique-<task>-0.klique-<task>``).
@@ -44,6 +53,7 @@ log = logging.getLogger("klique.worker")
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
 WORKER, TASK, NODE_INDEX = "klique.io/worker", "klique.io/task", "klique.io/node-index"
+POOL = "klique.io/pool"
 CONTAINER = "task"
 CHECKPOINT_MOUNT = "/klique/checkpoints"
 TAIL_LINES = 200
@@ -57,7 +67,14 @@ HOPELESS_WAITING = {
     "CreateContainerConfigError",
     "CreateContainerError",
 }
-API_TIMEOUT_S = 30
+# One API call made on the daemon's thread waits at most this long (connect and answer together),
+# well within the control plane's heartbeat timeout (30 s).
+API_TIMEOUT_S = 10
+# The shortest grace a delete asks for: 0 is a force delete, which forgets the pod at once whether
+# or not its kubelet has stopped the container; 1 s has the kubelet SIGKILL it, then remove it.
+KILL_GRACE_S = 1
+RETRY_MIN_S, RETRY_MAX_S = 0.5, 30.0
+TERMINAL = {"Succeeded", "Failed"}
 
 
 @dataclass
@@ -77,6 +94,11 @@ class PodSeen:
     deleting: bool = False
     deleted: bool = False
 
+    @property
+    def over(self) -> bool:
+        """Its container will not run again: the pod is gone or has ended."""
+        return self.deleted or self.phase in TERMINAL
+
 
 @dataclass
 class Work:
@@ -86,11 +108,33 @@ class Work:
     namespace: str
     pods: dict[str, PodSeen]
     since: float
+    grace: int = 30
     service: bool = False
     announced: bool = False
     stopping: bool = False
     killed: bool = False
     ended: bool = False
+    lost: str | None = None  # why the pool took a pod back: released once every pod is over
+
+
+@dataclass
+class Retry:
+    """A delete that failed (the API server unreachable or refusing), tried again from ``poll``.
+    ``kind`` "sweep" lists the task's pods and Service carrying this worker's tag and deletes them."""
+
+    kind: str
+    namespace: str
+    name: str
+    task_id: int
+    grace: int = KILL_GRACE_S
+    uid: str = ""
+    failures: int = 0
+    due: float = 0.0
+    busy: bool = False
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return self.kind, self.namespace, self.name
 
 
 @dataclass
@@ -106,6 +150,35 @@ def label_value(text: str) -> str:
     """``text`` as a valid label value: [A-Za-z0-9._-], at most 63, alphanumeric at both ends."""
     value = re.sub(r"[^A-Za-z0-9._-]", "-", str(text))[:63]
     return value.strip("-._") or "worker"
+
+
+def node_count(task: dict) -> int:
+    """The task's ``nodes``: a whole number of at least 1 (1 when not given), else a recurring
+    StartFailed."""
+    nodes = task.get("nodes")
+    if nodes is None:
+        return 1
+    if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
+        raise StartFailed(f"nodes must be a whole number of at least 1, not {nodes!r}", recurs=True)
+    return nodes
+
+
+def grace_seconds(runtime: dict) -> int:
+    """The profile's stop grace as whole seconds for a pod (at least ``KILL_GRACE_S``)."""
+    try:
+        return max(KILL_GRACE_S, math.ceil(float(runtime.get("grace_s"))))
+    except (TypeError, ValueError):
+        return 30
+
+
+def timed_out(error: Exception) -> bool:
+    """A call that waited its whole timeout (the API server slow or unreachable)."""
+    reason = error.reason if isinstance(error, urllib3.exceptions.MaxRetryError) else error
+    return isinstance(reason, (urllib3.exceptions.TimeoutError, TimeoutError))
+
+
+def uids(work: "Work") -> dict[str, str]:
+    return {name: seen.uid for name, seen in work.pods.items() if seen.uid}
 
 
 def pod_name(task_id: int, index: int) -> str:
@@ -167,6 +240,10 @@ class KubernetesRunner:
         watch_timeout_s: float = 300,
         clock=time.monotonic,
     ):
+        # One try per call: urllib3 would try a connection (and an idempotent call's answer) four
+        # times, each with the full API_TIMEOUT_S.
+        api_client.rest_client.pool_manager.connection_pool_kw["retries"] = urllib3.Retry(0)
+        api_client.rest_client.pool_manager.clear()
         self.api = client.CoreV1Api(api_client)
         self.tag = label_value(tag)
         self.namespace = namespace or "default"
@@ -178,6 +255,8 @@ class KubernetesRunner:
         self.watchers: dict[str, Watcher] = {}
         self.tails: OrderedDict[int, str] = OrderedDict()
         self.recovered: dict[int, list[dict]] = {}
+        self.retries: dict[tuple[str, str, str], Retry] = {}
+        self.lock = threading.Lock()  # guards ``retries`` (background threads retry deletes)
         self.background = ThreadPoolExecutor(max_workers=2, thread_name_prefix="klique-k8s")
 
     # CLI wiring.
@@ -240,42 +319,43 @@ class KubernetesRunner:
         task_id = int(task["id"])
         runtime = task.get("runtime") or {}
         namespace = runtime.get("namespace") or self.namespace
-        nodes = int(task.get("nodes") or 1)
+        nodes = node_count(task)
         pods = [self.pod(task, index, nodes) for index in range(nodes)]
-        work = Work(task_id, namespace, {pod["metadata"]["name"]: PodSeen() for pod in pods}, self.clock())
+        pods_seen = {pod["metadata"]["name"]: PodSeen() for pod in pods}
+        work = Work(task_id, namespace, pods_seen, self.clock(), grace=grace_seconds(runtime))
+        self.forget_retries(task_id)
         self.follow(namespace)
-        created = []
         try:
             if nodes > 1:
                 self.api.create_namespaced_service(
-                    namespace, self.service(task_id), _request_timeout=API_TIMEOUT_S
+                    namespace, self.service(task), _request_timeout=API_TIMEOUT_S
                 )
                 work.service = True
             for pod in pods:
                 answer = self.api.create_namespaced_pod(namespace, pod, _request_timeout=API_TIMEOUT_S)
-                created.append(pod["metadata"]["name"])
                 work.pods[pod["metadata"]["name"]].uid = answer.metadata.uid
         except (ApiException, urllib3.exceptions.HTTPError, OSError) as error:
-            self.remove(namespace, task_id, created, work.service)
-            raise self.start_failure(error, namespace, task_id) from error
+            # What was created, even by a create whose answer was lost, carries this worker's tag.
+            if timed_out(error):  # one call's wait is all the daemon's thread gives: sweep from poll
+                self.failed(Retry("sweep", namespace, str(task_id), task_id), str(error))
+            else:
+                self.sweep(namespace, task_id)
+            raise self.start_failure(error) from error
         work.since = self.clock()
         self.works[task_id] = work
         self.tails.pop(task_id, None)
         fields = {"task": task_id, "namespace": namespace, "pods": ",".join(work.pods), "nodes": nodes}
         log.info("pods created", extra={"fields": fields})
 
-    def start_failure(self, error: Exception, namespace: str, task_id: int) -> StartFailed:
+    def start_failure(self, error: Exception) -> StartFailed:
         """An API refusal of the task's own making (422 Invalid, 400) recurs wherever it runs.
         Anything else is this worker's trouble and hands the task back: a pod of an earlier run
-        still there (409; one of ours is deleted), 403 from RBAC, a missing namespace, the API
-        server unreachable."""
+        still there (409; ours were swept, another worker's is left to end on its own), 403 from
+        RBAC, a missing namespace, the API server unreachable."""
         if not isinstance(error, ApiException):
             return StartFailed(f"Kubernetes API unreachable: {error}", recurs=False)
         message = api_message(error)
         if error.status == 409:
-            # Ours (an earlier run here) is deleted; another worker's is left to end on its own.
-            stale = [pod["metadata"]["name"] for pod in self.task_pods(namespace, task_id)]
-            self.remove(namespace, task_id, stale, bool(stale), grace=0)
             return StartFailed(f"an earlier run of this task is still there: {message}", recurs=False)
         return StartFailed(f"Kubernetes refused the pod: {message}", recurs=error.status in (400, 422))
 
@@ -327,7 +407,7 @@ class KubernetesRunner:
 
     def labels(self, task: dict, index: int | None = None) -> dict[str, str]:
         labels = {MANAGED_BY: "klique", WORKER: self.tag, TASK: str(task["id"])}
-        for name in ("group", "project", "user"):
+        for name in ("pool", "group", "project", "user"):
             value = (task.get("labels") or {}).get(name)
             if value:
                 labels[f"klique.io/{name}"] = label_value(value)
@@ -364,14 +444,12 @@ class KubernetesRunner:
             limits["memory"] = f"{int(runtime['memory_limit_mb'])}Mi"
         return {name: value for name, value in (("limits", limits), ("requests", requests)) if value}
 
-    def service(self, task_id: int) -> dict:
+    def service(self, task: dict) -> dict:
+        task_id = int(task["id"])
         return {
             "apiVersion": "v1",
             "kind": "Service",
-            "metadata": {
-                "name": f"klique-{task_id}",
-                "labels": {MANAGED_BY: "klique", WORKER: self.tag, TASK: str(task_id)},
-            },
+            "metadata": {"name": f"klique-{task_id}", "labels": self.labels(task)},
             "spec": {
                 "clusterIP": "None",
                 "selector": {WORKER: self.tag, TASK: str(task_id)},
@@ -382,6 +460,7 @@ class KubernetesRunner:
     # Following work.
 
     def poll(self) -> list[Change]:
+        self.retry_due()
         while True:
             try:
                 item = self.events.get_nowait()
@@ -432,7 +511,7 @@ class KubernetesRunner:
         detail = {
             "namespace": work.namespace,
             "pods": ",".join(work.pods),
-            "node": pods[0].node,
+            "node": pods[0].node if pods else "",
         }
         if work.stopping:
             if all(seen.deleted for seen in pods):
@@ -446,8 +525,25 @@ class KubernetesRunner:
             if seen.disrupted or seen.deleting or (seen.deleted and seen.exit_code is None)
         ]
         if lost:
-            reason = lost[0].reason or ("deleted" if lost[0].deleted or lost[0].deleting else "")
-            return self.end(work, Change(work.task_id, "released", detail={**detail, "reason": reason}))
+            # The pool takes the task back: a pod evicted, drained or deleted by someone else keeps
+            # its grace, the task's other pods get theirs, and the task is handed back only once no
+            # container of it runs any more (never two runs of one task at once).
+            if work.lost is None:
+                work.lost = lost[0].reason or ("deleted" if lost[0].deleted or lost[0].deleting else "")
+                rest = [name for name, seen in work.pods.items() if not seen.over and not seen.deleting]
+                if rest:
+                    self.submit(
+                        self.remove,
+                        work.namespace,
+                        work.task_id,
+                        rest,
+                        False,
+                        grace=work.grace,
+                        uids=uids(work),
+                    )
+            if not all(seen.over for seen in pods):
+                return []
+            return self.end(work, Change(work.task_id, "released", detail={**detail, "reason": work.lost}))
         codes = [seen.exit_code for seen in pods]
         failed_code = next((code for code in codes if code), None)
         if failed_code is not None or all(code == 0 for code in codes):
@@ -476,12 +572,24 @@ class KubernetesRunner:
     def end(self, work: Work, change: Change, *, remove: bool = True) -> list[Change]:
         """The task's work is over: forget it, and delete what is left of it in the background."""
         work.ended = True
-        if remove:
-            names = [name for name, seen in work.pods.items() if not seen.deleted]
-            self.background.submit(self.remove, work.namespace, work.task_id, names, work.service, grace=0)
-        elif work.service:
-            self.background.submit(self.remove, work.namespace, work.task_id, [], True)
+        names = [name for name, seen in work.pods.items() if not seen.deleted] if remove else []
+        if names or work.service:
+            self.submit(
+                self.remove,
+                work.namespace,
+                work.task_id,
+                names,
+                work.service,
+                grace=KILL_GRACE_S,
+                uids=uids(work),
+            )
         return [change]
+
+    def submit(self, call, *args, **kwargs) -> None:
+        try:
+            self.background.submit(call, *args, **kwargs)
+        except RuntimeError:  # closed
+            pass
 
     def terminate(self, task_id: int, grace_s: float) -> None:
         work = self.works.get(task_id)
@@ -491,18 +599,31 @@ class KubernetesRunner:
         names = [name for name, seen in work.pods.items() if not seen.deleted]
         # The output so far: a kubelet deletes the pod (and its log) right after the container ends,
         # which may be before the watch sees it end.
-        tail = self.read_tail(work.namespace, pod_name(task_id, 0)) if names else None
+        reachable, tail = True, None
+        try:
+            tail = self.fetch_tail(work.namespace, pod_name(task_id, 0)) if names else None
+        except ApiException:
+            pass
+        except (urllib3.exceptions.HTTPError, OSError):
+            reachable = False  # the deletes wait for poll: one call's wait is all this gives
         if tail:
             self.keep_tail(task_id, tail)
-        self.remove(work.namespace, task_id, names, work.service, grace=max(0, math.ceil(grace_s)))
+        grace = max(KILL_GRACE_S, math.ceil(grace_s))
+        self.remove(
+            work.namespace, task_id, names, work.service, grace=grace, uids=uids(work), reachable=reachable
+        )
 
     def kill(self, task_id: int) -> None:
+        """The grace is over: delete again with the shortest grace (the kubelet SIGKILLs the
+        container, then removes the pod). Never a force delete (grace 0): that forgets a pod whose
+        container may still run. A pod whose node is gone stays until the node controller removes
+        it (or an admin force-deletes it); forcing it here when its node is NotReady is not done."""
         work = self.works.get(task_id)
         if work is None:
             return
         work.stopping = work.killed = True
         names = [name for name, seen in work.pods.items() if not seen.deleted]
-        self.remove(work.namespace, task_id, names, work.service, grace=0)
+        self.remove(work.namespace, task_id, names, work.service, grace=KILL_GRACE_S, uids=uids(work))
 
     def remove(
         self,
@@ -511,25 +632,120 @@ class KubernetesRunner:
         names: list[str],
         service: bool,
         *,
-        grace: int = 0,
+        grace: int = KILL_GRACE_S,
+        uids: dict[str, str] | None = None,
+        reachable: bool = True,
     ) -> None:
-        """Delete pods (with ``grace``) and the task's Service; gone already is fine, other errors
-        are logged (the daemon kills once the grace is over, which deletes again)."""
-        calls = [(self.api.delete_namespaced_pod, name) for name in names]
-        calls += [(self.api.delete_namespaced_service, f"klique-{task_id}")] if service else []
-        for delete, name in calls:
-            try:
-                delete(name, namespace, grace_period_seconds=grace, _request_timeout=API_TIMEOUT_S)
-            except ApiException as error:
-                if error.status != 404:
-                    log.warning(
-                        "delete failed",
-                        extra={"fields": {"task": task_id, "object": name, "error": api_message(error)}},
-                    )
-            except (urllib3.exceptions.HTTPError, OSError) as error:
-                log.warning(
-                    "delete failed", extra={"fields": {"task": task_id, "object": name, "error": str(error)}}
+        """Delete pods (with ``grace``, each only if it still has the uid known of it) and the
+        task's Service. Gone already is fine; a delete that fails is tried again from ``poll`` until
+        it succeeds, and once the API server does not answer the rest wait for that too, so one
+        call (``API_TIMEOUT_S``) is the most this waits on an unreachable server."""
+        retries = [
+            Retry("pod", namespace, name, task_id, grace, (uids or {}).get(name, "")) for name in names
+        ]
+        if service:
+            retries.append(Retry("service", namespace, f"klique-{task_id}", task_id, grace))
+        for retry in retries:
+            if reachable:
+                reachable = self.delete(retry) != "unreachable"
+            else:
+                self.failed(retry, "the API server did not answer")
+
+    def delete(self, retry: Retry) -> str:
+        """One delete: "done" (or gone already, or the name is another object's now), "refused"
+        or "unreachable" (both kept to retry)."""
+        call = self.api.delete_namespaced_pod if retry.kind == "pod" else self.api.delete_namespaced_service
+        body = {"preconditions": {"uid": retry.uid}} if retry.uid else None
+        try:
+            call(
+                retry.name,
+                retry.namespace,
+                grace_period_seconds=retry.grace,
+                body=body,
+                _request_timeout=API_TIMEOUT_S,
+            )
+        except ApiException as error:
+            if error.status not in (404, 409):
+                self.failed(retry, api_message(error))
+                return "refused"
+        except (urllib3.exceptions.HTTPError, OSError) as error:
+            self.failed(retry, str(error))
+            return "unreachable"
+        with self.lock:
+            known = self.retries.get(retry.key)
+            if known is not None and known.grace >= retry.grace:
+                del self.retries[retry.key]
+        return "done"
+
+    def failed(self, retry: Retry, error: str) -> None:
+        """Keep ``retry`` to try again after a backoff (merged with one kept already)."""
+        with self.lock:
+            kept = self.retries.setdefault(retry.key, retry)
+            if kept is not retry:
+                kept.grace, kept.uid = min(kept.grace, retry.grace), retry.uid or kept.uid
+            kept.failures += 1
+            kept.due = self.clock() + min(RETRY_MAX_S, RETRY_MIN_S * 2 ** (kept.failures - 1))
+            kept.busy = False
+        fields = {"task": retry.task_id, "object": f"{retry.kind}/{retry.name}", "error": error}
+        log.warning("delete failed; trying again", extra={"fields": {**fields, "failures": kept.failures}})
+
+    def retry_due(self) -> None:
+        """Try the failed deletes whose backoff is over again, in the background."""
+        now = self.clock()
+        with self.lock:
+            due = [retry for retry in self.retries.values() if not retry.busy and retry.due <= now]
+            for retry in due:
+                retry.busy = True
+        for retry in due:
+            self.submit(self.try_again, retry)
+
+    def try_again(self, retry: Retry) -> None:
+        if retry.kind == "sweep":
+            self.sweep(retry.namespace, retry.task_id, retry)
+        else:
+            self.delete(retry)
+
+    def forget_retries(self, task_id: int) -> None:
+        """A new run of ``task_id`` starts here: what an earlier one left is known by uid only."""
+        with self.lock:
+            for key, retry in list(self.retries.items()):
+                if retry.task_id == task_id and not retry.uid:
+                    del self.retries[key]
+
+    def sweep(self, namespace: str, task_id: int, retry: Retry | None = None) -> None:
+        """Delete the task's pods and Service that carry this worker's tag, each by its uid (never
+        by name alone: another worker's object of that name stays); when they cannot be listed,
+        try again from ``poll``."""
+        retry = retry or Retry("sweep", namespace, str(task_id), task_id, failures=0)
+        selector = f"{WORKER}={self.tag},{TASK}={task_id}"
+        try:
+            found = [
+                (kind, item["metadata"])
+                for kind, listing in (
+                    ("pod", self.api.list_namespaced_pod),
+                    ("service", self.api.list_namespaced_service),
                 )
+                for item in json.loads(
+                    listing(
+                        namespace,
+                        label_selector=selector,
+                        _preload_content=False,
+                        _request_timeout=API_TIMEOUT_S,
+                    ).data
+                )["items"]
+            ]
+        except (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError) as error:
+            self.failed(retry, f"listing what to delete: {error}")
+            return
+        with self.lock:
+            self.retries.pop(retry.key, None)
+        for kind, metadata in found:
+            self.delete(
+                Retry(kind, namespace, metadata["name"], task_id, KILL_GRACE_S, metadata.get("uid") or "")
+            )
+        if found:
+            fields = {"task": task_id, "deleted": ",".join(metadata["name"] for _, metadata in found)}
+            log.info("deleted what a failed start left", extra={"fields": fields})
 
     def log_tail(self, task_id: int) -> str:
         """The last lines of pod 0's log: read now, else the last read (a deleted pod has none)."""
@@ -542,18 +758,21 @@ class KubernetesRunner:
 
     def read_tail(self, namespace: str, name: str) -> str | None:
         try:
-            # Raw: client 36 turns a "str" answer into the repr of its bytes.
-            answer = self.api.read_namespaced_pod_log(
-                name,
-                namespace,
-                container=CONTAINER,
-                tail_lines=TAIL_LINES,
-                _preload_content=False,
-                _request_timeout=API_TIMEOUT_S,
-            )
-            return answer.data.decode(errors="replace")
+            return self.fetch_tail(namespace, name)
         except (ApiException, urllib3.exceptions.HTTPError, OSError):
             return None
+
+    def fetch_tail(self, namespace: str, name: str) -> str:
+        # Raw: client 36 turns a "str" answer into the repr of its bytes.
+        answer = self.api.read_namespaced_pod_log(
+            name,
+            namespace,
+            container=CONTAINER,
+            tail_lines=TAIL_LINES,
+            _preload_content=False,
+            _request_timeout=API_TIMEOUT_S,
+        )
+        return answer.data.decode(errors="replace")
 
     def keep_tail(self, task_id: int, tail: str) -> None:
         if not tail and self.tails.get(task_id):
@@ -565,9 +784,9 @@ class KubernetesRunner:
 
     # After a daemon restart.
 
-    def recover(self) -> list[int]:
-        """Task ids of the pods an earlier daemon with this tag left (every namespace when the
-        service account may list them, else the default namespace)."""
+    def recover(self) -> dict[int, str]:
+        """The pods an earlier daemon with this tag left (every namespace when the service account
+        may list them, else the default namespace): task id -> the pool label of its pods."""
         selector = f"{WORKER}={self.tag}"
         try:
             listed = self.api.list_pod_for_all_namespaces(
@@ -587,22 +806,34 @@ class KubernetesRunner:
             labels = pod["metadata"].get("labels") or {}
             if labels.get(TASK, "").isdigit():
                 self.recovered.setdefault(int(labels[TASK]), []).append(pod)
-        return sorted(self.recovered)
+        return {
+            task_id: (pods[0]["metadata"].get("labels") or {}).get(POOL, "")
+            for task_id, pods in sorted(self.recovered.items())
+        }
 
     def adopt(self, tasks: list[dict], drop: list[int]) -> None:
-        """Follow the pods of ``tasks`` again; delete every other pod ``recover`` found."""
-        kept = {int(task["id"]) for task in tasks} - {int(task_id) for task_id in drop}
+        """Follow the pods of ``tasks`` again; delete those of ``drop`` (and nothing else: what
+        ``recover`` found of another pool under the same tag is that pool's)."""
+        dropped = {int(task_id) for task_id in drop}
         for task in tasks:
             task_id = int(task["id"])
-            if task_id not in kept:
+            if task_id in dropped:
                 continue
-            namespace = (task.get("runtime") or {}).get("namespace") or self.namespace
+            runtime = task.get("runtime") or {}
+            namespace = runtime.get("namespace") or self.namespace
             pods = self.recovered.get(task_id) or self.task_pods(namespace, task_id)
             if pods:
                 namespace = pods[0]["metadata"]["namespace"]
-            nodes = int(task.get("nodes") or 1)
+            try:
+                nodes = node_count(task)
+            except StartFailed:
+                nodes = max(1, len(pods))
             work = Work(
-                task_id, namespace, {pod_name(task_id, i): PodSeen() for i in range(nodes)}, self.clock()
+                task_id,
+                namespace,
+                {pod_name(task_id, i): PodSeen() for i in range(nodes)},
+                self.clock(),
+                grace=grace_seconds(runtime),
             )
             work.service = nodes > 1
             for pod in pods:
@@ -612,15 +843,17 @@ class KubernetesRunner:
                 seen.deleted = seen.deleted or not seen.uid
             self.works[task_id] = work
             self.follow(namespace)
-        for task_id, pods in self.recovered.items():
-            if task_id not in kept:
-                namespace = pods[0]["metadata"]["namespace"]
-                names = [pod["metadata"]["name"] for pod in pods]
-                self.remove(namespace, task_id, names, True, grace=0)
-                log.info(
-                    "deleted pods of a task not ours",
-                    extra={"fields": {"task": task_id, "pods": ",".join(names)}},
-                )
+        for task_id in sorted(dropped & set(self.recovered)):
+            pods = self.recovered[task_id]
+            namespace = pods[0]["metadata"]["namespace"]
+            names = [pod["metadata"]["name"] for pod in pods]
+            ids = {pod["metadata"]["name"]: pod["metadata"].get("uid") or "" for pod in pods}
+            self.remove(namespace, task_id, names, False, grace=KILL_GRACE_S, uids=ids)
+            self.sweep(namespace, task_id)  # its Service, and any pod not seen
+            log.info(
+                "deleted pods of a task not ours",
+                extra={"fields": {"task": task_id, "pods": ",".join(names)}},
+            )
         self.recovered = {}
 
     def task_pods(self, namespace: str, task_id: int) -> list[dict]:

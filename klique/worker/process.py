@@ -37,13 +37,13 @@ class ProcessRunner:
     def from_args(cls, args, *, state_dir: Path, checkpoint_root: Path, hostname: str) -> "ProcessRunner":
         return cls(state_dir, checkpoint_root)
 
-    def recover(self) -> list[int]:
+    def recover(self) -> dict[int, str]:
         """A process does not outlive the daemon's ownership: what a previous daemon left running
         here was requeued, so it is killed and nothing is adopted."""
         killed = self.kill_leftovers()
         if killed:
             log.warning("stopped work a previous daemon left running", extra={"fields": {"tasks": killed}})
-        return []
+        return {}
 
     def adopt(self, tasks: list[dict], drop: list[int]) -> None:
         """Nothing to adopt (``recover`` found nothing)."""

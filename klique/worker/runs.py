@@ -50,12 +50,15 @@ class Runner(Protocol):
     @classmethod
     def from_args(cls, args, *, state_dir: Path, checkpoint_root: Path, hostname: str) -> "Runner": ...
 
-    def recover(self) -> list[int]:
+    def recover(self) -> dict[int, str]:
         """At start: the tasks whose work an earlier daemon left here that this runner can keep
-        following (what it cannot follow it stops)."""
+        following, each with the pool label its work carries ("" when none); what it cannot
+        follow it stops. Several pools' daemons may share a worker tag (a hostname), so the daemon
+        leaves another pool's work alone."""
 
     def adopt(self, tasks: list[dict], drop: list[int]) -> None:
-        """Keep following ``tasks`` (handed back by the control plane); remove the work of ``drop``."""
+        """Keep following ``tasks`` (handed back by the control plane); remove the work of ``drop``
+        and only that: what ``recover`` found in neither list is another pool's."""
 
     def start(self, task: dict, devices: list[str]) -> None: ...
 

@@ -5,6 +5,11 @@ takes that many fully free GPUs, lowest index first; a fraction shares the fulle
 fits on, so that whole GPUs stay free for whole tasks; a CPU-only task takes none. The control
 plane uses the same rule when a worker claims, so the daemon runs a task on the GPUs the claim
 named.
+
+Where the pool's scheduler picks the GPUs (Slurm, Kubernetes) the worker claims by its free
+total, and a task's share is booked with ``take_total``: drained from the slots until its size is
+covered, wherever that leaves it, so the total the daemon reports always falls by what the task
+takes.
 """
 
 from decimal import Decimal
@@ -41,3 +46,24 @@ def largest(free: list[int]) -> int:
     """The largest size that could fit: all fully free GPUs, or the most free on one GPU."""
     idle = sum(1 for left in free if left >= WHOLE)
     return max(idle * WHOLE, max(free, default=0))
+
+
+def take_total(free: list[int], size: int) -> dict[int, int]:
+    """Book ``size`` milli-GPUs out of the free total, draining the fullest slots first (whole GPUs
+    stay whole longest): the amount taken from each slot. Never more than a slot has, so less
+    than ``size`` when the total is short."""
+    taken: dict[int, int] = {}
+    for left, index in sorted((left, index) for index, left in enumerate(free) if left > 0):
+        if size <= 0:
+            break
+        amount = min(left, size)
+        free[index] -= amount
+        taken[index] = amount
+        size -= amount
+    return taken
+
+
+def give_back(free: list[int], taken: dict[int, int]) -> None:
+    """Return what ``take`` or ``take_total`` booked."""
+    for index, amount in taken.items():
+        free[index] += amount

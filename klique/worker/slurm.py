@@ -105,12 +105,12 @@ class SlurmRunner:
             pending_timeout_s=args.pending_timeout,
         )
 
-    def recover(self) -> list[int]:
+    def recover(self) -> dict[int, str]:
         """Jobs a previous daemon with this tag left in Slurm were requeued: cancel them, adopt none."""
         cancelled = self.kill_leftovers()
         if cancelled:
             log.warning("cancelled jobs a previous daemon left", extra={"fields": {"tasks": cancelled}})
-        return []
+        return {}
 
     def adopt(self, tasks: list[dict], drop: list[int]) -> None:
         """Nothing to adopt (``recover`` found nothing)."""

@@ -72,6 +72,7 @@ def test_a_claimed_task_carries_nodes_labels_and_runtime(pool, enrol, placed):
     assert got["id"] == task.pk and got["nodes"] == 1 and got["gpus"] == "2.000"
     assert got["labels"] == {
         "task": str(task.pk),
+        "pool": str(pool.pk),
         "group": "vision_lab",
         "project": "Detector-v2",
         "user": "vera.k-example.org",
@@ -183,6 +184,7 @@ def test_a_restarted_daemon_keeps_its_running_work_and_the_rest_is_requeued(pool
     )
     assert answer.status_code == 201, answer.content
     body = answer.json()
+    assert body["pool_id"] == pool.pk
     new = Worker.objects.get(pk=body["worker"])
     assert [t["id"] for t in body["adopted"]] == [a.pk]
     adopted = body["adopted"][0]
@@ -203,6 +205,28 @@ def test_a_restarted_daemon_keeps_its_running_work_and_the_rest_is_requeued(pool
     assert beat["commands"] == []
     exited = new_client.post(f"/api/v1/workers/tasks/{a.pk}/exited", {"exit_code": 0}, format="json")
     assert exited.json() == {"task": a.pk, "state": "succeeded", "yours": False}
+
+
+def test_an_adopted_task_comes_back_on_the_gpu_slots_it_was_claimed_on(pool, enrolment, enrol, placed):
+    """A slot-claiming daemon (Docker: --gpus device=<slot>) ran the task on GPU 1; restarted, it
+    must get GPU 1 back, or its next claim would offer GPU 1, where the container still runs."""
+    task = placed(gpus="1")
+    _, client = enrol(hostname="box-1", gpus="2", mode="docker")
+    [got] = claim(client, slots=["0.5", "1"], max_tasks=1)
+    assert got["slots"] == [1]
+    answer = bearer(enrolment[1]).post(
+        ENROL, {"hostname": "box-1", "gpus": "2", "mode": "docker", "running": [task.pk]}, format="json"
+    )
+    assert answer.status_code == 201, answer.content
+    assert answer.json()["adopted"][0]["slots"] == [1]
+
+
+@pytest.mark.parametrize("running", [[2**63], [10**30]])
+def test_a_running_id_beyond_any_task_id_is_no_500(enrolment, running):
+    answer = bearer(enrolment[1]).post(
+        ENROL, {"hostname": "a", "gpus": "1", "running": running}, format="json"
+    )
+    assert answer.status_code in (201, 400), answer.content[:300]
 
 
 @pytest.mark.parametrize("running", [["1"], [0], list(range(1, 1002)), "1"])

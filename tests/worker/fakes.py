@@ -62,7 +62,13 @@ class ScriptedControlPlane:
 
     def enrol(self, token, **body) -> dict:
         self._call("enrol", body)
-        answer = {"worker": 1, "pool": "onprem", "token": "kqw_x", "heartbeat_s": self.heartbeat_s}
+        answer = {
+            "worker": 1,
+            "pool": "onprem",
+            "pool_id": 1,
+            "token": "kqw_x",
+            "heartbeat_s": self.heartbeat_s,
+        }
         return {**answer, "adopted": self.adopted}
 
     def heartbeat(self, body: dict) -> dict:
@@ -85,22 +91,24 @@ class ScriptedControlPlane:
 
 
 class RecordingRunner:
-    """Starts nothing; its tasks run until the test says otherwise."""
+    """Starts nothing; its tasks run until the test says otherwise. ``found``: what ``recover``
+    returns (task id -> pool label; a list means work with no pool label)."""
 
     mode = "process"
     claims_total = False
     multi_node = False
 
-    def __init__(self, found: list[int] | None = None):
+    def __init__(self, found: dict[int, str] | list[int] | None = None):
         self.started: list[int] = []
-        self.found = found or []
+        self.found = found if isinstance(found, dict) else dict.fromkeys(found or [], "")
         self.adopted: list[int] = []
         self.dropped: list[int] = []
         self.terminated: list[tuple[int, float]] = []
+        self.killed: list[int] = []
         self.changes: list = []  # what the next poll reports
 
-    def recover(self) -> list[int]:
-        return list(self.found)
+    def recover(self) -> dict[int, str]:
+        return dict(self.found)
 
     def adopt(self, tasks: list[dict], drop: list[int]) -> None:
         self.adopted = [task["id"] for task in tasks]
@@ -117,7 +125,7 @@ class RecordingRunner:
         self.terminated.append((task_id, grace_s))
 
     def kill(self, task_id: int) -> None:
-        pass
+        self.killed.append(task_id)
 
     def log_tail(self, task_id: int) -> str:
         return ""

@@ -29,13 +29,13 @@ docker_host, docker_client = docker_dev.docker_host, docker_dev.docker_client
 make_runner = docker_dev.make_runner
 
 
-def task(task_id: int, command: str, gpus: str = "1.000", **extra) -> dict:
+def task(task_id: int, command: str, gpus: str = "1.000", pool: str = "1", **extra) -> dict:
     return {
         "id": task_id,
         "command": command,
         "gpus": gpus,
         "spec": extra.pop("spec", {"env": {"EPOCHS": 3, "bad name": "x"}}),
-        "labels": {"task": str(task_id), "group": "vision", "project": "", "user": "ada"},
+        "labels": {"task": str(task_id), "pool": pool, "group": "vision", "project": "", "user": "ada"},
         "runtime": {"image": "", "memory_limit_mb": None, "grace_s": 5.0, **extra.pop("runtime", {})},
         **extra,
     }
@@ -87,6 +87,7 @@ def test_the_container_is_named_and_labelled_for_the_worker_task_group_project_a
     assert found["Names"] == [f"/klique-6-{runner.tag}"]
     labels = found["Labels"]
     assert labels[WORKER] == runner.tag and labels["klique.io/task"] == "6"
+    assert labels["klique.io/pool"] == "1"
     assert labels["klique.io/group"] == "vision" and labels["klique.io/user"] == "ada"
     assert labels["klique.io/project"] == ""
     runner.kill(6)
@@ -181,12 +182,16 @@ def test_a_container_removed_behind_the_daemons_back_is_released(make_runner, do
     assert released.detail["reason"] == "the container was removed"
 
 
-def test_a_new_runner_recovers_running_containers_adopts_some_and_removes_the_rest(
+def test_a_new_runner_recovers_the_containers_adopts_some_and_removes_only_those_dropped(
     make_runner, docker_client
 ):
+    """After a restart the runner finds every container of its tag with its pool: it follows the
+    adopted (one that ended meanwhile reports its exit code), removes the dropped, and leaves
+    another pool's (a daemon of the same hostname in another pool) alone."""
     first = make_runner()
-    for task_id, command in [(21, "sleep 60"), (22, "sleep 60"), (23, "exit 0")]:
-        first.start(task(task_id, command), [])
+    work = [(21, "sleep 60", "1"), (22, "sleep 60", "1"), (23, "exit 3", "1"), (25, "sleep 60", "2")]
+    for task_id, command, pool in work:
+        first.start(task(task_id, command, pool=pool), [])
     deadline = time.monotonic() + 20
     while {c["Names"][0]: c["State"] for c in containers(docker_client, first)}.get(
         f"/klique-23-{first.tag}"
@@ -195,22 +200,26 @@ def test_a_new_runner_recovers_running_containers_adopts_some_and_removes_the_re
         time.sleep(0.05)
 
     second = make_runner(tag=first.tag)
-    assert second.recover() == [21, 22]
+    found = second.recover()
+    assert found == {21: "1", 22: "1", 23: "1", 25: "2"}
+    drop = [task_id for task_id, pool in found.items() if pool in ("", "1") and task_id not in (21, 23)]
+    second.adopt([task(21, "sleep 60"), task(23, "exit 3")], drop=drop)
     assert sorted(c["Names"][0] for c in containers(docker_client, second)) == [
         f"/klique-21-{first.tag}",
-        f"/klique-22-{first.tag}",
+        f"/klique-23-{first.tag}",
+        f"/klique-25-{first.tag}",
     ]
-    second.adopt([task(21, "sleep 60")], drop=[22])
-    assert [c["Names"][0] for c in containers(docker_client, second)] == [f"/klique-21-{first.tag}"]
+    assert exit_of(second, 23) == 3  # ended while no daemon followed it: its exit is still reported
     time.sleep(0.6)
     assert [c.kind for c in second.poll()] == []  # adopted work is running already: no second "running"
     second.terminate(21, 5.0)
     assert exit_of(second, 21) == 143
+    assert [c["Names"][0] for c in containers(docker_client, second)] == [f"/klique-25-{first.tag}"]
 
 
 def test_a_task_adopted_without_its_container_is_released(make_runner):
     runner = make_runner()
-    assert runner.recover() == []
+    assert runner.recover() == {}
     runner.adopt([task(24, "sleep 60")], drop=[])
     assert [(c.task_id, c.kind) for c in runner.poll()] == [(24, "released")]
 
@@ -415,7 +424,7 @@ def test_klique_worker_mode_docker_builds_its_runner_from_flags(docker_host, tmp
     )
     assert (runner.tag, runner.image, runner.pull_policy) == ("gpu-box-1", IMAGE, "missing")
     assert runner.nvidia is False
-    assert runner.recover() == []
+    assert runner.recover() == {}
 
 
 def test_klique_worker_mode_docker_says_so_when_no_docker_api_answers(tmp_path):

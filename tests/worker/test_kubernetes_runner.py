@@ -2,19 +2,29 @@
 (deploy/k8s-dev/apiserver.py), with a fake kubelet that acts only through the API."""
 
 import argparse
+import http.server
 import json
+import random
+import re
 import shutil
+import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
 import httpx
 import pytest
+import urllib3
 import yaml
 from kubernetes import client
+from kubernetes.client.rest import ApiException
 
+from klique.worker import kubernetes as kubernetes_mode
+from klique.worker.daemon import Daemon, Settings
 from klique.worker.kubernetes import KubernetesRunner
 from klique.worker.runs import StartFailed
+from tests.worker.fakes import Clock, ScriptedControlPlane
 from tests.worker.k8s import UNSCHEDULABLE, Kubelet, api_client, eventually, kubeconfig, start_apiserver
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,8 +51,10 @@ def kubelet(server):
 def make_runner(server, request):
     made = []
 
-    def make(tag=None, **options):
-        runner = KubernetesRunner(api_client(server.url), tag=tag or request.node.name[-40:], **options)
+    def make(tag=None, api=None, **options):
+        runner = KubernetesRunner(
+            api or api_client(server.url), tag=tag or request.node.name[-40:], **options
+        )
         made.append(runner)
         return runner
 
@@ -51,7 +63,7 @@ def make_runner(server, request):
         runner.close()
 
 
-def task(task_id, command="python train.py", *, gpus="1", nodes=1, spec=None, **runtime):
+def task(task_id, command="python train.py", *, gpus="1", nodes=1, spec=None, pool="1", **runtime):
     return {
         "id": task_id,
         "name": f"t{task_id}",
@@ -61,7 +73,13 @@ def task(task_id, command="python train.py", *, gpus="1", nodes=1, spec=None, **
         "nodes": nodes,
         "slots": [],
         "preemption_count": 0,
-        "labels": {"task": str(task_id), "group": "vision", "project": "detector", "user": "ada"},
+        "labels": {
+            "task": str(task_id),
+            "pool": pool,
+            "group": "vision",
+            "project": "detector",
+            "user": "ada",
+        },
         "runtime": {
             "image": "pytorch/pytorch:2.4.0",
             "namespace": "",
@@ -102,6 +120,7 @@ def test_a_whole_gpu_task_becomes_a_labelled_pod_with_the_gpu_as_a_limit(make_ru
         "app.kubernetes.io/managed-by": "klique",
         "klique.io/worker": "node-1",
         "klique.io/task": "101",
+        "klique.io/pool": "1",
         "klique.io/group": "vision",
         "klique.io/project": "detector",
         "klique.io/user": "ada",
@@ -225,13 +244,15 @@ def test_terminate_deletes_with_the_grace_and_the_kubelet_finishing_it_ends_the_
     assert runner.log_tail(114) in ("step 1\n", "step 1\ncaught SIGTERM, checkpointing\n")
 
 
-def test_kill_deletes_at_once(make_runner, kubelet, api):
+def test_kill_deletes_again_with_one_second_of_grace_never_a_force_delete(make_runner, kubelet, api):
     runner = make_runner()
     runner.start(task(115), [])
     kubelet.run("default", "klique-115-0")
     runner.terminate(115, 30)
     runner.kill(115)
-    assert not api.list_namespaced_pod("default", label_selector="klique.io/task=115").items
+    pod = api.read_namespaced_pod("klique-115-0", "default")  # still there until its kubelet ends it
+    assert pod.metadata.deletion_grace_period_seconds == 1
+    kubelet.finish_deletion("default", "klique-115-0")
     assert kinds(changes_until(runner, lambda seen: bool(seen))) == ["exited"]
 
 
@@ -252,13 +273,44 @@ def test_an_evicted_pod_is_released(make_runner, kubelet):
     assert changes[-1].detail["reason"] == "Evicted"
 
 
-def test_a_pod_someone_else_deletes_is_released(make_runner, kubelet, api):
+def test_a_pod_someone_else_deletes_keeps_its_grace_and_is_released_once_gone(make_runner, kubelet, api):
+    """An eviction or a drain deletes with the pod's grace: the task checkpoints, and the control
+    plane places it again only once its container has ended (never two runs at once)."""
     runner = make_runner()
     runner.start(task(118), [])
     kubelet.run("default", "klique-118-0")
     changes_until(runner, lambda seen: "running" in kinds(seen))
-    api.delete_namespaced_pod("klique-118-0", "default", grace_period_seconds=30)
-    assert kinds(changes_until(runner, lambda seen: bool(seen))) == ["released"]
+    api.delete_namespaced_pod("klique-118-0", "default", grace_period_seconds=60)
+    eventually(lambda: runner.poll() == [] and runner.works[118].lost is not None, what="the deletion seen")
+    time.sleep(0.5)  # what the runner would delete in the background, if anything
+    assert runner.poll() == []
+    pod = api.read_namespaced_pod("klique-118-0", "default")
+    assert pod.metadata.deletion_grace_period_seconds == 60  # not forced, not shortened
+    kubelet.finish_deletion("default", "klique-118-0")
+    released = changes_until(runner, lambda seen: bool(seen))
+    assert kinds(released) == ["released"] and released[0].detail["reason"] == "deleted"
+
+
+def test_a_multi_node_task_with_one_pod_evicted_stops_the_others_with_their_grace_then_is_released(
+    make_runner, kubelet, api
+):
+    runner = make_runner()
+    runner.start(task(119, nodes=2), [])
+    kubelet.run("default", "klique-119-0")
+    kubelet.run("default", "klique-119-1")
+    changes_until(runner, lambda seen: "running" in kinds(seen))
+    kubelet.evict("default", "klique-119-1")
+
+    def other_deleted():
+        runner.poll()
+        return api.read_namespaced_pod("klique-119-0", "default").metadata.deletion_timestamp is not None
+
+    eventually(other_deleted, what="the other pod deleted")
+    assert api.read_namespaced_pod("klique-119-0", "default").metadata.deletion_grace_period_seconds == 20
+    assert runner.poll() == []  # pod 0 still in its grace
+    kubelet.finish_deletion("default", "klique-119-0")
+    released = changes_until(runner, lambda seen: bool(seen))
+    assert kinds(released) == ["released"] and released[0].detail["reason"] == "Evicted"
 
 
 def test_an_exit_while_the_watch_is_cut_is_seen_when_it_resumes(make_runner, kubelet, server):
@@ -318,8 +370,8 @@ def test_a_restarted_daemon_recovers_its_pods_by_label_keeps_the_adopted_and_del
     before.close()
 
     after = make_runner(tag="node-r")
-    assert after.recover() == [130, 131, 132]
-    after.adopt([task(130), task(131)], drop=[131])
+    assert after.recover() == {130: "1", 131: "1", 132: "1"}
+    after.adopt([task(130), task(131)], drop=[131, 132])
     remaining = {
         pod.metadata.name for pod in api.list_namespaced_pod("default", label_selector="klique.io/task").items
     }
@@ -362,6 +414,9 @@ def test_a_multi_node_task_is_one_pod_per_node_with_a_headless_service_for_rende
     kubelet.exit("default", "klique-140-1", 9)
     ended = changes_until(runner, lambda seen: bool(seen))
     assert kinds(ended) == ["exited"] and ended[0].exit_code == 9
+    # Pod 0 still ran: deleted with one second of grace, gone once its kubelet ended it.
+    eventually(lambda: api.read_namespaced_pod("klique-140-0", "default").metadata.deletion_timestamp)
+    kubelet.finish_deletion("default", "klique-140-0")
     eventually(lambda: not api.list_namespaced_pod("default", label_selector="klique.io/task=140").items)
     eventually(lambda: not api.list_namespaced_service("default", label_selector="klique.io/task=140").items)
 
@@ -416,7 +471,7 @@ def test_the_deployment_manifests_parse_and_grant_only_what_the_runner_calls():
     cluster_role = documents[("ClusterRole", "klique-worker-all-namespaces")]
     assert {(r["apiGroups"][0], r["resources"][0]): set(r["verbs"]) for r in cluster_role["rules"]} == {
         ("", "pods"): {"list", "watch", "delete"},
-        ("", "services"): {"list", "watch", "delete"},
+        ("", "services"): {"list", "delete"},
     }
     binding = documents[("ClusterRoleBinding", "klique-worker-all-namespaces")]
     assert binding["roleRef"]["name"] == "klique-worker-all-namespaces"
@@ -429,10 +484,18 @@ def test_the_deployment_manifests_parse_and_grant_only_what_the_runner_calls():
         for resource in rule["resources"]
     }
     assert rules == {
-        ("", "pods"): {"create", "get", "list", "watch", "delete"},
+        ("", "pods"): {"create", "list", "watch", "delete"},
         ("", "pods/log"): {"get"},
-        ("", "services"): {"create", "get", "list", "delete"},
+        ("", "services"): {"create", "list", "delete"},
     }
+    # Every verb granted is one the runner calls, and every call is granted (client method names
+    # say the verb; the watch streams list_namespaced_pod).
+    source = (ROOT / "klique/worker/kubernetes.py").read_text()
+    resource_of = {"pod": "pods", "pod_log": "pods/log", "service": "services"}
+    needed = {("", "pods"): {"watch"}}
+    for verb, kind in re.findall(r"self\.api\.(create|list|read|delete)_namespaced_(\w+)", source):
+        needed.setdefault(("", resource_of[kind]), set()).add("get" if verb == "read" else verb)
+    assert rules == needed
     deployment = documents[("Deployment", "klique-worker")]
     assert deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"]["type"] == "Recreate"
     container = deployment["spec"]["template"]["spec"]["containers"][0]
@@ -482,6 +545,8 @@ def test_kubectl_reads_what_the_runner_creates_so_the_dev_server_speaks_real_sha
     assert kubectl("logs", "klique-160-0", "--tail=2") == "two\nthree\n"
     assert kubectl("get", "service", "klique-160", "-o", "jsonpath={.spec.clusterIP}") == "None"
     kubectl("delete", "pod", "klique-160-0", "--grace-period=30", "--wait=false")
+    eventually(lambda: runner.poll() == [] and runner.works[160].lost, what="the deletion seen")
+    kubelet.finish_deletion("default", "klique-160-0")
     assert kinds(changes_until(runner, lambda seen: "released" in kinds(seen)))[-1] == "released"
 
 
@@ -504,3 +569,238 @@ def test_an_adopted_task_is_found_in_its_own_namespace_when_the_recovery_did_not
     after = make_runner(tag="node-g")
     after.adopt([task(172, namespace="ml-vision")], drop=[])
     assert kinds(changes_until(after, lambda seen: bool(seen))) == ["running"]
+
+
+def test_pods_and_services_carry_the_pool_and_recover_names_each_tasks_pool(make_runner, api):
+    runner = make_runner(tag="node-p")
+    runner.start(task(173, nodes=2, pool="7"), [])
+    pods = api.list_namespaced_pod("default", label_selector="klique.io/task=173").items
+    service = api.read_namespaced_service("klique-173", "default")
+    assert {pod.metadata.labels["klique.io/pool"] for pod in pods} == {"7"}
+    assert service.metadata.labels["klique.io/pool"] == "7"
+    runner.close()
+    assert make_runner(tag="node-p").recover() == {173: "7"}
+
+
+def test_a_restarted_daemon_of_another_pool_with_the_same_hostname_deletes_only_what_it_drops(
+    make_runner, kubelet, api
+):
+    """Two pools may each run a daemon named like the cluster (the control plane keys workers by
+    pool and hostname): pool 2's restarted daemon finds pool 1's pods under the same tag, and the
+    daemon drops only its own pool's (or unlabelled) work, which is all ``adopt`` deletes."""
+    pool_1 = make_runner(tag="gpu-cluster-1")
+    pool_1.start(task(174, pool="1"), [])
+    kubelet.run("default", "klique-174-0")
+    pool_2 = make_runner(tag="gpu-cluster-1")
+    pool_2.start(task(175, pool="2"), [])
+    pool_2.close()
+    restarted = make_runner(tag="gpu-cluster-1")
+    found = restarted.recover()
+    assert found == {174: "1", 175: "2"}
+    restarted.adopt([], drop=[task_id for task_id, pool in found.items() if pool in ("", "2")])
+    pod = api.read_namespaced_pod("klique-174-0", "default")
+    assert pod.metadata.deletion_timestamp is None, "pool 1's running pod was deleted"
+    assert not api.list_namespaced_pod("default", label_selector="klique.io/task=175").items
+    assert kinds(changes_until(pool_1, lambda seen: bool(seen))) == ["running"]
+
+
+def test_a_stop_whose_deletes_failed_while_the_api_was_unreachable_deletes_once_it_answers(
+    make_runner, kubelet, api
+):
+    runner = make_runner()
+    runner.start(task(176), [])
+    kubelet.run("default", "klique-176-0")
+    changes_until(runner, lambda seen: "running" in kinds(seen))
+    answering = runner.api.delete_namespaced_pod
+    # Connection refused: nothing listens on port 1.
+    runner.api.delete_namespaced_pod = client.CoreV1Api(
+        api_client("http://127.0.0.1:1")
+    ).delete_namespaced_pod
+    runner.terminate(176, 20)
+    runner.kill(176)
+    assert runner.poll() == []
+    assert api.read_namespaced_pod("klique-176-0", "default").metadata.deletion_timestamp is None
+    runner.api.delete_namespaced_pod = answering
+
+    def deleting():
+        runner.poll()
+        return api.read_namespaced_pod("klique-176-0", "default").metadata.deletion_timestamp
+
+    eventually(deleting, what="the delete tried again")
+    assert api.read_namespaced_pod("klique-176-0", "default").metadata.deletion_grace_period_seconds == 1
+    assert not runner.retries
+    kubelet.finish_deletion("default", "klique-176-0")
+    assert kinds(changes_until(runner, lambda seen: bool(seen))) == ["exited"]
+
+
+def test_a_delete_the_api_server_refuses_is_tried_again(make_runner, kubelet, api, server):
+    runner = make_runner()
+    runner.start(task(177), [])
+    kubelet.run("default", "klique-177-0")
+    answering = runner.api.delete_namespaced_pod
+
+    def refused(*args, **kwargs):
+        raise ApiException(status=503, reason="Service Unavailable")
+
+    runner.api.delete_namespaced_pod = refused
+    runner.terminate(177, 20)
+    assert list(runner.retries) == [("pod", "default", "klique-177-0")]
+    runner.api.delete_namespaced_pod = answering
+    eventually(lambda: runner.poll() == [] and not runner.retries, what="the delete tried again")
+    assert api.read_namespaced_pod("klique-177-0", "default").metadata.deletion_grace_period_seconds == 20
+
+
+def test_an_unanswering_api_server_holds_a_stop_for_one_call_timeout_then_the_rest_wait_for_poll(
+    make_runner, kubelet, monkeypatch
+):
+    """One slow API server cannot hold the daemon's thread (and its heartbeats) for more than a
+    call's timeout per delete batch: after the first delete times out, the rest are kept to retry."""
+    monkeypatch.setattr(kubernetes_mode, "API_TIMEOUT_S", 0.5)
+    runner = make_runner()
+    runner.start(task(178, nodes=3), [])
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)
+    held = []
+
+    def accept():  # takes every connection, never answers
+        while True:
+            try:
+                held.append(silent.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        stuck = make_runner(api=api_client(f"http://127.0.0.1:{silent.getsockname()[1]}"))
+        stuck.works[178] = runner.works.pop(178)
+        stuck.kill(178)
+        assert sorted(stuck.retries) == [
+            ("pod", "default", "klique-178-0"),
+            ("pod", "default", "klique-178-1"),
+            ("pod", "default", "klique-178-2"),
+            ("service", "default", "klique-178"),
+        ]
+        # One call, tried once (urllib3 alone would try it four times, each with the full timeout).
+        assert len(held) == 1
+    finally:
+        silent.close()
+        for connection in held:
+            connection.close()
+
+
+def test_a_pod_created_whose_answer_was_lost_is_deleted_before_the_task_is_handed_back(
+    make_runner, server, api
+):
+    """The API server created the pod, then the connection dropped: the task goes back, and the
+    pod (found by this worker's tag and the task, deleted by its uid) does not run on untracked."""
+
+    class Dropping(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            headers = {"Content-Type": self.headers.get("Content-Type", "application/json")}
+            httpx.post(server.url + self.path, content=body, headers=headers)
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+
+        def log_message(self, *args):
+            pass
+
+    proxy = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Dropping)
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    try:
+        runner = make_runner(tag="node-lost")
+        through_proxy = client.CoreV1Api(api_client(f"http://127.0.0.1:{proxy.server_address[1]}"))
+        runner.api.create_namespaced_pod = through_proxy.create_namespaced_pod
+        with pytest.raises(StartFailed) as failed:
+            runner.start(task(179), [])
+        assert not failed.value.recurs
+        assert not api.list_namespaced_pod("default", label_selector="klique.io/task=179").items
+    finally:
+        proxy.shutdown()
+
+
+def test_a_pod_created_whose_answer_was_lost_while_the_api_went_away_is_swept_from_poll(
+    make_runner, server, api
+):
+    runner = make_runner(tag="node-sweep")
+    answering = runner.api.list_namespaced_pod
+    created = {}
+
+    def create_then_lose_the_answer(namespace, body, **kwargs):
+        created["pod"] = api.create_namespaced_pod(namespace, body)
+        runner.api.list_namespaced_pod = client.CoreV1Api(
+            api_client("http://127.0.0.1:1")
+        ).list_namespaced_pod
+        raise urllib3.exceptions.ProtocolError("Connection aborted.")
+
+    runner.api.create_namespaced_pod = create_then_lose_the_answer
+    with pytest.raises(StartFailed):
+        runner.start(task(180), [])
+    assert api.list_namespaced_pod("default", label_selector="klique.io/task=180").items
+    runner.api.list_namespaced_pod = answering
+    eventually(
+        lambda: (
+            runner.poll() == []
+            and not api.list_namespaced_pod("default", label_selector="klique.io/task=180").items
+        ),
+        what="the sweep tried again",
+    )
+
+
+@pytest.mark.parametrize("nodes", [-1, 0, "2", 1.5, True])
+def test_nodes_that_is_not_a_whole_number_of_at_least_one_is_a_recurring_start_failure(
+    make_runner, api, nodes
+):
+    runner = make_runner()
+    with pytest.raises(StartFailed) as failed:
+        runner.start(task(181, nodes=nodes), [])
+    assert failed.value.recurs and "nodes" in str(failed.value)
+    assert runner.poll() == []
+    assert not api.list_namespaced_pod("default", label_selector="klique.io/task=181").items
+
+
+def test_a_daemon_stop_whose_pod_deletes_failed_still_ends_the_pod_once_the_api_answers(
+    make_runner, kubelet, api
+):
+    """The daemon's stop (terminate, then kill once the grace is over) while the API server is
+    unreachable: the pod must not run (and be charged) forever."""
+    runner = make_runner(tag="node-stop")
+    clock = Clock()
+    control = ScriptedControlPlane(clock, claims=[[task(182)]], heartbeat_s=1)
+    settings = Settings(hostname="node-stop", enrolment_token="kqe_x", devices=["0"])
+    daemon = Daemon(settings, control, runner, clock=clock, rng=random.Random(1))
+    daemon.enrol()
+    daemon.tick()
+    kubelet.run("default", "klique-182-0")
+
+    def started():
+        daemon.tick()
+        return any(kind == "started" for kind, _, _ in control.calls)
+
+    eventually(started, what="started")
+    answering = runner.api.delete_namespaced_pod
+    runner.api.delete_namespaced_pod = client.CoreV1Api(
+        api_client("http://127.0.0.1:1")
+    ).delete_namespaced_pod
+    control.commands = [{"stop": 182, "reason": "preempted", "grace_s": 5}]
+    clock.now += 2
+    daemon.tick()  # the heartbeat's stop: terminate (its delete fails)
+    clock.now += 10
+    daemon.tick()  # the grace is over: kill (its delete fails)
+    runner.api.delete_namespaced_pod = answering
+
+    def pod_deleting():
+        clock.now += 2
+        daemon.tick()
+        return api.read_namespaced_pod("klique-182-0", "default").metadata.deletion_timestamp
+
+    eventually(pod_deleting, what="the stopped task's pod deleted")
+    kubelet.finish_deletion("default", "klique-182-0")
+
+    def reported():
+        clock.now += 2
+        daemon.tick()
+        return any(kind == "stopped" for kind, _, _ in control.calls)
+
+    eventually(reported, what="the stop reported")

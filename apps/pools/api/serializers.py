@@ -115,6 +115,7 @@ class RuntimeSerializer(serializers.Serializer):
 
 class LabelsSerializer(serializers.Serializer):
     task = serializers.CharField()
+    pool = serializers.CharField(help_text="The pool's id.")
     group = serializers.CharField()
     project = serializers.CharField()
     user = serializers.CharField()
@@ -195,6 +196,10 @@ class LogSerializer(serializers.Serializer):
 class EnrolledSerializer(serializers.Serializer):
     worker = serializers.IntegerField()
     pool = serializers.CharField()
+    pool_id = serializers.IntegerField(
+        help_text="The pool's id, as the ``pool`` label of its tasks' work: a restarted daemon removes "
+        "only its own pool's leftover work."
+    )
     token = serializers.CharField(help_text="The worker token, shown in this answer only.")
     heartbeat_s = serializers.FloatField()
     heartbeat_timeout_s = serializers.FloatField()

@@ -56,6 +56,7 @@ class EnrolView(APIView):
             {
                 "worker": worker.pk,
                 "pool": worker.pool.name,
+                "pool_id": worker.pool_id,
                 "token": token,
                 "heartbeat_s": settings.WORKER_HEARTBEAT_S,
                 "heartbeat_timeout_s": settings.WORKER_HEARTBEAT_TIMEOUT_S,

@@ -1,5 +1,6 @@
 """The engine in one process, for the embedded default without Redis: each interval, the pass,
-the budget meter, the worker sweep and due schedules; the usage rollups once a minute."""
+the budget meter, the worker sweep and due schedules; the usage rollups once a minute and the
+cloud pools' autoscaler every AUTOSCALE_INTERVAL_S."""
 
 import logging
 import signal
@@ -10,6 +11,7 @@ from django.core.management.base import BaseCommand
 from django.db import close_old_connections
 from django.utils import timezone
 
+from apps.cloud import services as cloud
 from apps.engine import services
 from apps.ledger import rollups
 from apps.pools import services as pools
@@ -36,7 +38,7 @@ class Command(BaseCommand):
     def handle(self, *args, interval: float, passes: int, **options):
         stopping = []
         signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
-        done, last_rollup = 0, 0.0
+        done, last_rollup, last_autoscale = 0, 0.0, None
         self.stdout.write(f"Klique engine: a pass every {interval:g} s (Ctrl-C to stop)")
         try:
             while not stopping and (passes == 0 or done < passes):
@@ -48,11 +50,25 @@ class Command(BaseCommand):
                         last_rollup = tick
                 except Exception:
                     log.exception("engine tick failed; retrying at the next interval")
+                if last_autoscale is None or tick - last_autoscale >= settings.AUTOSCALE_INTERVAL_S:
+                    last_autoscale = tick
+                    self.autoscale()
                 done += 1
                 time.sleep(max(0.0, interval - (time.monotonic() - tick)))
         except KeyboardInterrupt:
             pass
         self.stdout.write("Klique engine stopped")
+
+    def autoscale(self) -> None:
+        """The cloud pools' pass; its failure never stops the engine's."""
+        try:
+            summary = cloud.autoscale()
+        except Exception:
+            log.exception("autoscale failed; retrying at the next interval")
+            return
+        for pool, done in summary.items():
+            if any(done.get(key) for key in ("launched", "enrolled", "released", "ended", "error")):
+                log.info("autoscale %s: %s", pool, done)
 
     def tick(self, with_rollup: bool) -> None:
         now = timezone.now()

@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class CloudConfig(AppConfig):
+    name = "apps.cloud"
+    label = "cloud"
+    verbose_name = "Cloud pools"

@@ -1,0 +1,155 @@
+"""Cloud pools that grow and shrink: the provider and timeouts of a pool of kind cloud, its instance
+types in the order they are tried, and every node the autoscaler launched (``docs/cloud.md``)."""
+
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+
+from apps.pools.models import EnrolmentToken, Pool, Worker
+from klique.cloud.providers import PROVIDERS, provider_class
+
+# Keys that would put a secret in the database; credentials come from the provider's own chain.
+CREDENTIAL_KEYS = {
+    "access_key_id",
+    "secret_access_key",
+    "session_token",
+    "aws_access_key_id",
+    "aws_secret_access_key",
+    "aws_session_token",
+    "password",
+    "secret",
+    "token",
+    "api_key",
+    "credentials",
+}
+
+
+def settings_errors(provider: str, settings) -> dict[str, str]:
+    """Field -> reason for a pool's provider settings, the provider's own checks included."""
+    if not isinstance(settings, dict):
+        return {"settings": "an object of provider settings"}
+    secrets = sorted(key for key in settings if str(key).lower() in CREDENTIAL_KEYS)
+    if secrets:
+        return {
+            key: "credentials are never stored: they come from the environment or the instance role"
+            for key in secrets
+        }
+    try:
+        cls = provider_class(provider)
+    except KeyError:
+        return {"provider": f"not one of {', '.join(PROVIDERS)}"}
+    except ImportError as error:
+        return {"provider": str(error)}
+    return cls.settings_errors(settings)
+
+
+class CloudPool(models.Model):
+    pool = models.OneToOneField(
+        Pool, on_delete=models.CASCADE, related_name="cloud", limit_choices_to={"kind": Pool.Kind.CLOUD}
+    )
+    provider = models.CharField(max_length=20, choices=[(name, name) for name in PROVIDERS])
+    settings = models.JSONField(
+        "provider settings",
+        default=dict,
+        blank=True,
+        help_text="Region, image, subnet... (docs/cloud.md). Never credentials: those come from the "
+        "environment or the control plane's instance role.",
+    )
+    boot_timeout_s = models.PositiveIntegerField(
+        "boot timeout (s)", default=600, help_text="A node not enrolled this long after launch is replaced."
+    )
+    idle_timeout_s = models.PositiveIntegerField(
+        "idle timeout (s)", default=300, help_text="A node holding no task this long is released."
+    )
+    spot_timeout_s = models.PositiveIntegerField(
+        "spot timeout (s)",
+        default=120,
+        help_text="A spot node not running this long after launch is replaced on demand.",
+    )
+    enabled = models.BooleanField(default=True, help_text="Disabled: no node is launched or released.")
+
+    class Meta:
+        ordering = ["pool__name"]
+        verbose_name = "cloud pool"
+
+    def __str__(self) -> str:
+        return f"{self.pool} ({self.provider})"
+
+    def clean(self) -> None:
+        errors = {}
+        if self.pool_id and self.pool.kind != Pool.Kind.CLOUD:
+            errors["pool"] = "Only a pool of kind cloud autoscales."
+        problems = settings_errors(self.provider, self.settings)
+        if "provider" in problems:
+            errors["provider"] = problems.pop("provider")
+        if problems:
+            errors["settings"] = "; ".join(f"{field}: {reason}" for field, reason in problems.items())
+        if errors:
+            raise ValidationError(errors)
+
+
+class InstanceType(models.Model):
+    """A machine the pool launches; the first by rank that fits the waiting work is tried first."""
+
+    cloud_pool = models.ForeignKey(CloudPool, on_delete=models.CASCADE, related_name="instance_types")
+    name = models.CharField(max_length=60, help_text="The provider's name, e.g. p5.48xlarge.")
+    gpus = models.PositiveIntegerField(
+        "GPUs per instance", validators=[MinValueValidator(1), MaxValueValidator(1024)]
+    )
+    max_count = models.PositiveIntegerField("most instances", default=1)
+    rank = models.PositiveIntegerField("order", default=0, help_text="Lower is tried first.")
+    spot = models.BooleanField("try spot first", default=True)
+
+    class Meta:
+        ordering = ["cloud_pool", "rank", "pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["cloud_pool", "name"], name="one_instance_type_per_name"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.gpus} GPUs, up to {self.max_count})"
+
+
+class CloudNode(models.Model):
+    """One node the autoscaler launched, from the decision to launch to its end."""
+
+    class State(models.TextChoices):
+        LAUNCHING = "launching", "Launching"
+        BOOTING = "booting", "Booting"
+        READY = "ready", "Ready"
+        RELEASING = "releasing", "Releasing"
+        TERMINATED = "terminated", "Terminated"
+
+    SUPPLY_STATES = (State.LAUNCHING, State.BOOTING, State.READY)
+    LIVE_STATES = (State.LAUNCHING, State.BOOTING, State.READY, State.RELEASING)
+
+    class Market(models.TextChoices):
+        SPOT = "spot", "Spot"
+        ON_DEMAND = "on-demand", "On demand"
+
+    cloud_pool = models.ForeignKey(CloudPool, on_delete=models.CASCADE, related_name="nodes")
+    instance_type = models.ForeignKey(InstanceType, on_delete=models.PROTECT, related_name="nodes")
+    market = models.CharField(max_length=10, choices=Market.choices)
+    name = models.CharField(max_length=63, unique=True, help_text="The hostname its worker enrols with.")
+    instance_id = models.CharField(max_length=80, blank=True)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.LAUNCHING)
+    launched_at = models.DateTimeField()
+    enrolled_at = models.DateTimeField(null=True, blank=True)
+    idle_since = models.DateTimeField(null=True, blank=True)
+    terminated_at = models.DateTimeField(null=True, blank=True)
+    reason = models.CharField(max_length=300, blank=True, help_text="Why it was released or ended.")
+    attempts = models.JSONField(
+        default=list, blank=True, help_text="Each launch call: type, market and the provider's answer."
+    )
+    worker = models.ForeignKey(Worker, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    enrolment_token = models.ForeignKey(
+        EnrolmentToken, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["-launched_at", "-pk"]
+        verbose_name = "cloud node"
+        indexes = [models.Index(fields=["cloud_pool", "state"], name="cloud_node_pool_state")]
+
+    def __str__(self) -> str:
+        return self.name

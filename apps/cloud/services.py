@@ -1,0 +1,358 @@
+"""Writes for cloud pools, and the autoscaler's pass (``autoscale``).
+
+Each pass, per enabled cloud pool: reconcile the nodes with what the provider reports (a node it
+ended, e.g. a spot interruption, is marked terminated with its reason), link nodes whose worker
+enrolled, release nodes that did not enrol within the boot timeout and nodes idle for the idle
+timeout, then launch nodes while the GPUs of the work placed on the pool exceed the GPUs of its
+launching, booting and ready nodes. The decisions are taken in one transaction with the pool's row
+locked; the provider is called outside it, and every call can be repeated without harm.
+"""
+
+import logging
+import secrets
+from collections import Counter
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Max, Sum
+from django.utils import timezone
+from django.utils.text import slugify
+
+from apps.cloud.models import CloudNode, CloudPool, InstanceType
+from apps.core.gpus import MILLI
+from apps.core.writes import validated_save
+from apps.pools import services as pools
+from apps.pools.models import EnrolmentToken, Pool, Worker
+from apps.tasks.models import Task, counted_milli
+from klique.cloud.providers import CapacityUnavailable, ProviderError, SpotRefused, open_provider
+
+log = logging.getLogger("klique.cloud")
+State = CloudNode.State
+SPOT_TIMED_OUT = "spot not granted"
+LIST_GRACE = timedelta(seconds=60)
+
+_providers: dict[tuple[int, str, str], object] = {}
+
+
+def create_cloud_pool(*, pool: Pool, provider: str, settings: dict, **fields) -> CloudPool:
+    return validated_save(CloudPool(pool=pool, provider=provider, settings=settings, **fields))
+
+
+def add_instance_type(
+    cloud_pool: CloudPool, *, name: str, gpus: int, max_count: int, **fields
+) -> InstanceType:
+    """Add a type and bring the pool's declared capacity up to its new maximum."""
+    with transaction.atomic():
+        instance_type = validated_save(
+            InstanceType(cloud_pool=cloud_pool, name=name, gpus=gpus, max_count=max_count, **fields)
+        )
+        sync_capacity(cloud_pool)
+    return instance_type
+
+
+def maximum(cloud_pool: CloudPool) -> Decimal:
+    """The most GPUs the pool can grow to: each type's most instances x GPUs per instance."""
+    return Decimal(sum(t.max_count * t.gpus for t in cloud_pool.instance_types.all()))
+
+
+def sync_capacity(cloud_pool: CloudPool) -> Decimal:
+    """A cloud pool's declared capacity is its maximum; the engine places on it up to that."""
+    capacity = maximum(cloud_pool)
+    Pool.objects.filter(pk=cloud_pool.pool_id).update(capacity=capacity)
+    cloud_pool.pool.capacity = capacity
+    return capacity
+
+
+def provider_for(cloud_pool: CloudPool):
+    """One provider object per pool and settings in this process (the local provider remembers the
+    processes it started)."""
+    key = (cloud_pool.pk, cloud_pool.provider, repr(sorted(cloud_pool.settings.items())))
+    if key not in _providers:
+        _providers[key] = open_provider(cloud_pool.provider, cloud_pool.settings)
+    return _providers[key]
+
+
+def user_data(node: CloudNode, instance_type: InstanceType, token: str) -> str:
+    """The node's boot data: ``KEY=VALUE`` lines its image's ``klique-worker`` unit reads."""
+    lines = {
+        "KLIQUE_SERVER": settings.KLIQUE_PUBLIC_URL,
+        "KLIQUE_ENROLMENT_TOKEN": token,
+        "KLIQUE_WORKER_GPUS": str(instance_type.gpus),
+        "KLIQUE_WORKER_HOSTNAME": node.name,
+        **settings.CLOUD_NODE_ENVIRONMENT,
+    }
+    return "".join(f"{name}={value}\n" for name, value in lines.items())
+
+
+def autoscale(now: datetime | None = None) -> dict[str, dict]:
+    """One pass over every enabled cloud pool; per pool what it did (or the error that stopped it)."""
+    now = now or timezone.now()
+    summary = {}
+    for cloud_pool in CloudPool.objects.filter(enabled=True).select_related("pool").order_by("pk"):
+        try:
+            summary[cloud_pool.pool.name] = scale(cloud_pool, now)
+        except Exception as error:  # one pool's failure must not stop the others
+            log.exception("autoscale %s failed", cloud_pool.pool.name)
+            summary[cloud_pool.pool.name] = {"error": f"{type(error).__name__}: {error}"}
+    return summary
+
+
+def scale(cloud_pool: CloudPool, now: datetime) -> dict:
+    provider = provider_for(cloud_pool)
+    done: Counter = Counter()
+    _reconcile(cloud_pool, provider, now, done)
+    with transaction.atomic():
+        Pool.objects.select_for_update().filter(pk=cloud_pool.pool_id).first()
+        _enrolled(cloud_pool, now, done)
+        release = _timed_out(cloud_pool, now) + _idle(cloud_pool, now)
+        demand, supply, launches = _launch_plan(cloud_pool, now)
+    done["released"] = len(release)
+    if release:
+        try:
+            provider.terminate([node.instance_id for node in release if node.instance_id])
+        except ProviderError as error:
+            log.warning("%s: terminate failed, retried next pass: %s", cloud_pool.pool.name, error)
+    for node, token in launches:
+        if _launch(cloud_pool, provider, node, token, timezone.now()):
+            done["launched"] += 1
+    return {"demand": str(demand), "supply": str(supply), **done}
+
+
+def _reconcile(cloud_pool: CloudPool, provider, now: datetime, done: Counter) -> None:
+    """Bring the nodes' states in line with the provider's view. The nodes are read before the
+    provider is asked, so a launch that lands in between is not taken for a node gone; a node the
+    provider does not list is taken for gone only after ``LIST_GRACE`` (EC2's listing is eventually
+    consistent)."""
+    nodes = list(cloud_pool.nodes.filter(state__in=CloudNode.LIVE_STATES).select_related("instance_type"))
+    try:
+        seen = {i.instance_id: i for i in provider.describe(cloud_pool.pool.name)}
+    except ProviderError as error:
+        log.warning("%s: describe failed, nodes left as they are: %s", cloud_pool.pool.name, error)
+        return
+    by_name = {i.node: i for i in seen.values()}
+    boot = timedelta(seconds=cloud_pool.boot_timeout_s)
+    for node in nodes:
+        if not node.instance_id:
+            found = by_name.get(node.name)
+            if found is not None:
+                _update(node, instance_id=found.instance_id, state=State.BOOTING)
+            elif node.launched_at <= now - boot:
+                _end(node, now, "launch never completed")
+                done["ended"] += 1
+            continue
+        instance = seen.get(node.instance_id)
+        if instance is None and node.launched_at > now - LIST_GRACE:
+            continue
+        if instance is None or instance.state == "terminated":
+            reason = node.reason if node.state == State.RELEASING else ""
+            _end(node, now, reason or (instance.reason if instance else "") or "gone at the provider")
+            done["ended"] += 1
+        elif node.state == State.RELEASING:
+            try:
+                provider.terminate([node.instance_id])
+            except ProviderError as error:
+                log.warning("%s: terminate %s failed: %s", node.name, node.instance_id, error)
+        elif instance.state == "stopping":
+            _update(node, state=State.RELEASING, reason=instance.reason or "stopped by the provider")
+            log.info("%s: the provider is stopping it: %s", node.name, node.reason)
+        elif (
+            node.market == CloudNode.Market.SPOT
+            and instance.state == "pending"
+            and node.launched_at <= now - timedelta(seconds=cloud_pool.spot_timeout_s)
+        ):
+            _release(node, f"{SPOT_TIMED_OUT} within {cloud_pool.spot_timeout_s} s")
+            try:
+                provider.terminate([node.instance_id])
+            except ProviderError as error:
+                log.warning("%s: terminate %s failed: %s", node.name, node.instance_id, error)
+
+
+def _enrolled(cloud_pool: CloudPool, now: datetime, done: Counter) -> None:
+    for node in cloud_pool.nodes.filter(state=State.BOOTING):
+        worker = (
+            Worker.objects.filter(pool=cloud_pool.pool_id, hostname=node.name, state=Worker.State.ACTIVE)
+            .order_by("-pk")
+            .first()
+        )
+        if worker is not None:
+            _update(node, state=State.READY, worker=worker, enrolled_at=worker.enrolled_at, idle_since=now)
+            log.info("%s: enrolled as worker %s", node.name, worker.pk)
+            done["enrolled"] += 1
+
+
+def _timed_out(cloud_pool: CloudPool, now: datetime) -> list[CloudNode]:
+    """Nodes not enrolled within the boot timeout, to be terminated (and so replaced)."""
+    cutoff = now - timedelta(seconds=cloud_pool.boot_timeout_s)
+    late = cloud_pool.nodes.filter(state=State.BOOTING, launched_at__lte=cutoff)
+    released = []
+    for node in late:
+        _release(node, f"boot timeout: not enrolled within {cloud_pool.boot_timeout_s} s")
+        released.append(node)
+    return released
+
+
+def _idle(cloud_pool: CloudPool, now: datetime) -> list[CloudNode]:
+    """Ready nodes whose worker held no task for the idle timeout, while no placed work of the pool
+    waits for a claim. The worker is retired under its row lock first (a claim takes that lock
+    too), so a node holding work is never released."""
+    released = []
+    unclaimed = Task.objects.filter(pool=cloud_pool.pool_id, state=Task.State.PLACED, worker__isnull=True)
+    waiting = unclaimed.exists()
+    for node in cloud_pool.nodes.filter(state=State.READY).select_related("worker"):
+        worker = node.worker and Worker.objects.select_for_update().filter(pk=node.worker_id).first()
+        holds = bool(worker) and Task.objects.filter(worker=worker, state__in=Task.ACTIVE_STATES).exists()
+        holds = holds or waiting  # placed work not yet claimed is on its way to a ready node
+        if holds:
+            if node.idle_since is not None:
+                _update(node, idle_since=None)
+            continue
+        if node.idle_since is None:
+            _update(node, idle_since=now)
+            continue
+        if (now - node.idle_since).total_seconds() < cloud_pool.idle_timeout_s:
+            continue
+        if worker is not None and worker.state != Worker.State.RETIRED:
+            pools.retire(worker, now)
+        _release(node, f"idle for {cloud_pool.idle_timeout_s} s")
+        released.append(node)
+    return released
+
+
+def _launch_plan(cloud_pool: CloudPool, now: datetime) -> tuple[Decimal, Decimal, list]:
+    """Nodes to launch while demand exceeds supply: saved as launching with a single-use
+    enrolment token each (returned with it: only its hash is kept)."""
+    tasks = Task.objects.filter(pool=cloud_pool.pool_id, state__in=Task.ACTIVE_STATES)
+    demand = tasks.aggregate(milli=Sum(counted_milli()))["milli"] or 0
+    live = list(cloud_pool.nodes.filter(state__in=CloudNode.LIVE_STATES).select_related("instance_type"))
+    supply = sum(n.instance_type.gpus * MILLI for n in live if n.state in CloudNode.SUPPLY_STATES)
+    counts = Counter(n.instance_type_id for n in live)
+    waiting = tasks.filter(state=Task.State.PLACED, worker__isnull=True).aggregate(most=Max("gpus"))["most"]
+    types = list(cloud_pool.instance_types.order_by("rank", "pk"))
+    launches = []
+    while demand > supply:
+        room = [t for t in types if counts[t.pk] < t.max_count]
+        if not room:
+            log.info(
+                "%s: short of %s GPUs, every type at its most", cloud_pool.pool.name, _gpus(demand - supply)
+            )
+            break
+        chosen = next((t for t in room if t.gpus >= (waiting or 0)), room[0])
+        node, token = _new_node(cloud_pool, chosen, now)
+        log.info(
+            "%s: launch %s (%s): demand %s GPUs, supply %s",
+            cloud_pool.pool.name, node.name, chosen.name, _gpus(demand), _gpus(supply),
+        )  # fmt: skip
+        launches.append((node, token))
+        counts[chosen.pk] += 1
+        supply += chosen.gpus * MILLI
+    return _gpus(demand), _gpus(supply), launches
+
+
+def _new_node(cloud_pool: CloudPool, instance_type: InstanceType, now: datetime) -> tuple[CloudNode, str]:
+    name = f"{slugify(cloud_pool.pool.name)[:40].strip('-') or 'cloud'}-{secrets.token_hex(4)}"
+    token = EnrolmentToken(
+        pool=cloud_pool.pool,
+        name=f"cloud node {name}",
+        single_use=True,
+        expires_at=now + timedelta(seconds=cloud_pool.boot_timeout_s + 60),
+    )
+    raw = pools.issue_enrolment_token(token, now=now)
+    market = CloudNode.Market.SPOT if instance_type.spot else CloudNode.Market.ON_DEMAND
+    node = CloudNode.objects.create(
+        cloud_pool=cloud_pool,
+        instance_type=instance_type,
+        market=market,
+        name=name,
+        launched_at=now,
+        enrolment_token=token,
+    )
+    return node, raw
+
+
+def _launch(cloud_pool: CloudPool, provider, node: CloudNode, token: str, now: datetime) -> bool:
+    """Spot first where the type allows (and spot was not just timed out), on-demand at once when
+    spot is refused, the next type with room when on-demand is refused for capacity."""
+    types = list(cloud_pool.instance_types.order_by("rank", "pk"))
+    start = next(i for i, t in enumerate(types) if t.pk == node.instance_type_id)
+    attempts = []
+    for instance_type in types[start:]:
+        if instance_type.pk != node.instance_type_id and not _has_room(instance_type):
+            continue
+        markets = ["spot", "on-demand"] if _spot_first(cloud_pool, instance_type, now) else ["on-demand"]
+        for market in markets:
+            data = user_data(node, instance_type, token)
+            try:
+                instance = provider.launch(cloud_pool.pool.name, node.name, instance_type.name, market, data)
+            except ProviderError as error:
+                attempts.append(
+                    {
+                        "type": instance_type.name,
+                        "market": market,
+                        "code": error.code,
+                        "message": error.message,
+                    }
+                )
+                log.info("%s: %s %s refused: %s", node.name, instance_type.name, market, error)
+                if isinstance(error, SpotRefused):
+                    continue
+                if isinstance(error, CapacityUnavailable):
+                    break
+                _update(node, attempts=attempts)
+                _end(node, timezone.now(), f"launch failed: {error.code}: {error.message}"[:300])
+                return False
+            attempts.append(
+                {"type": instance_type.name, "market": market, "instance_id": instance.instance_id}
+            )
+            _update(
+                node,
+                instance_id=instance.instance_id,
+                instance_type=instance_type,
+                market=market,
+                state=State.BOOTING,
+                attempts=attempts,
+            )
+            log.info("%s: launched %s %s as %s", node.name, instance_type.name, market, instance.instance_id)
+            return True
+    _update(node, attempts=attempts)
+    _end(node, timezone.now(), "no capacity: every type with room was refused")
+    return False
+
+
+def _has_room(instance_type: InstanceType) -> bool:
+    live = instance_type.nodes.filter(state__in=CloudNode.LIVE_STATES).count()
+    return live < instance_type.max_count
+
+
+def _spot_first(cloud_pool: CloudPool, instance_type: InstanceType, now: datetime) -> bool:
+    """Spot, unless a spot node of this type was not granted within the spot timeout lately."""
+    if not instance_type.spot:
+        return False
+    recent = now - timedelta(seconds=cloud_pool.boot_timeout_s)
+    timed_out = instance_type.nodes.filter(reason__startswith=SPOT_TIMED_OUT, launched_at__gte=recent)
+    return not timed_out.exists()
+
+
+def _release(node: CloudNode, reason: str) -> None:
+    _update(node, state=State.RELEASING, reason=reason)
+    log.info("%s: release: %s", node.name, reason)
+
+
+def _end(node: CloudNode, now: datetime, reason: str) -> None:
+    """Terminated. Its unused enrolment token is revoked; its worker's tasks are left to the worker
+    sweep, which requeues them once the worker is lost."""
+    _update(node, state=State.TERMINATED, terminated_at=now, reason=reason[:300])
+    if node.enrolment_token_id:
+        pools.revoke_enrolment_token(node.enrolment_token, now)
+    log.info("%s: terminated: %s", node.name, node.reason)
+
+
+def _update(node: CloudNode, **fields) -> None:
+    for name, value in fields.items():
+        setattr(node, name, value)
+    node.save(update_fields=list(fields))
+
+
+def _gpus(milli: int) -> Decimal:
+    return Decimal(milli) / MILLI

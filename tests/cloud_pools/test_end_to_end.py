@@ -1,0 +1,141 @@
+"""End to end with the local provider: the live server on a real port, tasks submitted through the
+API, the engine's pass and the autoscaler driven here, a ``klique-worker`` process serving the owned
+pool and each cloud node a ``klique-worker`` process that enrols with its single-use token."""
+
+import httpx
+import pytest
+from django.utils import timezone
+
+from apps.accounts import services as accounts
+from apps.accounts.models import Membership
+from apps.cloud import services as cloud
+from apps.cloud.models import CloudNode
+from apps.engine import services as engine
+from apps.ledger.models import UsageInterval
+from apps.policies import services as policies
+from apps.pools import services as pools
+from apps.pools.models import EnrolmentToken, Pool
+from apps.tasks.models import Task
+from tests.cloud_pools.conftest import alive, node_pid, process_environment, wait_for
+from tests.factories import GpuTypeFactory, GroupFactory, UserFactory
+from tests.worker import live
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def estate(settings, live_server, local_cloud, tmp_path):
+    """An owned pool of 1 GPU with its worker process, a cloud pool behind it in the profile, and a
+    member's API token."""
+    settings.KLIQUE_PUBLIC_URL = live_server.url
+    settings.WORKER_HEARTBEAT_S = 0.5
+    settings.WORKER_CLAIM_TIMEOUT_S = 300
+    gpu = GpuTypeFactory()
+    owned = Pool.objects.create(name="owned", kind=Pool.Kind.BAREMETAL, gpu_type=gpu, capacity=1)
+    cloud_pool = local_cloud(name="burst", idle_timeout_s=2)
+    profile = policies.create_profile(name="1gpu", gpus=1, pools=[owned, cloud_pool.pool])
+    group = GroupFactory(name="Vision", slug="vision")
+    policy = policies.create_policy(group=group, reservation=2, limit=2)
+    resource = policies.connect(policy=policy, profile=profile, name="vision-1gpu")
+    user = UserFactory(username="ada")
+    accounts.add_membership(user=user, group=group, role=Membership.Role.MEMBER)
+    api_token = accounts.create_api_token(user=user, name="e2e")[1]
+    enrolment = pools.issue_enrolment_token(EnrolmentToken(pool=owned, name="rack"), now=timezone.now())
+    owned_worker = live.worker(live_server.url, enrolment, "owned-1", tmp_path)
+
+    class Estate:
+        server = live_server.url
+
+        def __init__(self):
+            self.owned, self.cloud_pool, self.resource = owned, cloud_pool, resource
+
+        def submit(self, command: str) -> int:
+            answer = httpx.post(
+                f"{self.server}/api/v1/tasks/",
+                json={"compute_resource": resource.name, "command": command},
+                headers={"Authorization": f"Bearer {api_token}"},
+                timeout=30,
+            )
+            assert answer.status_code == 201, answer.text
+            return answer.json()["id"]
+
+    yield Estate()
+    owned_worker.stop()
+
+
+def drive(until, timeout: float = 90, what: str = "the condition"):
+    """The control plane's loop, here: the engine's pass and the autoscaler, until ``until()``."""
+
+    def step():
+        engine.run_pass()
+        cloud.autoscale()
+        return until()
+
+    return wait_for(step, timeout=timeout, every=0.3, what=what)
+
+
+def test_work_beyond_the_owned_pool_runs_on_a_new_cloud_node_charged_from_placement_then_the_node_goes(
+    estate,
+):
+    first = estate.submit("sleep 1")
+    second = estate.submit("sleep 1")
+    drive(lambda: Task.objects.filter(state=Task.State.PLACED).count() == 2, what="both placed")
+    on_owned, on_cloud = (Task.objects.get(pk=pk) for pk in (first, second))
+    assert (on_owned.pool_id, on_cloud.pool_id) == (estate.owned.pk, estate.cloud_pool.pool_id)
+
+    node = drive(lambda: CloudNode.objects.filter(state="ready").first(), what="a cloud node to enrol")
+    assert node.market == "spot" and node.worker.hostname == node.name
+    assert node.launched_at >= on_cloud.placed_at, "the node was launched for work already placed"
+    token = node.enrolment_token
+    token.refresh_from_db()
+    assert token.single_use and token.used_at is not None
+
+    raw = process_environment(node_pid(estate.cloud_pool, node))["KLIQUE_ENROLMENT_TOKEN"]
+    again = httpx.post(
+        f"{estate.server}/api/v1/workers/enrol",
+        json={"hostname": "intruder", "gpus": "1"},
+        headers={"Authorization": f"Bearer {raw}"},
+        timeout=30,
+    )
+    assert again.status_code == 401 and "revoked or expired" in again.json()["detail"]
+
+    drive(
+        lambda: Task.objects.filter(pk__in=[first, second], state=Task.State.SUCCEEDED).count() == 2,
+        what="both tasks to succeed",
+    )
+    on_cloud.refresh_from_db()
+    assert on_cloud.worker_id == node.worker_id
+    [interval] = UsageInterval.objects.filter(task=on_cloud)
+    assert interval.start == on_cloud.placed_at and interval.pool_id == estate.cloud_pool.pool_id
+    assert interval.end is not None and interval.start < node.enrolled_at < interval.end
+    pid = node_pid(estate.cloud_pool, node)
+
+    node = drive(
+        lambda: CloudNode.objects.filter(pk=node.pk, state="terminated").first(),
+        what="the idle node to be terminated",
+    )
+    assert node.reason == "idle for 2 s"
+    wait_for(lambda: not alive(pid), timeout=30, what="the node's process to end")
+    assert CloudNode.objects.count() == 1, "no node was launched beyond what the work needed"
+
+
+def test_a_used_single_use_token_is_refused_by_enrolment(estate):
+    now = timezone.now()
+    token = EnrolmentToken(pool=estate.owned, name="one node", single_use=True)
+    raw = pools.issue_enrolment_token(token, now=now)
+
+    def enrol(hostname):
+        return httpx.post(
+            f"{estate.server}/api/v1/workers/enrol",
+            json={"hostname": hostname, "gpus": "1"},
+            headers={"Authorization": f"Bearer {raw}"},
+            timeout=30,
+        )
+
+    assert enrol("node-a").status_code == 201
+    refused = enrol("node-b")
+    assert refused.status_code == 401, refused.text
+    stale = EnrolmentToken.objects.get(pk=token.pk)
+    stale.used_at = None  # as a concurrent enrolment read it before the first one committed
+    with pytest.raises(pools.InvalidToken):
+        pools.enrol(stale, hostname="node-c", gpus=1, mode="process", now=now)
