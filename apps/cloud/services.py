@@ -37,7 +37,9 @@ _providers: dict[tuple[int, str, str], object] = {}
 
 
 def create_cloud_pool(*, pool: Pool, provider: str, settings: dict, **fields) -> CloudPool:
-    return validated_save(CloudPool(pool=pool, provider=provider, settings=settings, **fields))
+    cloud_pool = validated_save(CloudPool(pool=pool, provider=provider, settings=settings, **fields))
+    sync_capacity(cloud_pool)
+    return cloud_pool
 
 
 def add_instance_type(
@@ -58,10 +60,13 @@ def maximum(cloud_pool: CloudPool) -> Decimal:
 
 
 def sync_capacity(cloud_pool: CloudPool) -> Decimal:
-    """A cloud pool's declared capacity is its maximum; the engine places on it up to that."""
+    """A cloud pool's declared capacity is its maximum; the engine places on it up to that. Its
+    claim timeout covers a node's boot: work placed there waits for the node launched for it
+    instead of going back to its queue after the plain claim timeout."""
     capacity = maximum(cloud_pool)
-    Pool.objects.filter(pk=cloud_pool.pool_id).update(capacity=capacity)
-    cloud_pool.pool.capacity = capacity
+    claim_timeout_s = cloud_pool.boot_timeout_s + int(settings.WORKER_CLAIM_TIMEOUT_S)
+    Pool.objects.filter(pk=cloud_pool.pool_id).update(capacity=capacity, claim_timeout_s=claim_timeout_s)
+    cloud_pool.pool.capacity, cloud_pool.pool.claim_timeout_s = capacity, claim_timeout_s
     return capacity
 
 

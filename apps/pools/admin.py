@@ -76,6 +76,7 @@ class PoolForm(forms.ModelForm):
             "multi_node",
             "namespace",
             "namespace_per_group",
+            "claim_timeout_s",
         ]
 
 

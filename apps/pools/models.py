@@ -52,6 +52,14 @@ class Pool(models.Model):
         max_length=40, blank=True, help_text="Region or sovereignty tag, for example eu-de or in-country."
     )
     enabled = models.BooleanField(default=True, help_text="A disabled pool receives no new work.")
+    claim_timeout_s = models.PositiveIntegerField(
+        "claim timeout (s)",
+        null=True,
+        blank=True,
+        help_text="How long a placement waits for a worker to claim it before it goes back to its queue. "
+        "Empty: the WORKER_CLAIM_TIMEOUT_S setting. A cloud pool's is set from its boot timeout, so "
+        "work placed there waits for the node the autoscaler launches for it.",
+    )
     multi_node = models.BooleanField(
         "multi-node",
         default=None,

@@ -473,13 +473,7 @@ def sweep(now: datetime) -> dict[str, int]:
         requeued += _release_all(worker, now)
         worker.state, worker.lost_at = Worker.State.LOST, now
         worker.save(update_fields=["state", "lost_at"])
-    unclaimed = list(
-        Task.objects.select_for_update(skip_locked=True).filter(
-            state=Task.State.PLACED,
-            worker__isnull=True,
-            placed_at__lt=now - _seconds("WORKER_CLAIM_TIMEOUT_S"),
-        )
-    )
+    unclaimed = _unclaimed(now)
     lifecycle.requeue_lost(unclaimed, Task.StopReason.UNCLAIMED, now, ended_at=now)
     return {
         "lost_workers": len(lost),
@@ -487,6 +481,20 @@ def sweep(now: datetime) -> dict[str, int]:
         "unclaimed": len(unclaimed),
         "stranded": _release_stranded(now),
     }
+
+
+def _unclaimed(now: datetime) -> list[Task]:
+    """Placements no worker claimed within their pool's claim timeout (the setting by default)."""
+    waiting = Task.objects.select_for_update(skip_locked=True).filter(
+        state=Task.State.PLACED, worker__isnull=True
+    )
+    own = dict(Pool.objects.filter(claim_timeout_s__isnull=False).values_list("pk", "claim_timeout_s"))
+    found = list(
+        waiting.exclude(pool_id__in=own).filter(placed_at__lt=now - _seconds("WORKER_CLAIM_TIMEOUT_S"))
+    )
+    for pool_id, timeout_s in sorted(own.items()):
+        found += waiting.filter(pool_id=pool_id, placed_at__lt=now - timedelta(seconds=timeout_s))
+    return found
 
 
 def _release_stranded(now: datetime) -> int:

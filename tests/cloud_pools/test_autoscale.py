@@ -29,6 +29,12 @@ def test_declared_capacity_of_a_cloud_pool_is_the_sum_of_its_types_maxima(local_
     assert Pool.objects.get(pk=cloud_pool.pool_id).capacity == Decimal("11")
 
 
+def test_a_cloud_pools_claim_timeout_covers_a_nodes_boot(local_cloud, settings):
+    cloud_pool = local_cloud()
+    pool = Pool.objects.get(pk=cloud_pool.pool_id)
+    assert pool.claim_timeout_s == cloud_pool.boot_timeout_s + settings.WORKER_CLAIM_TIMEOUT_S
+
+
 def test_no_work_no_node(local_cloud):
     local_cloud()
     summary = cloud.autoscale()

@@ -71,6 +71,24 @@ def test_a_placement_no_worker_claims_goes_back_to_its_queue(pool, place):
     assert UsageInterval.objects.get(task=task).end == t0 + timeout + timedelta(seconds=1)
 
 
+def test_a_pool_with_its_own_claim_timeout_keeps_a_placement_waiting_that_long(pool, place):
+    """A cloud pool's claim timeout covers a node's boot (the autoscaler sets it): its placements
+    wait for the node instead of going back to the queue after the plain claim timeout."""
+    from tests.factories import PoolFactory
+
+    booting = PoolFactory(name="cloud-boots", claim_timeout_s=900)
+    t0 = timezone.now() - timedelta(minutes=30)
+    (plain,) = place(pool, 1, at=t0)
+    (waiting,) = place(booting, 1, at=t0)
+    plain_timeout = timedelta(seconds=settings.WORKER_CLAIM_TIMEOUT_S)
+    assert services.sweep(t0 + plain_timeout + timedelta(seconds=1))["unclaimed"] == 1
+    assert services.sweep(t0 + timedelta(seconds=899))["unclaimed"] == 0
+    assert services.sweep(t0 + timedelta(seconds=901))["unclaimed"] == 1
+    plain.refresh_from_db()
+    waiting.refresh_from_db()
+    assert plain.state == waiting.state == Task.State.QUEUED
+
+
 def test_after_a_control_plane_outage_workers_get_a_full_timeout_to_check_back_in(pool, enrol, place):
     t0 = timezone.now() - timedelta(minutes=30)
     worker, _ = enrol()
