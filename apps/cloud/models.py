@@ -22,6 +22,7 @@ CREDENTIAL_KEYS = {
     "api_key",
     "credentials",
 }
+DAY_S = 86400
 
 
 def settings_errors(provider: str, settings) -> dict[str, str]:
@@ -56,14 +57,21 @@ class CloudPool(models.Model):
         "environment or the control plane's instance role.",
     )
     boot_timeout_s = models.PositiveIntegerField(
-        "boot timeout (s)", default=600, help_text="A node not enrolled this long after launch is replaced."
+        "boot timeout (s)",
+        default=600,
+        validators=[MinValueValidator(60), MaxValueValidator(DAY_S)],
+        help_text="A node not enrolled this long after launch is replaced (60 s to a day).",
     )
     idle_timeout_s = models.PositiveIntegerField(
-        "idle timeout (s)", default=300, help_text="A node holding no task this long is released."
+        "idle timeout (s)",
+        default=300,
+        validators=[MinValueValidator(1), MaxValueValidator(DAY_S)],
+        help_text="A node holding no task this long is released.",
     )
     spot_timeout_s = models.PositiveIntegerField(
         "spot timeout (s)",
         default=120,
+        validators=[MinValueValidator(1), MaxValueValidator(DAY_S)],
         help_text="A spot node not running this long after launch is replaced on demand.",
     )
     enabled = models.BooleanField(default=True, help_text="Disabled: no node is launched or released.")

@@ -1,11 +1,13 @@
 """Writes for cloud pools, and the autoscaler's pass (``autoscale``).
 
 Each pass, per enabled cloud pool: reconcile the nodes with what the provider reports (a node it
-ended, e.g. a spot interruption, is marked terminated with its reason), link nodes whose worker
-enrolled, release nodes that did not enrol within the boot timeout and nodes idle for the idle
-timeout, then launch nodes while the GPUs of the work placed on the pool exceed the GPUs of its
-launching, booting and ready nodes. The decisions are taken in one transaction with the pool's row
-locked; the provider is called outside it, and every call can be repeated without harm.
+ended, e.g. a spot interruption, is marked terminated with its reason; an instance no live node
+stands for is terminated), link nodes whose worker enrolled, release nodes that did not enrol within
+the boot timeout and nodes idle for the idle timeout, then launch nodes while the GPUs of the work
+placed on the pool (that some type can hold) exceed the GPUs of its launching, booting and ready
+nodes, backing off a type whose nodes keep failing to enrol. The decisions are taken in one
+transaction with the pool's row locked; the provider is called outside it, and every call can be
+repeated without harm.
 """
 
 import logging
@@ -32,6 +34,11 @@ log = logging.getLogger("klique.cloud")
 State = CloudNode.State
 SPOT_TIMED_OUT = "spot not granted"
 LIST_GRACE = timedelta(seconds=60)
+# A launching row with no instance this long after the decision is taken for a launch lost (the pass
+# died before or during the provider call). Longer than one launch call with its retries takes.
+LAUNCH_GRACE = timedelta(seconds=90)
+BOOT_TIMEOUT = "boot timeout"
+MAX_BACKOFF = timedelta(hours=6)
 
 _providers: dict[tuple[int, str, str], object] = {}
 
@@ -60,10 +67,11 @@ def maximum(cloud_pool: CloudPool) -> Decimal:
 
 
 def sync_capacity(cloud_pool: CloudPool) -> Decimal:
-    """A cloud pool's declared capacity is its maximum; the engine places on it up to that. Its
-    claim timeout covers a node's boot: work placed there waits for the node launched for it
-    instead of going back to its queue after the plain claim timeout."""
-    capacity = maximum(cloud_pool)
+    """A cloud pool's declared capacity is its maximum (0 while disabled: nothing would launch for
+    work placed there); the engine places on it up to that. Its claim timeout covers a node's boot:
+    work placed there waits for the node launched for it instead of going back to its queue after
+    the plain claim timeout."""
+    capacity = maximum(cloud_pool) if cloud_pool.enabled else Decimal(0)
     claim_timeout_s = cloud_pool.boot_timeout_s + int(settings.WORKER_CLAIM_TIMEOUT_S)
     Pool.objects.filter(pk=cloud_pool.pool_id).update(capacity=capacity, claim_timeout_s=claim_timeout_s)
     cloud_pool.pool.capacity, cloud_pool.pool.claim_timeout_s = capacity, claim_timeout_s
@@ -137,13 +145,13 @@ def _reconcile(cloud_pool: CloudPool, provider, now: datetime, done: Counter) ->
         log.warning("%s: describe failed, nodes left as they are: %s", cloud_pool.pool.name, error)
         return
     by_name = {i.node: i for i in seen.values()}
-    boot = timedelta(seconds=cloud_pool.boot_timeout_s)
+    _terminate_orphans(cloud_pool, provider, seen, now)
     for node in nodes:
         if not node.instance_id:
             found = by_name.get(node.name)
             if found is not None:
                 _update(node, instance_id=found.instance_id, state=State.BOOTING)
-            elif node.launched_at <= now - boot:
+            elif node.launched_at <= now - LAUNCH_GRACE:
                 _end(node, now, "launch never completed")
                 done["ended"] += 1
             continue
@@ -167,11 +175,35 @@ def _reconcile(cloud_pool: CloudPool, provider, now: datetime, done: Counter) ->
             and instance.state == "pending"
             and node.launched_at <= now - timedelta(seconds=cloud_pool.spot_timeout_s)
         ):
-            _release(node, f"{SPOT_TIMED_OUT} within {cloud_pool.spot_timeout_s} s")
+            _release(node, f"{SPOT_TIMED_OUT} within {cloud_pool.spot_timeout_s} s", now)
             try:
                 provider.terminate([node.instance_id])
             except ProviderError as error:
                 log.warning("%s: terminate %s failed: %s", node.name, node.instance_id, error)
+
+
+def _terminate_orphans(cloud_pool: CloudPool, provider, seen: dict, now: datetime) -> None:
+    """Terminate live instances of the pool that no live node stands for, e.g. a launch carried out
+    whose answer was lost. Only those launched more than ``LIST_GRACE`` ago: a launch that lands
+    while this pass runs is not one (its node is read again here, after ``describe``)."""
+    live = cloud_pool.nodes.filter(state__in=CloudNode.LIVE_STATES)
+    known_ids = set(live.values_list("instance_id", flat=True))
+    known_names = set(live.values_list("name", flat=True))
+    orphans = [
+        i.instance_id
+        for i in seen.values()
+        if i.live
+        and i.instance_id not in known_ids
+        and i.node not in known_names
+        and i.launched_at <= now - LIST_GRACE
+    ]
+    if not orphans:
+        return
+    log.warning("%s: terminating instances no live node stands for: %s", cloud_pool.pool.name, orphans)
+    try:
+        provider.terminate(orphans)
+    except ProviderError as error:
+        log.warning("%s: terminate of orphans failed, retried next pass: %s", cloud_pool.pool.name, error)
 
 
 def _enrolled(cloud_pool: CloudPool, now: datetime, done: Counter) -> None:
@@ -193,7 +225,7 @@ def _timed_out(cloud_pool: CloudPool, now: datetime) -> list[CloudNode]:
     late = cloud_pool.nodes.filter(state=State.BOOTING, launched_at__lte=cutoff)
     released = []
     for node in late:
-        _release(node, f"boot timeout: not enrolled within {cloud_pool.boot_timeout_s} s")
+        _release(node, f"{BOOT_TIMEOUT}: not enrolled within {cloud_pool.boot_timeout_s} s", now)
         released.append(node)
     return released
 
@@ -204,8 +236,9 @@ def _idle(cloud_pool: CloudPool, now: datetime) -> list[CloudNode]:
     too), so a node holding work is never released."""
     released = []
     unclaimed = Task.objects.filter(pool=cloud_pool.pool_id, state=Task.State.PLACED, worker__isnull=True)
-    waiting = unclaimed.exists()
+    waiting = unclaimed.filter(gpus__lte=_largest(cloud_pool)).exists()
     for node in cloud_pool.nodes.filter(state=State.READY).select_related("worker"):
+        _follow_restart(node)
         worker = node.worker and Worker.objects.select_for_update().filter(pk=node.worker_id).first()
         holds = bool(worker) and Task.objects.filter(worker=worker, state__in=Task.ACTIVE_STATES).exists()
         holds = holds or waiting  # placed work not yet claimed is on its way to a ready node
@@ -216,32 +249,63 @@ def _idle(cloud_pool: CloudPool, now: datetime) -> list[CloudNode]:
         if node.idle_since is None:
             _update(node, idle_since=now)
             continue
+        last_work = _last_work(worker)
+        if last_work is not None and last_work > node.idle_since:
+            _update(node, idle_since=last_work)  # work claimed and ended between two passes
         if (now - node.idle_since).total_seconds() < cloud_pool.idle_timeout_s:
             continue
         if worker is not None and worker.state != Worker.State.RETIRED:
             pools.retire(worker, now)
-        _release(node, f"idle for {cloud_pool.idle_timeout_s} s")
+        _release(node, f"idle for {cloud_pool.idle_timeout_s} s", now)
         released.append(node)
     return released
+
+
+def _follow_restart(node: CloudNode) -> None:
+    """A node's daemon that restarted enrolled again under the node's name: link its new worker."""
+    if node.worker is not None and node.worker.state == Worker.State.ACTIVE:
+        return
+    current = (
+        Worker.objects.filter(pool=node.cloud_pool.pool_id, hostname=node.name, state=Worker.State.ACTIVE)
+        .order_by("-pk")
+        .first()
+    )
+    if current is not None:
+        _update(node, worker=current)
+
+
+def _last_work(worker: Worker | None) -> datetime | None:
+    """When the worker last claimed or ended a task."""
+    if worker is None:
+        return None
+    at = Task.objects.filter(worker=worker).aggregate(claimed=Max("claimed_at"), ended=Max("ended_at"))
+    return max((value for value in at.values() if value is not None), default=None)
 
 
 def _launch_plan(cloud_pool: CloudPool, now: datetime) -> tuple[Decimal, Decimal, list]:
     """Nodes to launch while demand exceeds supply: saved as launching with a single-use
     enrolment token each (returned with it: only its hash is kept)."""
-    tasks = Task.objects.filter(pool=cloud_pool.pool_id, state__in=Task.ACTIVE_STATES)
+    all_types = list(cloud_pool.instance_types.order_by("rank", "pk"))
+    largest = max((t.gpus for t in all_types), default=0)
+    active = Task.objects.filter(pool=cloud_pool.pool_id, state__in=Task.ACTIVE_STATES)
+    unfit = active.filter(gpus__gt=largest).count()
+    if unfit:
+        log.info("%s: %s placed tasks need more GPUs than any instance type has", cloud_pool.pool.name, unfit)
+    tasks = active.filter(gpus__lte=largest)
     demand = tasks.aggregate(milli=Sum(counted_milli()))["milli"] or 0
     live = list(cloud_pool.nodes.filter(state__in=CloudNode.LIVE_STATES).select_related("instance_type"))
     supply = sum(n.instance_type.gpus * MILLI for n in live if n.state in CloudNode.SUPPLY_STATES)
     counts = Counter(n.instance_type_id for n in live)
     waiting = tasks.filter(state=Task.State.PLACED, worker__isnull=True).aggregate(most=Max("gpus"))["most"]
-    types = list(cloud_pool.instance_types.order_by("rank", "pk"))
+    types = [t for t in all_types if not _backing_off(cloud_pool, t, now)]
     launches = []
     while demand > supply:
         room = [t for t in types if counts[t.pk] < t.max_count]
         if not room:
             log.info(
-                "%s: short of %s GPUs, every type at its most", cloud_pool.pool.name, _gpus(demand - supply)
-            )
+                "%s: short of %s GPUs, every type at its most or backing off",
+                cloud_pool.pool.name, _gpus(demand - supply),
+            )  # fmt: skip
             break
         chosen = next((t for t in room if t.gpus >= (waiting or 0)), room[0])
         node, token = _new_node(cloud_pool, chosen, now)
@@ -253,6 +317,32 @@ def _launch_plan(cloud_pool: CloudPool, now: datetime) -> tuple[Decimal, Decimal
         counts[chosen.pk] += 1
         supply += chosen.gpus * MILLI
     return _gpus(demand), _gpus(supply), launches
+
+
+def _largest(cloud_pool: CloudPool) -> int:
+    """The GPUs of the pool's largest instance type: work needing more per node never fits a node."""
+    return cloud_pool.instance_types.aggregate(most=Max("gpus"))["most"] or 0
+
+
+def _backing_off(cloud_pool: CloudPool, instance_type: InstanceType, now: datetime) -> bool:
+    """A type whose latest nodes all failed to enrol within the boot timeout (a bad image, a wrong
+    ``KLIQUE_PUBLIC_URL``, a firewall) is not launched again until ``boot_timeout_s x 2**n`` after
+    the latest of those ``n`` launches (at most ``MAX_BACKOFF``)."""
+    ended = instance_type.nodes.filter(state__in=(State.RELEASING, State.TERMINATED))
+    streak = []
+    for node in ended.order_by("-launched_at", "-pk")[:10]:
+        if node.enrolled_at is not None or not node.reason.startswith(BOOT_TIMEOUT):
+            break
+        streak.append(node)
+    if not streak:
+        return False
+    wait = min(timedelta(seconds=cloud_pool.boot_timeout_s * 2 ** len(streak)), MAX_BACKOFF)
+    if now < streak[0].launched_at + wait:
+        log.info(
+            "%s: %s backing off after %s boot timeouts", cloud_pool.pool.name, instance_type.name, len(streak)
+        )
+        return True
+    return False
 
 
 def _new_node(cloud_pool: CloudPool, instance_type: InstanceType, now: datetime) -> tuple[CloudNode, str]:
@@ -283,7 +373,7 @@ def _launch(cloud_pool: CloudPool, provider, node: CloudNode, token: str, now: d
     start = next(i for i, t in enumerate(types) if t.pk == node.instance_type_id)
     attempts = []
     for instance_type in types[start:]:
-        if instance_type.pk != node.instance_type_id and not _has_room(instance_type):
+        if instance_type.pk != node.instance_type_id and not _take_type(cloud_pool, node, instance_type, now):
             continue
         markets = ["spot", "on-demand"] if _spot_first(cloud_pool, instance_type, now) else ["on-demand"]
         for market in markets:
@@ -310,14 +400,17 @@ def _launch(cloud_pool: CloudPool, provider, node: CloudNode, token: str, now: d
             attempts.append(
                 {"type": instance_type.name, "market": market, "instance_id": instance.instance_id}
             )
-            _update(
-                node,
-                instance_id=instance.instance_id,
-                instance_type=instance_type,
-                market=market,
-                state=State.BOOTING,
-                attempts=attempts,
+            kept = CloudNode.objects.filter(pk=node.pk, state__in=(State.LAUNCHING, State.BOOTING)).update(
+                instance_id=instance.instance_id, market=market, state=State.BOOTING, attempts=attempts
             )
+            if not kept:  # ended meanwhile (taken for a lost launch): the instance is not wanted
+                log.warning("%s: ended during its launch; terminating %s", node.name, instance.instance_id)
+                try:
+                    provider.terminate([instance.instance_id])
+                except ProviderError as error:  # the orphan rule terminates it on a later pass
+                    log.warning("%s: terminate %s failed: %s", node.name, instance.instance_id, error)
+                return False
+            node.refresh_from_db()
             log.info("%s: launched %s %s as %s", node.name, instance_type.name, market, instance.instance_id)
             return True
     _update(node, attempts=attempts)
@@ -325,9 +418,17 @@ def _launch(cloud_pool: CloudPool, provider, node: CloudNode, token: str, now: d
     return False
 
 
-def _has_room(instance_type: InstanceType) -> bool:
-    live = instance_type.nodes.filter(state__in=CloudNode.LIVE_STATES).count()
-    return live < instance_type.max_count
+def _take_type(cloud_pool: CloudPool, node: CloudNode, instance_type: InstanceType, now: datetime) -> bool:
+    """Move a node falling back to another type onto it, if that type has room and is not backing
+    off: under the pool's lock, so that two passes falling back at once never exceed its
+    ``max_count``."""
+    with transaction.atomic():
+        Pool.objects.select_for_update().filter(pk=cloud_pool.pool_id).first()
+        live = instance_type.nodes.filter(state__in=CloudNode.LIVE_STATES).count()
+        if live >= instance_type.max_count or _backing_off(cloud_pool, instance_type, now):
+            return False
+        _update(node, instance_type=instance_type)
+    return True
 
 
 def _spot_first(cloud_pool: CloudPool, instance_type: InstanceType, now: datetime) -> bool:
@@ -339,17 +440,33 @@ def _spot_first(cloud_pool: CloudPool, instance_type: InstanceType, now: datetim
     return not timed_out.exists()
 
 
-def _release(node: CloudNode, reason: str) -> None:
+def _release(node: CloudNode, reason: str, now: datetime) -> None:
+    """Terminate asked. Its enrolment token is revoked (no daemon enrols again on a machine being
+    terminated); a node released before it was ready is shut out: any worker that enrolled with its
+    name meanwhile is retired too."""
+    if node.state != State.READY:
+        _shut_out(node, now)
+    elif node.enrolment_token_id:
+        pools.revoke_enrolment_token(node.enrolment_token, now)
     _update(node, state=State.RELEASING, reason=reason)
     log.info("%s: release: %s", node.name, reason)
+
+
+def _shut_out(node: CloudNode, now: datetime) -> None:
+    if node.enrolment_token_id:
+        pools.revoke_enrolment_token(node.enrolment_token, now)
+    late = Worker.objects.filter(
+        pool=node.cloud_pool.pool_id, hostname=node.name, state=Worker.State.ACTIVE
+    ).exclude(pk=node.worker_id or 0)
+    for worker in late:
+        pools.retire(worker, now)
 
 
 def _end(node: CloudNode, now: datetime, reason: str) -> None:
     """Terminated. Its unused enrolment token is revoked; its worker's tasks are left to the worker
     sweep, which requeues them once the worker is lost."""
     _update(node, state=State.TERMINATED, terminated_at=now, reason=reason[:300])
-    if node.enrolment_token_id:
-        pools.revoke_enrolment_token(node.enrolment_token, now)
+    _shut_out(node, now)
     log.info("%s: terminated: %s", node.name, node.reason)
 
 

@@ -142,10 +142,14 @@ class EnrolmentToken(models.Model):
         return f"{self.name} ({self.prefix}…) for {self.pool}"
 
     def is_usable(self, now) -> bool:
-        """Neither revoked, expired nor (single use) used."""
-        if self.single_use and self.used_at is not None:
+        """Neither revoked nor expired. A used single-use token stays usable until it is revoked, but
+        only by the host that used it (``services.enrol_adopting`` checks the hostname): a cloud
+        node's restarted daemon enrols again with it."""
+        if self.revoked_at is not None:
             return False
-        return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
+        if self.single_use and self.used_at is not None:
+            return True
+        return self.expires_at is None or self.expires_at > now
 
 
 class Worker(models.Model):

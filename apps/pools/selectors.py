@@ -79,7 +79,9 @@ def worker_by_token(raw: str) -> Worker | None:
 
 
 def enrolment_token_by_raw(raw: str, now) -> EnrolmentToken | None:
-    """The enrolment token, if it exists and is neither revoked nor expired."""
+    """The enrolment token, if it exists and ``is_usable``: not revoked, and not expired unless it
+    is a used single-use token (a cloud node's), which stays usable until revoked, for the hostname
+    that used it only (``services.enrol_adopting`` checks that)."""
     try:
         token = EnrolmentToken.objects.select_related("pool").get(token_hash=hash_token(raw))
     except EnrolmentToken.DoesNotExist:

@@ -133,11 +133,15 @@ def enrol_adopting(
     those it names in ``running`` (work it found still running and can keep following) that the
     previous worker held: they move to the new worker as they are, their usage interval still
     open, and come back as the third item, as a claim answers them, on the GPU slots they were
-    claimed on. A single-use token (a cloud node's) is used up by its first enrolment."""
+    claimed on. A single-use token (a cloud node's) is bound by its first enrolment to that
+    hostname: only that host enrols with it again (its daemon restarted), until it is revoked."""
     if token.single_use:
         token = EnrolmentToken.objects.select_for_update().get(pk=token.pk)
     if not token.is_usable(now):
         raise InvalidToken
+    if token.single_use and token.used_at is not None:
+        if not Worker.objects.filter(enrolment_token=token, hostname=hostname).exists():
+            raise InvalidToken
     previous = list(
         Worker.objects.select_for_update()
         .filter(pool=token.pool, hostname=hostname)
@@ -164,7 +168,7 @@ def enrol_adopting(
         enrolment_token=token,
         last_heartbeat=now,
     )
-    used = {"used_at": now} if token.single_use else {}
+    used = {"used_at": now} if token.single_use and token.used_at is None else {}
     EnrolmentToken.objects.filter(pk=token.pk).update(last_used_at=now, **used)
     moved = list(Task.objects.select_related(*RELATED).filter(pk__in=adopted).order_by("pk"))
     Task.objects.filter(pk__in=adopted).update(worker=worker)

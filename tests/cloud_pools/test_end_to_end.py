@@ -2,6 +2,8 @@
 API, the engine's pass and the autoscaler driven here, a ``klique-worker`` process serving the owned
 pool and each cloud node a ``klique-worker`` process that enrols with its single-use token."""
 
+from datetime import timedelta
+
 import httpx
 import pytest
 from django.utils import timezone
@@ -14,7 +16,7 @@ from apps.engine import services as engine
 from apps.ledger.models import UsageInterval
 from apps.policies import services as policies
 from apps.pools import services as pools
-from apps.pools.models import EnrolmentToken, Pool
+from apps.pools.models import EnrolmentToken, Pool, Worker
 from apps.tasks.models import Task
 from tests.cloud_pools.conftest import alive, node_pid, process_environment, wait_for
 from tests.factories import GpuTypeFactory, GroupFactory, UserFactory
@@ -97,7 +99,7 @@ def test_work_beyond_the_owned_pool_runs_on_a_new_cloud_node_charged_from_placem
         headers={"Authorization": f"Bearer {raw}"},
         timeout=30,
     )
-    assert again.status_code == 401 and "revoked or expired" in again.json()["detail"]
+    assert again.status_code == 403 and "can no longer be used" in again.json()["detail"]
 
     drive(
         lambda: Task.objects.filter(pk__in=[first, second], state=Task.State.SUCCEEDED).count() == 2,
@@ -119,9 +121,11 @@ def test_work_beyond_the_owned_pool_runs_on_a_new_cloud_node_charged_from_placem
     assert CloudNode.objects.count() == 1, "no node was launched beyond what the work needed"
 
 
-def test_a_used_single_use_token_is_refused_by_enrolment(estate):
+def test_a_used_single_use_token_enrols_again_only_from_its_own_host_until_revoked(estate):
     now = timezone.now()
-    token = EnrolmentToken(pool=estate.owned, name="one node", single_use=True)
+    token = EnrolmentToken(
+        pool=estate.owned, name="one node", single_use=True, expires_at=now + timedelta(seconds=5)
+    )
     raw = pools.issue_enrolment_token(token, now=now)
 
     def enrol(hostname):
@@ -134,8 +138,14 @@ def test_a_used_single_use_token_is_refused_by_enrolment(estate):
 
     assert enrol("node-a").status_code == 201
     refused = enrol("node-b")
-    assert refused.status_code == 401, refused.text
+    assert refused.status_code == 403, refused.text
+    EnrolmentToken.objects.filter(pk=token.pk).update(expires_at=now - timedelta(seconds=1))
+    again = enrol("node-a")  # its daemon restarted, after the token's expiry
+    assert again.status_code == 201, again.text
+    assert Worker.objects.filter(hostname="node-a", state=Worker.State.ACTIVE).count() == 1
     stale = EnrolmentToken.objects.get(pk=token.pk)
     stale.used_at = None  # as a concurrent enrolment read it before the first one committed
     with pytest.raises(pools.InvalidToken):
         pools.enrol(stale, hostname="node-c", gpus=1, mode="process", now=now)
+    pools.revoke_enrolment_token(stale, timezone.now())
+    assert enrol("node-a").status_code == 401
