@@ -24,18 +24,24 @@ seed: migrate
 
 # The demo shortens the low watermark (default 900 s) so that its budget story fits in minutes.
 run: export LOW_WATERMARK_S ?= 120
+# The cloud pool's nodes (local klique-worker processes) enrol at this URL.
+run: export KLIQUE_PUBLIC_URL ?= http://$(HOST):$(PORT)
 
 ## The portal and admin on the embedded SQLite default, with the demo estate, the engine (a loop
 ## in one process, or Celery worker and beat when REDIS_URL is set), worker daemons and demo load.
+## The cloud pool's nodes run in sessions of their own (as VMs outlive their autoscaler): on the
+## way out they are terminated through their provider.
 run: seed
 	@echo "Klique: portal http://$(HOST):$(PORT)/  admin http://$(HOST):$(PORT)/admin/  (Ctrl-C stops all)"
-	@trap 'kill 0' INT TERM EXIT; \
+	@trap 'trap - INT TERM EXIT; kill $$engine 2>/dev/null; wait $$engine; \
+	  $(PY) manage.py cloud_release --all --wait 30; kill 0' INT TERM EXIT; \
 	if [ -n "$$REDIS_URL" ]; then \
 	  $(VENV)/bin/celery -A klique worker -B -Q engine,meter,sweep,autoscale,celery --concurrency 2 --loglevel INFO \
 	    --schedule var/celerybeat-schedule & \
 	else \
 	  $(PY) manage.py run_engine & \
 	fi; \
+	engine=$$!; \
 	$(PY) manage.py demo_load --workers --server http://$(HOST):$(PORT) & \
 	$(PY) manage.py runserver --noreload $(HOST):$(PORT)
 

@@ -12,6 +12,7 @@ repeated without harm.
 
 import logging
 import secrets
+import time
 from collections import Counter
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -478,3 +479,24 @@ def _update(node: CloudNode, **fields) -> None:
 
 def _gpus(milli: int) -> Decimal:
     return Decimal(milli) / MILLI
+
+
+def release_all(cloud_pool: CloudPool, reason: str, wait_s: float) -> list[str]:
+    """Terminate the pool's nodes that have not ended (pending, running or stopping), wait until the
+    provider reports them terminated (the local provider SIGKILLs a node still running
+    ``kill_after_s`` after its SIGTERM), then record their end as the autoscaler's reconcile does.
+    Returns the nodes not ended after ``wait_s``."""
+    provider = provider_for(cloud_pool)
+    name = cloud_pool.pool.name
+    now = timezone.now()
+    for node in cloud_pool.nodes.filter(state__in=CloudNode.SUPPLY_STATES):
+        _release(node, reason, now)
+    running = [i for i in provider.describe(name) if i.state != "terminated"]
+    if running:
+        provider.terminate([i.instance_id for i in running])
+    deadline = time.monotonic() + wait_s
+    while running and time.monotonic() < deadline:
+        time.sleep(0.5)
+        running = [i for i in provider.describe(name) if i.state != "terminated"]
+    _reconcile(cloud_pool, provider, timezone.now(), Counter())
+    return [i.node for i in running]

@@ -5,11 +5,15 @@ import os
 from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
+from pathlib import Path
 
+from django.conf import settings
 from django.db import transaction
 
 from apps.accounts import services as accounts
 from apps.accounts.models import Group, Membership, Project, User
+from apps.cloud import services as cloud
+from apps.cloud.models import CloudPool
 from apps.policies import services as policies
 from apps.policies.models import ComputeResource, Profile, ResourcePolicy
 from apps.pools import services as pools
@@ -52,6 +56,20 @@ POOLS = [
     ("cloud-h100", Pool.Kind.CLOUD, "H100", 64, "us-east"),
     ("sovereign", Pool.Kind.KUBERNETES, "A100-80GB", 8, "in-country"),
 ]
+
+# The cloud pool grows on demand: nodes are local `klique-worker` processes (docs/cloud.md), up
+# to 8 of 8 GPUs (its declared capacity, 64), spot first; released after two idle minutes.
+CLOUD_POOL = "cloud-h100"
+CLOUD_INSTANCE_TYPE = ("local.h100x8", 8, 8)  # (name, GPUs per node, most nodes)
+CLOUD_TIMEOUTS = {"boot_timeout_s": 120, "idle_timeout_s": 120, "spot_timeout_s": 60}
+CLOUD_FOLDER_ENV = "KLIQUE_DEMO_CLOUD_FOLDER"
+
+
+def cloud_folder() -> str:
+    """Where the demo's local nodes keep their ledger, state folders and logs (read when the pool
+    is seeded): ``var/cloud-nodes``, or ``$KLIQUE_DEMO_CLOUD_FOLDER`` to keep two demos apart."""
+    return os.environ.get(CLOUD_FOLDER_ENV) or str(Path(settings.BASE_DIR) / "var" / "cloud-nodes")
+
 
 # (name, gpus, time weight, size from task, pools in order, description)
 PROFILES = [
@@ -155,7 +173,15 @@ def demo_password() -> str:
 def seed(password: str | None = None) -> dict[str, int]:
     """Create whatever of the demo estate is missing; return how many objects were created. New
     demo users get ``password`` (the demo password by default)."""
-    created = {"groups": 0, "pools": 0, "profiles": 0, "policies": 0, "compute resources": 0, "users": 0}
+    created = {
+        "groups": 0,
+        "pools": 0,
+        "cloud pools": 0,
+        "profiles": 0,
+        "policies": 0,
+        "compute resources": 0,
+        "users": 0,
+    }
 
     groups: dict[str, Group] = {}
     for slug, name, kind, parent in GROUPS:
@@ -180,6 +206,9 @@ def seed(password: str | None = None) -> dict[str, int]:
             )
             created["pools"] += 1
         pool_objects[name] = pool
+    if not CloudPool.objects.filter(pool=pool_objects[CLOUD_POOL]).exists():
+        autoscaled(pool_objects[CLOUD_POOL])
+        created["cloud pools"] += 1
 
     profiles: dict[str, Profile] = {}
     for name, gpus, weight, from_task, pool_names, description in PROFILES:
@@ -248,3 +277,22 @@ def seed(password: str | None = None) -> dict[str, int]:
             created["users"] += 1
         accounts.add_membership(user=user, group=groups[demo.group], role=demo.role)
     return created
+
+
+def autoscaled(pool: Pool) -> CloudPool:
+    """Make the demo's cloud pool grow and shrink on the local provider; its declared capacity
+    becomes the instance type's maximum."""
+    name, gpus, most = CLOUD_INSTANCE_TYPE
+    cloud_pool = cloud.create_cloud_pool(
+        pool=pool,
+        provider="local",
+        settings={
+            "folder": cloud_folder(),
+            "instance_types": {name: gpus},
+            "max_nodes": most,
+            "kill_after_s": 10,
+        },
+        **CLOUD_TIMEOUTS,
+    )
+    cloud.add_instance_type(cloud_pool, name=name, gpus=gpus, max_count=most, spot=True)
+    return cloud_pool

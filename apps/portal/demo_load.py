@@ -2,7 +2,8 @@
 a team borrowing idle GPUs, another reclaiming its reservation, a daily budget running out.
 
 ``demo_load`` also starts one real ``klique-worker`` per demo pool (process mode; the tasks are
-``sleep`` commands), so placed work is claimed, runs, is preempted by SIGTERM and completes.
+``sleep`` commands), so placed work is claimed, runs, is preempted by SIGTERM and completes. An
+autoscaled cloud pool gets none: its autoscaler launches its nodes, each a worker of its own.
 """
 
 import os
@@ -40,11 +41,13 @@ class Wave:
 
 # The story: Perception borrows idle A100s; the Agents team's small daily budget runs out;
 # Generation queues work inside its reservation and takes borrowed GPUs back; training keeps the
-# HPC pool busy throughout.
+# HPC pool busy throughout, so Alignment's H100 runs overflow to the cloud pool, which grows a node
+# per run and shrinks again once they end.
 STORY = [
     Wave(0, "dev-vision", "perception/gpu-flex", 12, "4", (5, 8), "detector sweep"),
     Wave(0, "dev-pretraining", "pretraining/h100-8", 14, None, (6, 10), "llm pretraining shard"),
     Wave(5, "dev-agents", "agents/gpu-flex", 16, "1", (8, 12), "agent eval"),
+    Wave(20, "dev-alignment", "alignment/h100-8", 4, None, (3, 5), "reward model run"),
     Wave(90, "dev-generation", "generation/a100-1", 24, None, (2, 4), "diffusion finetune"),
 ]
 BACKGROUND = [
@@ -92,10 +95,11 @@ class DemoLoad:
 
 
 def start_workers(server: str, state_root: Path) -> list[subprocess.Popen]:
-    """One process-mode worker daemon per enabled demo pool, serving its declared capacity."""
+    """One process-mode worker daemon per enabled demo pool, serving its declared capacity; none for
+    a cloud pool that autoscales (its nodes are its workers)."""
     executable = shutil.which("klique-worker", path=str(Path(sys.executable).parent)) or "klique-worker"
     processes = []
-    for pool in Pool.objects.filter(enabled=True).order_by("name"):
+    for pool in static_pools():
         token = pools.issue_enrolment_token(
             EnrolmentToken(pool=pool, name="make run demo"), now=timezone.now()
         )
@@ -122,6 +126,11 @@ def start_workers(server: str, state_root: Path) -> list[subprocess.Popen]:
             )
         )
     return processes
+
+
+def static_pools():
+    """The enabled pools whose capacity a static worker serves: all but the autoscaled ones."""
+    return Pool.objects.filter(enabled=True, cloud__isnull=True).order_by("name")
 
 
 def _ignore_ctrl_c() -> None:

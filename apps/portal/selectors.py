@@ -20,6 +20,7 @@ from apps.accounts.selectors import (
     roles,
     subtree_ids,
 )
+from apps.cloud import selectors as cloud_selectors
 from apps.core.gpus import GPU_DECIMAL_PLACES, GPU_MAX_DIGITS
 from apps.engine.models import EngineSwitch, PassRecord
 from apps.ledger.budgets import BudgetStatus, budget_status
@@ -302,6 +303,10 @@ def engine_status(now: datetime | None = None, recent: int = 120) -> EngineStatu
 
 def passes():
     return PassRecord.objects.all()
+
+
+def cloud_nodes():
+    return cloud_selectors.nodes()
 
 
 def events():

@@ -9,6 +9,7 @@ import django_tables2 as tables
 from django.utils.html import format_html
 
 from apps.accounts.models import Notification
+from apps.cloud.models import CloudNode
 from apps.core.gpus import from_milli, to_milli
 from apps.engine.models import PassRecord
 from apps.policies.models import PolicyChange
@@ -235,6 +236,26 @@ class PoolTable(tables.Table):
 
     def render_utilisation(self, value):
         return f"{value:.0f}"
+
+
+class CloudNodeTable(tables.Table):
+    """The nodes the autoscaler launched, from launch to termination and why."""
+
+    pool = tables.Column(verbose_name="Pool", accessor="cloud_pool__pool__name")
+    name = tables.Column(verbose_name="Node")
+    instance_type = tables.Column(verbose_name="Type", accessor="instance_type__name")
+    market = tables.Column(verbose_name="Market", accessor="get_market_display", order_by="market")
+    state = tables.Column(verbose_name="State", accessor="get_state_display", order_by="state")
+    launched_at = tables.DateTimeColumn(format="Y-m-d H:i:s", verbose_name="Launched (UTC)", default="—")
+    enrolled_at = tables.DateTimeColumn(format="Y-m-d H:i:s", verbose_name="Enrolled (UTC)", default="—")
+    terminated_at = tables.DateTimeColumn(format="Y-m-d H:i:s", verbose_name="Terminated (UTC)", default="—")
+    reason = tables.Column(verbose_name="Reason", default="")
+
+    class Meta(Grid):
+        model = CloudNode
+        fields = []
+        prefix = "nodes-"
+        empty_text = "No cloud node has been launched."
 
 
 class QueueTable(tables.Table):

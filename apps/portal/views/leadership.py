@@ -20,6 +20,7 @@ from apps.portal.filters import (
     UsageFilter,
 )
 from apps.portal.tables import (
+    CloudNodeTable,
     EventTable,
     PassTable,
     PolicyUseTable,
@@ -129,6 +130,7 @@ def it(request):
         ),
         "passes": PassTable(pass_filter.qs),
         "events": EventTable(events.qs),
+        "cloud_nodes": CloudNodeTable(selectors.cloud_nodes()),
         "charts": [
             charts.bars(
                 "pool-capacity",
@@ -157,6 +159,6 @@ def it(request):
             ),
         ],
     }
-    tables = [context[name] for name in ("pools", "queues", "budgets", "passes", "events")]
+    tables = [context[name] for name in ("pools", "queues", "budgets", "cloud_nodes", "passes", "events")]
     filters = [queues, events, pool_filter, budget_filter, pass_filter]
     return render_page(request, "portal/it.html", context, tables, filters)
