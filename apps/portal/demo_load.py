@@ -141,16 +141,21 @@ def _ignore_ctrl_c() -> None:
 
 def stop_workers(processes: list[subprocess.Popen], grace_s: float = 60) -> None:
     """SIGTERM each daemon (it stops its tasks, which are requeued), then SIGKILL stragglers.
-    Further signals to this process are ignored meanwhile, so a second Ctrl-C cannot orphan them."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    for process in processes:
-        process.terminate()
-    for process in processes:
-        try:
-            process.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            process.kill()
+    Further signals to this process are ignored meanwhile, so a second Ctrl-C cannot orphan them;
+    the handlers are restored afterwards (an ignored SIGTERM would be inherited by every process
+    started later from this one)."""
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            try:
+                process.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                process.kill()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def default_state_root() -> Path:

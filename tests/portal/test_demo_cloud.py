@@ -4,6 +4,7 @@ for it, and `cloud_release --all` (called when `make run` stops) ends every node
 
 import io
 import json
+import signal
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -80,6 +81,7 @@ def test_demo_load_starts_no_static_worker_for_the_autoscaled_pool(demo_cloud, t
             hostnames.add(words[words.index(b"--hostname") + 1].decode())
     finally:
         demo_load.stop_workers(processes, grace_s=2)
+    assert signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN, "children would inherit an ignored SIGTERM"
     static = Pool.objects.filter(enabled=True).exclude(name="cloud-h100")
     assert hostnames == {f"demo-{p.name}" for p in static}
     assert "demo-cloud-h100" not in hostnames
