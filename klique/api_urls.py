@@ -7,6 +7,7 @@ urlpatterns = [
     path("", include("apps.accounts.api.urls")),
     path("", include("apps.policies.api.urls")),
     path("", include("apps.tasks.api.urls")),
+    path("", include("apps.sessions.api.urls")),
     path("workers/", include("apps.pools.api.urls")),
     path("usage/", include("apps.ledger.api.urls")),
 ]

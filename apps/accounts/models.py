@@ -104,6 +104,7 @@ class Notification(models.Model):
         BUDGET_USED_UP = "budget_used_up", "Budget used up"
         PREEMPTED = "preempted", "Work preempted"
         SCHEDULE_STOPPED = "schedule_stopped", "Schedule stopped"
+        SESSION_IDLE = "session_idle", "Session idle"
 
     user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="notifications")
     kind = models.CharField(max_length=20, choices=Kind.choices)

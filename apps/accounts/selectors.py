@@ -32,16 +32,26 @@ def sees_whole_estate(user: User) -> bool:
 
 def subtree_ids(group_ids: Iterable[int]) -> set[int]:
     """The given groups and all their descendants (one query for the whole tree)."""
+    return set().union(*subtrees(group_ids).values())
+
+
+def subtrees(roots: Iterable[int]) -> dict[int, frozenset[int]]:
+    """Each root group with every group below it, from one read of the group tree."""
+    roots = list(roots)
+    if not roots:
+        return {}
     children: dict[int | None, list[int]] = {}
     for pk, parent in Group.objects.values_list("pk", "parent_id"):
         children.setdefault(parent, []).append(pk)
-    found, stack = set(), list(group_ids)
-    while stack:
-        pk = stack.pop()
-        if pk in found:
-            continue
-        found.add(pk)
-        stack.extend(children.get(pk, []))
+    found = {}
+    for root in roots:
+        seen, stack = set(), [root]
+        while stack:
+            pk = stack.pop()
+            if pk not in seen:
+                seen.add(pk)
+                stack.extend(children.get(pk, []))
+        found[root] = frozenset(seen)
     return found
 
 

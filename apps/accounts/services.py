@@ -16,7 +16,18 @@ from apps.accounts.models import ApiToken, Group, Membership, Project, User
 from apps.core.writes import validated_save
 
 IT_ADMIN_AUTH_GROUP = "IT admins"
-KLIQUE_APP_LABELS = ("accounts", "pools", "policies", "tasks", "engine", "ledger", "pricing", "portal")
+KLIQUE_APP_LABELS = (
+    "accounts",
+    "pools",
+    "policies",
+    "tasks",
+    "engine",
+    "ledger",
+    "pricing",
+    "portal",
+    "cloud",
+    "klique_sessions",
+)
 
 
 def create_group(*, name: str, slug: str, kind: str, parent: Group | None = None) -> Group:

@@ -1,7 +1,10 @@
 from django.contrib import admin
 
+from apps.accounts.models import Membership
+from apps.accounts.selectors import has_role
 from apps.cloud import services
-from apps.cloud.models import CloudNode, CloudPool, InstanceType
+from apps.cloud.models import CloudNode, CloudPool, CloudSpendCap, CloudSpendCapChange, InstanceType
+from apps.core.fields import PLAIN_NUMBERS
 
 
 class InstanceTypeInline(admin.TabularInline):
@@ -10,6 +13,7 @@ class InstanceTypeInline(admin.TabularInline):
     ordering = ["rank", "pk"]
     extra = 0
     verbose_name_plural = "instance types (tried in this order)"
+    formfield_overrides = PLAIN_NUMBERS
 
 
 @admin.register(CloudPool)
@@ -31,6 +35,7 @@ class CloudPoolAdmin(admin.ModelAdmin):
     ]
     readonly_fields = ["capacity"]
     inlines = [InstanceTypeInline]
+    formfield_overrides = PLAIN_NUMBERS
 
     @admin.display(description="declared capacity (GPUs)")
     def capacity(self, obj: CloudPool):
@@ -48,7 +53,8 @@ class CloudNodeAdmin(admin.ModelAdmin):
     list_display = [
         "name",
         "cloud_pool",
-        "instance_type",
+        "instance_type_name",
+        "gpus",
         "market",
         "state",
         "launched_at",
@@ -62,6 +68,65 @@ class CloudNodeAdmin(admin.ModelAdmin):
 
     def get_readonly_fields(self, request, obj=None):
         return [field.name for field in CloudNode._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+CAP_VIA = CloudSpendCapChange.Via.ADMIN
+
+
+@admin.register(CloudSpendCap)
+class CloudSpendCapAdmin(admin.ModelAdmin):
+    """Leadership's monthly cloud spend caps. IT changes them here; each save and removal goes
+    through ``apps.cloud.services`` and is audited."""
+
+    formfield_overrides = PLAIN_NUMBERS
+    list_display = ["group", "amount", "currency", "set_by", "updated_at"]
+    list_select_related = ["group", "set_by"]
+    fields = ["group", "amount", "currency", "set_by", "updated_at"]
+
+    def get_readonly_fields(self, request, obj=None):
+        return ["set_by", "updated_at", *(["group"] if obj else [])]
+
+    def _may_edit(self, request) -> bool:
+        return has_role(request.user, Membership.Role.IT_ADMIN)
+
+    def has_add_permission(self, request):
+        return self._may_edit(request) and super().has_add_permission(request)
+
+    def has_change_permission(self, request, obj=None):
+        return self._may_edit(request) and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request, obj=None):
+        return self._may_edit(request) and super().has_delete_permission(request, obj)
+
+    def save_model(self, request, obj, form, change):
+        cap = services.set_cap(obj.group, obj.amount, obj.currency, actor=request.user, via=CAP_VIA)
+        obj.pk, obj.set_by, obj.updated_at = cap.pk, cap.set_by, cap.updated_at
+
+    def delete_model(self, request, obj):
+        services.remove_cap(obj, actor=request.user, via=CAP_VIA)
+
+    def delete_queryset(self, request, queryset):
+        for cap in queryset.select_related("group"):
+            services.remove_cap(cap, actor=request.user, via=CAP_VIA)
+
+
+@admin.register(CloudSpendCapChange)
+class CloudSpendCapChangeAdmin(admin.ModelAdmin):
+    """Every change to a cloud spend cap: read-only."""
+
+    list_display = ["at", "action", "group", "before", "after", "actor", "via"]
+    list_filter = ["action", "via"]
+    date_hierarchy = "at"
+    list_select_related = ["group", "actor"]
 
     def has_add_permission(self, request):
         return False

@@ -1,10 +1,12 @@
 """Cloud pools that grow and shrink: the provider and timeouts of a pool of kind cloud, its instance
 types in the order they are tried, and every node the autoscaler launched (``docs/cloud.md``)."""
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
+from apps.core.currency import currency_error
 from apps.pools.models import EnrolmentToken, Pool, Worker
 from klique.cloud.providers import PROVIDERS, provider_class
 
@@ -137,6 +139,15 @@ class CloudNode(models.Model):
 
     cloud_pool = models.ForeignKey(CloudPool, on_delete=models.CASCADE, related_name="nodes")
     instance_type = models.ForeignKey(InstanceType, on_delete=models.PROTECT, related_name="nodes")
+    instance_type_name = models.CharField(
+        "instance type name",
+        max_length=60,
+        help_text="The instance type's name as launched: the node is priced under it, whatever the type "
+        "is renamed to later.",
+    )
+    gpus = models.PositiveIntegerField(
+        "GPUs", help_text="The instance type's GPUs as launched: its usage pays its share of them."
+    )
     market = models.CharField(max_length=10, choices=Market.choices)
     name = models.CharField(max_length=63, unique=True, help_text="The hostname its worker enrols with.")
     instance_id = models.CharField(max_length=80, blank=True)
@@ -161,3 +172,102 @@ class CloudNode(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def save(self, *args, **kwargs):
+        """Keep the instance type's name and GPUs as the node was launched: copied when the node is
+        created without them and when it moves to another type (a fallback before its launch),
+        never when the type is edited later."""
+        fields = kwargs.get("update_fields")
+        if self.instance_type_id and self._state.adding:
+            self.instance_type_name = self.instance_type_name or self.instance_type.name
+            self.gpus = self.gpus or self.instance_type.gpus
+        elif self.instance_type_id and fields is not None and "instance_type" in fields:
+            self.instance_type_name, self.gpus = self.instance_type.name, self.instance_type.gpus
+            kwargs["update_fields"] = {*fields, "instance_type_name", "gpus"}
+        super().save(*args, **kwargs)
+
+
+# Leadership's cloud spend caps (``docs/cloud.md``, "Cloud spend caps").
+
+CAP_KINDS = ("organisation", "business_unit")
+
+
+class CloudSpendCap(models.Model):
+    """How much cloud spend a month leadership accepts for the organisation or one business unit.
+    Once the month's spend reaches it, no new cloud node is launched for that scope until the
+    1st of next month (UTC)."""
+
+    group = models.OneToOneField(
+        "accounts.Group",
+        on_delete=models.CASCADE,
+        related_name="cloud_spend_cap",
+        limit_choices_to={"kind__in": CAP_KINDS},
+        help_text="The organisation or a business unit.",
+    )
+    amount = models.DecimalField(
+        "monthly amount",
+        max_digits=12,
+        decimal_places=4,
+        help_text="Cloud spend a UTC calendar month may reach; more than 0.",
+    )
+    currency = models.CharField(max_length=3, default="EUR", help_text="ISO 4217 code, for example EUR.")
+    set_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["group__name"]
+        verbose_name = "cloud spend cap"
+
+    def __str__(self) -> str:
+        return f"{self.group}: {self.amount} {self.currency} a month"
+
+    def clean(self) -> None:
+        errors = {}
+        if self.group_id and self.group.kind not in CAP_KINDS:
+            errors["group"] = "A cloud spend cap is for the organisation or a business unit."
+        if self.amount is not None and self.amount <= 0:
+            errors["amount"] = "The monthly amount must be more than 0."
+        if self.currency:
+            if error := currency_error(self.currency):
+                errors["currency"] = error
+            else:
+                self.currency = self.currency.upper()
+        if errors:
+            raise ValidationError(errors)
+
+
+class CloudSpendCapChange(models.Model):
+    """One change to a cloud spend cap: who, when, through which channel, before and after (the
+    cap's fields as text, empty for a creation or a removal, readable after the cap is gone)."""
+
+    class Action(models.TextChoices):
+        SET = "set", "Set"
+        CHANGED = "changed", "Changed"
+        REMOVED = "removed", "Removed"
+
+    class Via(models.TextChoices):
+        PORTAL = "portal", "Portal"
+        ADMIN = "admin", "Admin"
+        API = "api", "API"
+
+    cap = models.ForeignKey(
+        CloudSpendCap, null=True, blank=True, on_delete=models.SET_NULL, related_name="changes"
+    )
+    group = models.ForeignKey("accounts.Group", on_delete=models.CASCADE, related_name="+")
+    action = models.CharField(max_length=10, choices=Action.choices)
+    before = models.JSONField(default=dict, blank=True)
+    after = models.JSONField(default=dict, blank=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    via = models.CharField(max_length=10, choices=Via.choices)
+    at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        ordering = ["-at", "-pk"]
+        verbose_name = "cloud spend cap change"
+
+    def __str__(self) -> str:
+        return f"{self.get_action_display()} cloud spend cap of {self.group} at {self.at:%Y-%m-%d %H:%M}"

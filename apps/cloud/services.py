@@ -18,16 +18,29 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import Max, Sum
+from django.db.models import Max, Min, Q, Sum
 from django.utils import timezone
 from django.utils.text import slugify
 
-from apps.cloud.models import CloudNode, CloudPool, InstanceType
+from apps.accounts.models import Group
+from apps.cloud.models import (
+    CAP_KINDS,
+    CloudNode,
+    CloudPool,
+    CloudSpendCap,
+    CloudSpendCapChange,
+    InstanceType,
+)
+from apps.core.currency import currency_error
 from apps.core.gpus import MILLI
+from apps.core.numbers import NotPlain, plain_decimal
 from apps.core.writes import validated_save
+from apps.policies.models import ResourcePolicy
 from apps.pools import services as pools
 from apps.pools.models import EnrolmentToken, Pool, Worker
+from apps.tasks import services as lifecycle
 from apps.tasks.models import Task, counted_milli
 from klique.cloud.providers import CapacityUnavailable, ProviderError, SpotRefused, open_provider
 
@@ -104,24 +117,42 @@ def autoscale(now: datetime | None = None) -> dict[str, dict]:
     """One pass over every enabled cloud pool; per pool what it did (or the error that stopped it)."""
     now = now or timezone.now()
     summary = {}
+    capped = _capped_policies(now)
     for cloud_pool in CloudPool.objects.filter(enabled=True).select_related("pool").order_by("pk"):
         try:
-            summary[cloud_pool.pool.name] = scale(cloud_pool, now)
+            summary[cloud_pool.pool.name] = scale(cloud_pool, now, capped)
         except Exception as error:  # one pool's failure must not stop the others
             log.exception("autoscale %s failed", cloud_pool.pool.name)
             summary[cloud_pool.pool.name] = {"error": f"{type(error).__name__}: {error}"}
     return summary
 
 
-def scale(cloud_pool: CloudPool, now: datetime) -> dict:
+def _capped_policies(now: datetime) -> frozenset[int]:
+    """The policies of every group a reached cloud spend cap covers (its group's subtree)."""
+    from apps.cloud import caps
+
+    reached = caps.reached_caps_now(now)
+    if not reached:
+        return frozenset()
+    policies = ResourcePolicy.objects.values_list("pk", flat=True)
+    if not any(cap.everyone for cap in reached):
+        policies = policies.filter(group__in=set().union(*(cap.groups for cap in reached)))
+    return frozenset(policies)
+
+
+def scale(cloud_pool: CloudPool, now: datetime, capped: frozenset[int] = frozenset()) -> dict:
+    """One pool's pass. Placed work of `capped` policies that no node has claimed yet goes back to
+    its queue (a session, which is never requeued, is left out of the demand): a reached cloud
+    spend cap launches no node for its scope, and its work takes none launched for others."""
     provider = provider_for(cloud_pool)
     done: Counter = Counter()
     _reconcile(cloud_pool, provider, now, done)
     with transaction.atomic():
         Pool.objects.select_for_update().filter(pk=cloud_pool.pool_id).first()
         _enrolled(cloud_pool, now, done)
+        done["requeued"] = _requeue_capped(cloud_pool, capped, now)
         release = _timed_out(cloud_pool, now) + _idle(cloud_pool, now)
-        demand, supply, launches = _launch_plan(cloud_pool, now)
+        demand, supply, launches = _launch_plan(cloud_pool, now, capped)
     done["released"] = len(release)
     if release:
         try:
@@ -283,7 +314,33 @@ def _last_work(worker: Worker | None) -> datetime | None:
     return max((value for value in at.values() if value is not None), default=None)
 
 
-def _launch_plan(cloud_pool: CloudPool, now: datetime) -> tuple[Decimal, Decimal, list]:
+def _requeue_capped(cloud_pool: CloudPool, capped: frozenset[int], now: datetime) -> int:
+    if not capped:
+        return 0
+    held = list(
+        Task.objects.select_for_update(skip_locked=True)
+        .filter(
+            pool=cloud_pool.pool_id,
+            state=Task.State.PLACED,
+            worker__isnull=True,
+            kind=Task.Kind.BATCH,
+            compute_resource__policy__in=capped,
+        )
+        .order_by("pk")
+    )
+    if held:
+        log.info(
+            "%s: cloud spend cap reached: %s placed tasks back to their queues",
+            cloud_pool.pool.name,
+            len(held),
+        )
+        lifecycle.requeue_lost(held, Task.StopReason.CLOUD_CAP, now, ended_at=now)
+    return len(held)
+
+
+def _launch_plan(
+    cloud_pool: CloudPool, now: datetime, capped: frozenset[int] = frozenset()
+) -> tuple[Decimal, Decimal, list]:
     """Nodes to launch while demand exceeds supply: saved as launching with a single-use
     enrolment token each (returned with it: only its hash is kept)."""
     all_types = list(cloud_pool.instance_types.order_by("rank", "pk"))
@@ -293,11 +350,18 @@ def _launch_plan(cloud_pool: CloudPool, now: datetime) -> tuple[Decimal, Decimal
     if unfit:
         log.info("%s: %s placed tasks need more GPUs than any instance type has", cloud_pool.pool.name, unfit)
     tasks = active.filter(gpus__lte=largest)
+    if capped:
+        held = Q(state=Task.State.PLACED, worker__isnull=True, compute_resource__policy__in=capped)
+        if tasks.filter(held).exists():
+            log.info("%s: cloud spend cap reached: no node for capped work", cloud_pool.pool.name)
+        tasks = tasks.exclude(held)
     demand = tasks.aggregate(milli=Sum(counted_milli()))["milli"] or 0
     live = list(cloud_pool.nodes.filter(state__in=CloudNode.LIVE_STATES).select_related("instance_type"))
-    supply = sum(n.instance_type.gpus * MILLI for n in live if n.state in CloudNode.SUPPLY_STATES)
+    supply = sum(n.gpus * MILLI for n in live if n.state in CloudNode.SUPPLY_STATES)
     counts = Counter(n.instance_type_id for n in live)
-    waiting = tasks.filter(state=Task.State.PLACED, worker__isnull=True).aggregate(most=Max("gpus"))["most"]
+    waiting = tasks.filter(state=Task.State.PLACED, worker__isnull=True).aggregate(
+        most=Max("gpus"), least=Min("gpus")
+    )
     types = [t for t in all_types if not _backing_off(cloud_pool, t, now)]
     launches = []
     while demand > supply:
@@ -308,7 +372,10 @@ def _launch_plan(cloud_pool: CloudPool, now: datetime) -> tuple[Decimal, Decimal
                 cloud_pool.pool.name, _gpus(demand - supply),
             )  # fmt: skip
             break
-        chosen = next((t for t in room if t.gpus >= (waiting or 0)), room[0])
+        chosen = _fitting(room, waiting["most"]) or _fitting(room, waiting["least"])
+        if chosen is None:
+            log.info("%s: no type with room fits the work waiting for a node", cloud_pool.pool.name)
+            break
         node, token = _new_node(cloud_pool, chosen, now)
         log.info(
             "%s: launch %s (%s): demand %s GPUs, supply %s",
@@ -318,6 +385,13 @@ def _launch_plan(cloud_pool: CloudPool, now: datetime) -> tuple[Decimal, Decimal
         counts[chosen.pk] += 1
         supply += chosen.gpus * MILLI
     return _gpus(demand), _gpus(supply), launches
+
+
+def _fitting(types: list[InstanceType], gpus) -> InstanceType | None:
+    """The first type whose nodes hold a task of ``gpus`` per node (None: no such task or type)."""
+    if gpus is None:
+        return None
+    return next((t for t in types if t.gpus >= gpus), None)
 
 
 def _largest(cloud_pool: CloudPool) -> int:
@@ -359,6 +433,8 @@ def _new_node(cloud_pool: CloudPool, instance_type: InstanceType, now: datetime)
     node = CloudNode.objects.create(
         cloud_pool=cloud_pool,
         instance_type=instance_type,
+        instance_type_name=instance_type.name,
+        gpus=instance_type.gpus,
         market=market,
         name=name,
         launched_at=now,
@@ -428,7 +504,9 @@ def _take_type(cloud_pool: CloudPool, node: CloudNode, instance_type: InstanceTy
         live = instance_type.nodes.filter(state__in=CloudNode.LIVE_STATES).count()
         if live >= instance_type.max_count or _backing_off(cloud_pool, instance_type, now):
             return False
-        _update(node, instance_type=instance_type)
+        _update(
+            node, instance_type=instance_type, instance_type_name=instance_type.name, gpus=instance_type.gpus
+        )
     return True
 
 
@@ -500,3 +578,90 @@ def release_all(cloud_pool: CloudPool, reason: str, wait_s: float) -> list[str]:
         running = [i for i in provider.describe(name) if i.state != "terminated"]
     _reconcile(cloud_pool, provider, timezone.now(), Counter())
     return [i.node for i in running]
+
+
+# Leadership's cloud spend caps. Every change leaves a ``CloudSpendCapChange`` in its transaction.
+
+CAP_DIGITS, CAP_PLACES = 12, 4
+
+
+def _cap_snapshot(cap: CloudSpendCap) -> dict[str, str]:
+    return {"group": cap.group.name, "amount": f"{Decimal(cap.amount):.4f}", "currency": cap.currency}
+
+
+def _audit_cap(cap: CloudSpendCap, action: str, before: dict, after: dict, actor, via: str) -> None:
+    CloudSpendCapChange.objects.create(
+        cap=None if action == CloudSpendCapChange.Action.REMOVED else cap,
+        group_id=cap.group_id,
+        action=action,
+        before=before,
+        after=after,
+        actor=actor,
+        via=via,
+        at=timezone.now(),
+    )
+
+
+def cap_errors(group, amount, currency) -> dict[str, str]:
+    """Field -> reason for a cap's group, monthly amount and currency."""
+    errors = {}
+    if not isinstance(group, Group):
+        errors["group"] = "Choose the organisation or a business unit."
+    elif group.kind not in CAP_KINDS:
+        errors["group"] = (
+            f"{group} is a {group.get_kind_display().lower()}: "
+            "a cloud spend cap is for the organisation or a business unit."
+        )
+    try:
+        value = plain_decimal(amount)
+    except NotPlain as error:
+        errors["amount"] = str(error)
+    else:
+        if not value.is_finite() or value <= 0:
+            errors["amount"] = "The monthly amount must be more than 0."
+        elif value != value.quantize(Decimal(1).scaleb(-CAP_PLACES)):
+            errors["amount"] = f"At most {CAP_PLACES} decimal places."
+        elif value >= Decimal(10) ** (CAP_DIGITS - CAP_PLACES):
+            errors["amount"] = f"Less than {Decimal(10) ** (CAP_DIGITS - CAP_PLACES):f}."
+    problem = currency_error(currency)
+    if problem:
+        errors["currency"] = problem
+    return errors
+
+
+def _via_error(via) -> dict[str, str]:
+    if via in CloudSpendCapChange.Via.values:
+        return {}
+    return {"via": f"not one of {', '.join(CloudSpendCapChange.Via.values)}"}
+
+
+@transaction.atomic
+def set_cap(group: Group, amount, currency: str, *, actor, via: str) -> CloudSpendCap:
+    """Set the monthly cloud spend cap of the organisation or a business unit (a new one, or a new
+    amount or currency for its cap). ``ValidationError`` names each refused field."""
+    errors = cap_errors(group, amount, currency) | _via_error(via)
+    if errors:
+        raise ValidationError(errors)
+    Group.objects.select_for_update().filter(pk=group.pk).first()  # one writer per group at a time
+    cap = CloudSpendCap.objects.select_related("group").filter(group=group).first()
+    before = _cap_snapshot(cap) if cap else {}
+    cap = cap or CloudSpendCap(group=group)
+    cap.amount, cap.currency = plain_decimal(amount), currency.upper()
+    after = _cap_snapshot(cap)
+    if after == before:
+        return cap
+    validated_save(cap, set_by=actor, updated_at=timezone.now())
+    action = CloudSpendCapChange.Action.CHANGED if before else CloudSpendCapChange.Action.SET
+    _audit_cap(cap, action, before, after, actor, via)
+    return cap
+
+
+@transaction.atomic
+def remove_cap(cap: CloudSpendCap, *, actor, via: str) -> None:
+    """Remove a cap: its scope's cloud spend is no longer capped."""
+    if errors := _via_error(via):
+        raise ValidationError(errors)
+    if not CloudSpendCap.objects.select_for_update().filter(pk=cap.pk).exists():
+        return  # removed meanwhile: audited by whoever removed it
+    _audit_cap(cap, CloudSpendCapChange.Action.REMOVED, _cap_snapshot(cap), {}, actor, via)
+    cap.delete()

@@ -65,6 +65,12 @@ def verdict_json(verdict: core.Verdict, loaded: Loaded) -> dict:
             f"The time budget of {group} has {data['hours_left']} h left; starting needs "
             f"{data['hours_needed']} h (the low watermark at the group's rate with this task)."
         )
+    elif verdict.rule == "cloud_cap_reached":
+        data["reset_at"] = verdict.reset_at.isoformat()
+        message = (
+            f"Cloud spend cap reached for {group}: no new work goes to {', '.join(pools)} until it resets "
+            f"at {verdict.reset_at:%Y-%m-%d %H:%M} UTC."
+        )
     elif verdict.rule == "budget_used_up":
         data["reset_at"] = verdict.reset_at.isoformat()
         message = (
@@ -120,12 +126,19 @@ def _preempt(preemptions, now) -> int:
                 user_id=task.user_id,
                 kind=Notification.Kind.PREEMPTED,
                 link=f"/work/tasks/{task.pk}/",  # the portal's portal:task
-                message=f"Task {task} was preempted and requeued at the front of its queue: "
-                f"{REASON_WORDS[reason]}.",
+                message=_preempted_message(task, reason),
             )
             for task in group
         )
     return sum(len(group) for group in by_reason.values())
+
+
+def _preempted_message(task: Task, reason: str) -> str:
+    """Sent when the stop is requested. A session is never requeued: it ends, and its user may
+    start another."""
+    if task.kind == Task.Kind.SESSION:
+        return f"Session {task} is being stopped and will end: {REASON_WORDS[reason]}."
+    return f"Task {task} was preempted and requeued at the front of its queue: {REASON_WORDS[reason]}."
 
 
 def _place(placements, now) -> int:

@@ -5,6 +5,10 @@ queue rank (project priority, then queue seq: ``apps.tasks.selectors.with_queue_
 come out of the database already in that order and placed work in placement order, as the core
 expects.
 
+Reached cloud spend caps (``apps.cloud.caps.reached_caps_now``, a reading reused for
+``CLOUD_CAP_CHECK_S``) come in as ``core.SpendCap``: every autoscaled cloud pool closed to the
+policies of the cap's group and its subtree.
+
 A task's size in the snapshot is its counted size, GPUs x nodes (``apps.tasks.models.counted_milli``),
 so reservation, limit, pool capacity, lending and reclaim all count every node, and the core places
 it whole on one pool. A fixed-size profile with multi-node work waiting is handed to the core as
@@ -20,6 +24,8 @@ from django.db import connection
 from django.db.models import BigIntegerField, Count, F, Func, Q
 from django.db.models.fields.json import KT
 
+from apps.cloud.caps import reached_caps_now
+from apps.cloud.models import CloudPool
 from apps.core.gpus import to_milli
 from apps.engine import core
 from apps.ledger.budgets import budget_units_used
@@ -75,9 +81,25 @@ class Loaded:
     group_names: dict[str, str]
 
 
+def _spend_caps(reached: list, pools: list[dict], autoscaled: set[int], policies) -> tuple:
+    """Each reached cloud spend cap: the autoscaled pools closed to the policies of its subtree."""
+    if not reached:
+        return ()
+    cloud = tuple(str(p["pk"]) for p in pools if p["pk"] in autoscaled)
+    if not cloud:
+        return ()
+    spend_caps = []
+    for cap in reached:
+        covered = frozenset(str(p.pk) for p in policies if cap.covers(p.group_id))
+        if covered:
+            spend_caps.append(core.SpendCap(f"cap:{cap.cap_id}", cloud, covered, cap.resets_at))
+    return tuple(spend_caps)
+
+
 def load(now) -> Loaded:
     pools = list(Pool.objects.order_by("pk").values("pk", "name", "capacity", "enabled"))
-    out_of_service = _pools_without_workers()
+    autoscaled = set(CloudPool.objects.values_list("pool_id", flat=True))
+    out_of_service = _pools_without_workers() - autoscaled
     links = list(ProfilePool.objects.values("profile_id", "pool_id", "pool_rank", "profile_rank"))
     profiles = list(Profile.objects.order_by("pk").values("pk", "gpus", "size_from_task", "time_weight"))
     resources = list(
@@ -99,6 +121,8 @@ def load(now) -> Loaded:
         )
 
     waiting, verdict_keys, multi_node_resources = _waiting()
+    reached = reached_caps_now(now)
+    spend_caps = _spend_caps(reached, pools, autoscaled, policies)
     sizes_from_tasks = {r["profile_id"] for r in resources if r["pk"] in multi_node_resources}
 
     def ids(pairs) -> tuple[str, ...]:
@@ -147,12 +171,15 @@ def load(now) -> Loaded:
         ),
         waiting=waiting,
         placed=_placed(),
+        caps=spend_caps,
     )
+    group_names = {str(p.pk): p.group.name for p in policies}
+    group_names.update({f"cap:{cap.cap_id}": cap.group for cap in reached})
     return Loaded(
         snapshot=snapshot,
         verdict_keys=verdict_keys,
         pool_names={str(p["pk"]): p["name"] for p in pools},
-        group_names={str(p.pk): p.group.name for p in policies},
+        group_names=group_names,
     )
 
 
@@ -160,7 +187,8 @@ def _pools_without_workers() -> set[int]:
     """Pools whose worker daemons are all lost or retired. Work placed there would only come back
     at the claim timeout, charged meanwhile, so the pass treats them as disabled until a worker is
     back. A pool that never had a worker (being set up, or served by means outside Klique) keeps
-    its declared capacity."""
+    its declared capacity, and so does an autoscaled cloud pool (the caller leaves those out):
+    its workers come with the nodes launched for the work placed there."""
     rows = Worker.objects.values("pool_id").annotate(active=Count("pk", filter=Q(state=Worker.State.ACTIVE)))
     return {row["pool_id"] for row in rows.order_by() if row["active"] == 0}
 

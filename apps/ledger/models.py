@@ -19,6 +19,14 @@ class UsageInterval(models.Model):
         "policies.ComputeResource", on_delete=models.PROTECT, related_name="+"
     )
     pool = models.ForeignKey("pools.Pool", on_delete=models.PROTECT, related_name="intervals")
+    worker = models.ForeignKey(
+        "pools.Worker",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The worker that claimed the task in this interval; empty until a worker claims it.",
+    )
     gpu_type = models.ForeignKey("pools.GpuType", on_delete=models.PROTECT, related_name="+")
     gpus = models.DecimalField("GPUs", max_digits=GPU_MAX_DIGITS, decimal_places=GPU_DECIMAL_PLACES)
     time_weight = models.DecimalField(max_digits=6, decimal_places=3)

@@ -394,6 +394,12 @@ def _group_tree() -> tuple[dict[int, int | None], dict[int, Group]]:
     return {pk: g.parent_id for pk, g in groups.items()}, groups
 
 
+def group_labels(pks) -> dict[int, tuple[str, str]]:
+    """Each group's name and path from the organisation ("Acme Labs / Research / ...")."""
+    parents, groups = _group_tree()
+    return {pk: (groups[pk].name, _group_path(pk, parents, groups)) for pk in pks if pk in groups}
+
+
 def _group_path(pk: int, parents: dict, groups: dict) -> str:
     names, node, seen = [], pk, set()
     while node is not None and node not in seen:

@@ -41,3 +41,12 @@ def close_intervals(task_ids: Iterable[int], at: datetime) -> int:
     open_ones = UsageInterval.objects.filter(task_id__in=ids, end__isnull=True)
     closed = open_ones.filter(start__lte=at).update(end=at)
     return closed + open_ones.filter(start__gt=at).update(end=F("start"))
+
+
+def claim_intervals(task_ids: Iterable[int], worker) -> int:
+    """Name ``worker`` on the open interval of each task it claimed (one update): the interval
+    keeps its worker after the task is requeued, so a node's busy time outlives the task's move."""
+    ids = list(task_ids)
+    if not ids:
+        return 0
+    return UsageInterval.objects.filter(task_id__in=ids, end__isnull=True).update(worker=worker)

@@ -21,6 +21,8 @@ from apps.accounts.services import hash_token
 from apps.core.writes import validated_save
 from apps.pools.models import EnrolmentToken, GpuType, Pool, TaskLog, Worker, WorkerSweep
 from apps.pools.runtime import RELATED, run_details, stop_grace_s
+from apps.sessions.selectors import claim_blocks
+from apps.sessions.services import record_samples
 from apps.tasks import services as lifecycle
 from apps.tasks.models import Task, TaskEvent
 from klique.worker import slots as gpu_slots
@@ -200,8 +202,10 @@ def retire(worker: Worker, now: datetime, *, keep=()) -> int:
 
 
 def _stop_command(task: Task) -> dict:
-    """Needs ``compute_resource__profile`` loaded: the stop's grace is the profile's."""
-    reason = "canceled" if task.stop_reason == Task.StopReason.CANCELED else "preempted"
+    """Needs ``compute_resource__profile`` loaded: the stop's grace is the profile's. A session
+    never goes back to its queue, so its stop is ``canceled`` whatever the reason (``why``)."""
+    ends = task.stop_reason == Task.StopReason.CANCELED or task.kind == Task.Kind.SESSION
+    reason = "canceled" if ends else "preempted"
     return {
         "stop": task.pk,
         "reason": reason,
@@ -211,7 +215,14 @@ def _stop_command(task: Task) -> dict:
 
 
 def heartbeat(
-    worker: Worker, *, tasks: list[int], gpus=None, free_gpus=None, gpu_stats=None, now: datetime
+    worker: Worker,
+    *,
+    tasks: list[int],
+    gpus=None,
+    free_gpus=None,
+    gpu_stats=None,
+    sessions: dict[int, dict] | None = None,
+    now: datetime,
 ) -> dict:
     """Record that the worker is alive and answer with its commands. The update of the worker's
     row stands alone (it serialises with the sweep on the row lock); only a requeue is a
@@ -220,6 +231,7 @@ def heartbeat(
     A stop command for each of its tasks being stopped; an ``orphaned`` stop for work it runs that
     is no longer its own (requeued while it was lost, canceled, claimed elsewhere); and tasks it
     claimed but does not run (a claim answer that never reached it) go back to their queues.
+    ``sessions``: what it measured of its sessions (``apps.sessions.services.record_samples``).
     """
     fields = {"last_heartbeat": now, "state": Worker.State.ACTIVE, "lost_at": None}
     if gpus is not None:
@@ -234,9 +246,11 @@ def heartbeat(
     held = {
         t.pk: t
         for t in active.select_related("compute_resource__profile").only(
-            "state", "stop_reason", "claimed_at", "compute_resource__profile__stop_grace_s"
+            "state", "kind", "stop_reason", "claimed_at", "compute_resource__profile__stop_grace_s"
         )
     }
+    if sessions:
+        record_samples(worker, sessions, held.keys(), now)
     reported = set(tasks)
     commands = [_stop_command(t) for t in held.values() if t.state == Task.State.STOPPING]
     grace = settings.WORKER_STOP_GRACE_S
@@ -262,19 +276,25 @@ def heartbeat(
 @dataclass(frozen=True)
 class Claimed:
     """A task as a worker gets it: with its GPU slots (claims by slot), the labels it puts on the
-    work and its runtime (``apps.pools.runtime``)."""
+    work, its runtime (``apps.pools.runtime``) and a session's block (``apps.sessions.selectors``)."""
 
     task: Task
     slots: list[int]
     labels: dict
     runtime: dict
+    session: dict | None = None
 
 
-def claimed(tasks: list[Task], slots: list[list[int]] | None = None) -> list[Claimed]:
-    """The tasks, loaded with ``apps.pools.runtime.RELATED``, as a worker gets them."""
+def claimed(tasks: list[Task], slots: list[list[int]] | None = None, blocks=None) -> list[Claimed]:
+    """The tasks, loaded with ``apps.pools.runtime.RELATED``, as a worker gets them; ``blocks``:
+    their session blocks if already read."""
     details = run_details(tasks)
+    blocks = claim_blocks(tasks) if blocks is None else blocks
     slots = slots or [[] for _ in tasks]
-    return [Claimed(t, s, *details[t.pk]) for t, s in zip(tasks, slots, strict=True)]
+    return [Claimed(t, s, *details[t.pk], blocks.get(t.pk)) for t, s in zip(tasks, slots, strict=True)]
+
+
+SESSION_GONE = "its session record was deleted, so its server cannot be started; start a new session"
 
 
 @transaction.atomic
@@ -300,7 +320,10 @@ def claim(
     says which tasks the worker still runs.
 
     A multi-node task (``nodes`` > 1) goes only to a worker that says it runs them (``multi_node``)
-    and claims a plain total: it takes GPUs x nodes of ``free_gpus``; a claim by slots skips it."""
+    and claims a plain total: it takes GPUs x nodes of ``free_gpus``; a claim by slots skips it.
+
+    A session task is never handed out without its session block: one whose session row is gone
+    fails at once with that reason (its display command is not a server to run)."""
     locked = Worker.objects.select_for_update().filter(pk=worker.pk).order_by("pk")
     state = locked.values_list("state", flat=True).first()
     if state != Worker.State.ACTIVE:
@@ -321,7 +344,12 @@ def claim(
     picked: list[Task] = []
     slots: list[list[int]] = []
     left = largest
-    for task in candidates[: 2 * max_tasks + CLAIM_SCAN_MARGIN]:
+    scanned = list(candidates[: 2 * max_tasks + CLAIM_SCAN_MARGIN])
+    blocks = claim_blocks(scanned)
+    for task in scanned:
+        if task.kind == Task.Kind.SESSION and task.pk not in blocks:
+            lifecycle.start_failed(task, error=SESSION_GONE, at=now, attempts=1, worker=worker.hostname)
+            continue
         size = gpu_slots.milli(task.gpus)
         if free is not None:
             chosen = gpu_slots.fit(free, size)
@@ -339,7 +367,7 @@ def claim(
     # ``now`` was taken as the request began, maybe before a pass committed the placement it takes
     now = max([now, *(task.placed_at for task in picked)])
     lifecycle.claim_many(worker, picked, now, slots)
-    return claimed(picked, slots)
+    return claimed(picked, slots, blocks)
 
 
 def _clamp(at: datetime | None, task: Task, now: datetime) -> datetime:
@@ -393,7 +421,8 @@ def report_exited(worker: Worker, task_id: int, *, exit_code: int, at=None, log_
     if not _is_held(worker, task):
         return task
     at = _clamp(at, task, now)
-    if task.state == Task.State.STOPPING and exit_code != 0:
+    # A session's server exits 0 on the SIGTERM of its stop: that is the stop, not a finished run.
+    if task.state == Task.State.STOPPING and (exit_code != 0 or task.kind == Task.Kind.SESSION):
         lifecycle.stopped_many([task], at)
         return task
     return lifecycle.finish(task, exit_code=exit_code, at=at)

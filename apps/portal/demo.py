@@ -19,7 +19,7 @@ from apps.policies.models import ComputeResource, Profile, ResourcePolicy
 from apps.pools import services as pools
 from apps.pools.models import GpuType, Pool
 from apps.pricing import services as pricing
-from apps.pricing.models import Price
+from apps.pricing.models import NodePrice, Price
 
 DEMO_PASSWORD_ENV = "KLIQUE_DEMO_PASSWORD"
 DEFAULT_DEMO_PASSWORD = "klique-demo-2026"
@@ -262,6 +262,7 @@ def seed(password: str | None = None) -> dict[str, int]:
                 currency="EUR",
                 via="system",
             )
+    seed_node_prices()
 
     for demo in DEMO_USERS:
         user = User.objects.filter(username=demo.username).first()
@@ -277,6 +278,28 @@ def seed(password: str | None = None) -> dict[str, int]:
             created["users"] += 1
         accounts.add_membership(user=user, group=groups[demo.group], role=demo.role)
     return created
+
+
+# Demo figures per node-hour (EUR) of the cloud pool's instance type, not any provider's list price.
+NODE_PRICES = [("spot", "9.50"), ("on-demand", "27.20")]
+
+
+def seed_node_prices() -> None:
+    """Price the demo cloud pool's instance type per node-hour, spot and on demand, once."""
+    name = CLOUD_INSTANCE_TYPE[0]
+    for market, amount in NODE_PRICES:
+        kept = NodePrice.objects.filter(
+            instance_type=name, market=market, currency="EUR", effective_from=PRICES_FROM
+        )
+        if not kept.exists():
+            pricing.create_node_price(
+                instance_type=name,
+                market=market,
+                per_node_hour=Decimal(amount),
+                effective_from=PRICES_FROM,
+                currency="EUR",
+                via="system",
+            )
 
 
 def autoscaled(pool: Pool) -> CloudPool:

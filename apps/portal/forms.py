@@ -2,7 +2,8 @@
 
 from django import forms
 
-from apps.accounts.models import Project, User
+from apps.accounts.models import Group, Project, User
+from apps.cloud.models import CAP_KINDS
 from apps.core.fields import GpuAmountFormField, PlainDecimalFormField, PlainIntegerFormField
 from apps.policies.models import ResourcePolicy
 from apps.tasks.limits import MAX_COMMAND_CHARS, MAX_NODES
@@ -105,3 +106,17 @@ class PriorityForm(forms.ModelForm):
         model = Project
         fields = ["priority"]
         field_classes = {"priority": PlainIntegerFormField}
+
+
+class CloudCapForm(forms.Form):
+    """Set the monthly cloud spend cap of the organisation or a business unit."""
+
+    group = forms.ModelChoiceField(
+        label="Scope",
+        queryset=Group.objects.filter(kind__in=CAP_KINDS).order_by("kind", "name"),
+        help_text="The organisation (all cloud spend) or a business unit (its groups' cloud spend).",
+    )
+    amount = PlainDecimalFormField(
+        label="Monthly amount", max_digits=12, decimal_places=4, help_text="More than 0."
+    )
+    currency = forms.CharField(label="Currency", max_length=3, initial="EUR", help_text="ISO 4217, e.g. EUR.")

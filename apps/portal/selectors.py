@@ -21,6 +21,7 @@ from apps.accounts.selectors import (
     subtree_ids,
 )
 from apps.cloud import selectors as cloud_selectors
+from apps.cloud.caps import CapStatus, cap_statuses
 from apps.core.gpus import GPU_DECIMAL_PLACES, GPU_MAX_DIGITS
 from apps.engine.models import EngineSwitch, PassRecord
 from apps.ledger.budgets import BudgetStatus, budget_status
@@ -43,6 +44,11 @@ def may_see_leadership(user: User) -> bool:
 
 def may_see_it(user: User) -> bool:
     return has_role(user, Role.IT_ADMIN)
+
+
+def may_set_cloud_caps(user: User) -> bool:
+    """Leadership decides how much cloud spend is acceptable; IT sets caps in the admin."""
+    return has_role(user, Role.LEADERSHIP)
 
 
 def may_see_finance(user: User) -> bool:
@@ -307,6 +313,11 @@ def passes():
 
 def cloud_nodes():
     return cloud_selectors.nodes()
+
+
+def cloud_caps(now: datetime) -> list[CapStatus]:
+    """Each cloud spend cap against this month's cloud spend."""
+    return cap_statuses(now)
 
 
 def events():

@@ -44,6 +44,21 @@ def run_out(status) -> str:
     return when(status.projected_run_out) if status.runs_out_in_period else status.run_out_text()
 
 
+def money(amount, currency: str) -> str:
+    """An amount of money with two decimals and its currency."""
+    return f"{Decimal(amount).quantize(Decimal('0.01'))} {currency}"
+
+
+def cap_status(status) -> str:
+    """A cloud spend cap in words: reached (no new cloud node for its scope until the reset) or not."""
+    if status.reached:
+        return f"cap reached until {when(status.resets_at)}"
+    if status.unpriced_node_hours:
+        unpriced = f"{hours(status.unpriced_node_hours)} node-hours without a price in {status.currency}"
+        return f"within cap ({unpriced} not counted)"
+    return "within cap"
+
+
 class GpuColumn(tables.Column):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, attrs=NUM, **kwargs)
@@ -243,7 +258,7 @@ class CloudNodeTable(tables.Table):
 
     pool = tables.Column(verbose_name="Pool", accessor="cloud_pool__pool__name")
     name = tables.Column(verbose_name="Node")
-    instance_type = tables.Column(verbose_name="Type", accessor="instance_type__name")
+    instance_type = tables.Column(verbose_name="Type", accessor="instance_type_name")
     market = tables.Column(verbose_name="Market", accessor="get_market_display", order_by="market")
     state = tables.Column(verbose_name="State", accessor="get_state_display", order_by="state")
     launched_at = tables.DateTimeColumn(format="Y-m-d H:i:s", verbose_name="Launched (UTC)", default="—")
@@ -395,3 +410,45 @@ class ProjectTable(tables.Table):
     class Meta(Grid):
         prefix = "projects-"
         empty_text = "No projects in this group."
+
+
+# Leadership.
+
+
+class CloudCapTable(tables.Table):
+    """Leadership's cloud spend caps against this month's cloud spend."""
+
+    scope = tables.Column(verbose_name="Scope")
+    group = tables.Column(verbose_name="Group")
+    amount = tables.Column(verbose_name="Cap a month", attrs=NUM)
+    spent = tables.Column(verbose_name="Spent this month", attrs=NUM)
+    share = tables.Column(verbose_name="Spent %", attrs=NUM, empty_values=())
+    status = tables.Column(verbose_name="Status", accessor="reached", orderable=False)
+    resets_at = WhenColumn(verbose_name="Resets")
+    actions = actions_column("portal/_cap_actions.html")
+
+    class Meta(Grid):
+        prefix = "caps-"
+        empty_text = "No cloud spend cap: cloud pools grow up to their types' maximum."
+
+    def render_amount(self, value, record):
+        return money(value, record.currency)
+
+    def value_amount(self, value):
+        return value
+
+    def render_spent(self, value, record):
+        return money(value, record.currency)
+
+    def value_spent(self, value):
+        return value
+
+    def render_share(self, value):
+        return "—" if value is None else f"{value * 100:.0f}"
+
+    def render_status(self, record):
+        text = cap_status(record)
+        return format_html('<span class="badge over">{}</span>', text) if record.reached else text
+
+    def value_status(self, record):
+        return cap_status(record)

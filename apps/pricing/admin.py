@@ -5,7 +5,7 @@ from django.contrib import admin
 
 from apps.core.fields import PLAIN_NUMBERS
 from apps.pricing import selectors, services
-from apps.pricing.models import Price, PriceChange
+from apps.pricing.models import NodePrice, Price, PriceChange
 
 VIA = PriceChange.Via.ADMIN
 
@@ -42,10 +42,54 @@ class PriceAdmin(admin.ModelAdmin):
             services.delete_price(price, actor=request.user, via=VIA)
 
 
+@admin.register(NodePrice)
+class NodePriceAdmin(admin.ModelAdmin):
+    """Cloud node prices per node-hour, per instance type (the provider's name) and market."""
+
+    formfield_overrides = PLAIN_NUMBERS
+    list_display = ["instance_type", "market", "per_node_hour", "currency", "effective_from"]
+    list_filter = ["market", "currency"]
+    search_fields = ["instance_type"]
+    date_hierarchy = "effective_from"
+
+    def _may_edit(self, request) -> bool:
+        return selectors.may_edit_prices(request.user)
+
+    def has_add_permission(self, request):
+        return self._may_edit(request) and super().has_add_permission(request)
+
+    def has_change_permission(self, request, obj=None):
+        return self._may_edit(request) and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request, obj=None):
+        return self._may_edit(request) and super().has_delete_permission(request, obj)
+
+    def save_model(self, request, obj, form, change):
+        services.save_node_price(obj, actor=request.user, via=VIA)
+
+    def delete_model(self, request, obj):
+        services.delete_node_price(obj, actor=request.user, via=VIA)
+
+    def delete_queryset(self, request, queryset):
+        for price in queryset:
+            services.delete_node_price(price, actor=request.user, via=VIA)
+
+
 @admin.register(PriceChange)
 class PriceChangeAdmin(admin.ModelAdmin):
-    list_display = ["at", "action", "gpu_type", "currency", "before", "after", "actor", "via"]
-    list_filter = ["action", "via", "gpu_type", "currency"]
+    list_display = [
+        "at",
+        "action",
+        "gpu_type",
+        "instance_type",
+        "market",
+        "currency",
+        "before",
+        "after",
+        "actor",
+        "via",
+    ]
+    list_filter = ["action", "via", "gpu_type", "market", "currency"]
     date_hierarchy = "at"
     list_select_related = ["gpu_type", "actor"]
 

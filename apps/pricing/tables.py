@@ -1,6 +1,6 @@
 import django_tables2 as tables
 
-from apps.pricing.models import Price, PriceChange
+from apps.pricing.models import NodePrice, Price, PriceChange
 
 NUMBER_ATTRS = {"td": {"class": "num"}, "th": {"class": "num"}}
 
@@ -20,16 +20,42 @@ class PriceTable(tables.Table):
         empty_text = "No prices yet: usage has no cost until a price is set."
 
 
+class NodePriceTable(tables.Table):
+    per_node_hour = tables.Column(attrs=NUMBER_ATTRS)
+    effective_from = tables.DateColumn(format="Y-m-d", verbose_name="Effective from (00:00 UTC)")
+    actions = tables.TemplateColumn(
+        template_name="pricing/node_price_actions.html", verbose_name="", orderable=False
+    )
+
+    class Meta:
+        model = NodePrice
+        fields = ["instance_type", "market", "currency", "per_node_hour", "effective_from"]
+        attrs = {"class": "grid"}
+        empty_text = "No node prices yet: cloud nodes have no cost until a price is set."
+
+
 class PriceChangeTable(tables.Table):
     at = tables.DateTimeColumn(format="Y-m-d H:i:s", verbose_name="At (UTC)")
     gpu_type = tables.Column(verbose_name="GPU type", order_by="gpu_type__name")
+    instance_type = tables.Column(verbose_name="Instance type")
     actor = tables.Column(verbose_name="By", default="(system)")
     before = tables.Column(orderable=False)
     after = tables.Column(orderable=False)
 
     class Meta:
         model = PriceChange
-        fields = ["at", "action", "gpu_type", "currency", "before", "after", "actor", "via"]
+        fields = [
+            "at",
+            "action",
+            "gpu_type",
+            "instance_type",
+            "market",
+            "currency",
+            "before",
+            "after",
+            "actor",
+            "via",
+        ]
         attrs = {"class": "grid"}
         empty_text = "No price changes yet."
 
@@ -43,4 +69,5 @@ class PriceChangeTable(tables.Table):
 def _describe(values: dict) -> str:
     if not values:
         return "—"
-    return f"{values['per_gpu_hour']} {values['currency']} from {values['effective_from']}"
+    amount = values.get("per_gpu_hour") or values.get("per_node_hour")
+    return f"{amount} {values['currency']} from {values['effective_from']}"

@@ -68,8 +68,21 @@ class Task(models.Model):
         UNCLAIMED = "unclaimed", "Not claimed in time"
         RELEASED = "released", "Released by the pool (e.g. requeued by Slurm)"
         START_FAILED = "start_failed", "Its worker could not start it"
+        IDLE = "idle", "Stopped by a session idle limit"
+        CLOUD_CAP = "cloud_cap", "Back to its queue: a cloud spend cap was reached before a node took it"
+
+    class Kind(models.TextChoices):
+        BATCH = "batch", "Batch"
+        SESSION = "session", "Session"
 
     name = models.CharField(max_length=200, blank=True)
+    kind = models.CharField(
+        max_length=10,
+        choices=Kind.choices,
+        default=Kind.BATCH,
+        help_text="batch: a command that runs to its end; session: an interactive server (a notebook, "
+        "an IDE) stopped by its idle limits and never requeued (apps.sessions).",
+    )
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="tasks")
     project = models.ForeignKey(
         "accounts.Project", null=True, blank=True, on_delete=models.PROTECT, related_name="tasks"
@@ -182,6 +195,8 @@ class TaskEvent(models.Model):
         FAILED = "failed", "Failed"
         CANCEL_REQUESTED = "cancel_requested", "Cancel requested"
         CANCELED = "canceled", "Canceled"
+        STOP_REQUESTED = "stop_requested", "Stop requested (session idle limit)"
+        ENDED = "ended", "Session ended"
         VERDICT = "verdict", "Why waiting changed"
 
     task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="events")

@@ -90,7 +90,10 @@ def submit(
     checkpoint: bool = False,
     spec: dict | None = None,
     channel: str = Channel.API,
+    kind: str = Task.Kind.BATCH,
 ) -> Task:
+    """Submit a task. A session (``kind="session"``) is started through ``apps.sessions.services``,
+    which calls this and adds its session row in the same transaction."""
     if not compute_resource.enabled:
         raise ValidationError(
             {"compute_resource": f"Compute resource {compute_resource} accepts no new tasks."}
@@ -117,6 +120,7 @@ def submit(
         checkpoint=checkpoint,
         spec=spec or {},
         channel=channel,
+        kind=kind,
     )
     task.queue_seq = task.pk
     task.save(update_fields=["queue_seq"])
@@ -125,7 +129,12 @@ def submit(
         at=timezone.now(),
         kind=TaskEvent.Kind.SUBMITTED,
         actor=user,
-        detail={"channel": channel, "gpus": str(size), **({"nodes": nodes} if nodes > 1 else {})},
+        detail={
+            "channel": channel,
+            "gpus": str(size),
+            **({"nodes": nodes} if nodes > 1 else {}),
+            **({"kind": kind} if kind != Task.Kind.BATCH else {}),
+        },
     )
     return task
 
@@ -136,6 +145,10 @@ def submit(
 #   queued --place--> placed --claim--> running --finish--> succeeded | failed
 #   placed | running --request_stop--> stopping --stopped--> queued (requeued) | canceled
 #   a stop of a task no worker has claimed takes effect at once.
+#   A session is never requeued: whatever stopped it (idle, reclaim, budget, a lost worker), it
+#   ends ``canceled`` with its stop reason kept, and its owner may start another.
+
+NOT_PREEMPTIONS = (Task.StopReason.CANCELED, Task.StopReason.IDLE)
 
 LIFECYCLE_FIELDS = [
     "state",
@@ -207,15 +220,16 @@ def place_many(placements, at) -> None:
 
 
 @transaction.atomic
-def request_stop_many(tasks, reason: str, at, *, actor=None) -> None:
-    """Ask for the work of placed or running tasks to stop (a preemption or a cancel).
+def request_stop_many(tasks, reason: str, at, *, actor=None, detail=None) -> None:
+    """Ask for the work of placed or running tasks to stop (a preemption, a cancel, or a session's
+    idle limit: ``detail`` names the limit on the event).
 
     A task that no worker has claimed holds no GPUs yet, so its stop takes effect at once;
     the others wait in ``stopping`` until their worker reports that the work has stopped.
     """
     if not tasks:
         return
-    preempting = reason != Task.StopReason.CANCELED
+    preempting = reason not in NOT_PREEMPTIONS
     for task in tasks:
         if task.state not in (Task.State.PLACED, Task.State.RUNNING):
             raise ValueError(f"task {task.pk} is {task.state}, not placed or running")
@@ -226,28 +240,36 @@ def request_stop_many(tasks, reason: str, at, *, actor=None) -> None:
         task.state = Task.State.STOPPING
     counted = {"preemption_count": F("preemption_count") + 1, "last_preemption_reason": reason}
     _update(tasks, state=Task.State.STOPPING, stop_reason=reason, **(counted if preempting else {}))
-    kind = TaskEvent.Kind.PREEMPTED if preempting else TaskEvent.Kind.CANCEL_REQUESTED
-    _events(tasks, kind, at, reason=reason, actor=actor)
+    if preempting:
+        kind = TaskEvent.Kind.PREEMPTED
+    elif reason == Task.StopReason.IDLE:
+        kind = TaskEvent.Kind.STOP_REQUESTED
+    else:
+        kind = TaskEvent.Kind.CANCEL_REQUESTED
+    _events(tasks, kind, at, reason=reason, actor=actor, detail=detail)
     stopped_many([t for t in tasks if t.worker_id is None], at)
 
 
 @transaction.atomic
 def stopped_many(tasks, at, *, ended_at=None) -> None:
     """The work of stopping tasks has really stopped: close their intervals (at ``ended_at`` if
-    given, else ``at``) and requeue them in their old place, or mark them canceled."""
+    given, else ``at``) and requeue them in their old place, or mark them canceled. A session is
+    never requeued: it ends (``canceled``, its stop reason kept)."""
     if not tasks:
         return
     ledger.close_intervals([t.pk for t in tasks], ended_at or at)
     canceled = [t for t in tasks if t.stop_reason == Task.StopReason.CANCELED]
-    requeued = [t for t in tasks if t.stop_reason != Task.StopReason.CANCELED]
-    for task in canceled:
+    ended = [t for t in tasks if t.kind == Task.Kind.SESSION and t not in canceled]
+    requeued = [t for t in tasks if t not in canceled and t not in ended]
+    for task in canceled + ended:
         task.state, task.ended_at = Task.State.CANCELED, at
     _events(canceled, TaskEvent.Kind.CANCELED, at)
+    _events(ended, TaskEvent.Kind.ENDED, at, reason=None)
     _events(requeued, TaskEvent.Kind.REQUEUED, at, reason=None)
     for task in requeued:
         task.state, task.pool, task.worker, task.stop_reason = Task.State.QUEUED, None, None, ""
         task.placed_at = task.claimed_at = task.started_at = None
-    _update(canceled, state=Task.State.CANCELED, ended_at=at)
+    _update(canceled + ended, state=Task.State.CANCELED, ended_at=at)
     _update(
         requeued,
         state=Task.State.QUEUED,
@@ -321,14 +343,15 @@ def start_failed(task: Task, *, error: str, at, attempts: int, worker: str = "")
     """The task's worker could not start its work (the OS refused to run the command, sbatch
     refused the job). It goes back to the front of its queue (reason ``start_failed``) for another
     try, on any worker of its pools, until its work has failed to start ``attempts`` times: then it
-    ends ``failed`` with the error as its ``failure``. A task being canceled ends canceled."""
+    ends ``failed`` with the error as its ``failure``. A task being canceled ends canceled. A
+    session is never requeued, so it ends ``failed`` at its first failure."""
     if task.state not in Task.ACTIVE_STATES:
         raise ValueError(f"task {task.pk} is {task.state}, not active")
     _events([task], TaskEvent.Kind.START_FAILED, at, detail={"error": error, "worker": worker})
     failures = task.events.filter(kind=TaskEvent.Kind.START_FAILED).count()
     if task.stop_reason == Task.StopReason.CANCELED and task.state == Task.State.STOPPING:
         stopped_many([task], at)
-    elif failures < attempts:
+    elif failures < attempts and task.kind != Task.Kind.SESSION:
         requeue_lost([task], Task.StopReason.START_FAILED, at, ended_at=at)
     else:
         ledger.close_intervals([task.pk], at)
@@ -353,6 +376,7 @@ def claim_many(worker, tasks, at, slots=None) -> None:
     if not tasks:
         return
     Task.objects.bulk_update(tasks, ["worker", "claimed_at", "slots"])
+    ledger.claim_intervals([task.pk for task in tasks], worker)
     _events(tasks, TaskEvent.Kind.CLAIMED, at, detail={"worker": worker.hostname, "worker_id": worker.pk})
 
 

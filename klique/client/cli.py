@@ -19,6 +19,8 @@ import getpass
 import json
 import re
 import sys
+import time
+import webbrowser
 from decimal import Decimal
 
 from klique.client import config
@@ -55,6 +57,7 @@ REASONS = {
     "worker_lost": "its worker was lost",
     "unclaimed": "no worker claimed it in time",
     "canceled": "canceled",
+    "idle": "stopped by its idle limits",
 }
 
 
@@ -258,14 +261,14 @@ def cmd_status(args, client: Client) -> int:
     return OK
 
 
-def cmd_cancel(args, client: Client) -> int:
-    task = client.cancel(args.id)
-    show(
-        args,
-        task,
-        f"task {task.id}: {describe(task) if task.done else 'cancel requested, ' + describe(task)}",
-    )
+def stopped(args, task: Task, noun: str, asked: str) -> int:
+    """Show a task that was canceled or stopped: ended, or ``asked`` while its work stops."""
+    show(args, task, f"{noun} {task.id}: {describe(task) if task.done else f'{asked}, {describe(task)}'}")
     return OK
+
+
+def cmd_cancel(args, client: Client) -> int:
+    return stopped(args, client.cancel(args.id), "task", "cancel requested")
 
 
 def cmd_usage(args, client: Client) -> int:
@@ -370,6 +373,75 @@ def cmd_schedule_rm(args, client: Client) -> int:
     return OK
 
 
+def session_state(task: Task) -> str:
+    session = task.session
+    if task.state == "running" and session is not None:
+        return "ready" if session.ready else "starting"
+    if task.done and task.stop_reason and task.stop_reason != "canceled":
+        why = REASONS.get(task.stop_reason, task.stop_reason)
+        limit = f" ({session.stopped_by})" if session is not None and session.stopped_by else ""
+        return f"ended: {why}{limit}"
+    return task.state
+
+
+def cmd_session_start(args, client: Client) -> int:
+    task = client.start_session(
+        args.resource, kind=args.kind, gpus=args.gpus, project=args.project, name=args.name
+    )
+    show(
+        args,
+        task,
+        f"Started session {task.id} ({task.session.kind if task.session else 'session'}) on "
+        f"{task.compute_resource}: {describe(task)}. "
+        f"`klique session open {task.id}` gives its link once ready.",
+    )
+    return OK
+
+
+def cmd_session_ls(args, client: Client) -> int:
+    sessions = client.sessions(limit=args.limit)
+    rows = [
+        [
+            t.id,
+            t.session.kind if t.session else "-",
+            session_state(t),
+            t.compute_resource,
+            amount(t.gpus),
+            t.session.url if t.session else None,
+            when(t.submitted_at),
+        ]
+        for t in sessions
+    ]
+    headers = ["ID", "KIND", "STATE", "RESOURCE", "GPUS", "URL", "STARTED"]
+    show(args, sessions, table(headers, rows) if rows else "No sessions.")
+    return OK
+
+
+def cmd_session_open(args, client: Client) -> int:
+    deadline = time.monotonic() + (args.timeout or 0)
+    task = client.session(args.id)
+    while not (task.session and task.session.ready) and not task.done and time.monotonic() < deadline:
+        time.sleep(args.poll)
+        task = client.session(args.id)
+    session = task.session
+    if task.done or session is None or not session.ready:
+        print(f"klique: session {task.id} is not ready: {session_state(task)}", file=sys.stderr)
+        return TIMED_OUT if args.timeout and not task.done else FAILED
+    if args.browser and session.open_url:
+        webbrowser.open(session.open_url)
+    show(
+        args,
+        session,
+        f"URL    {session.url}\nToken  {session.token or '(only its owner sees the token)'}\n"
+        f"Open   {session.open_url or session.url}",
+    )
+    return OK
+
+
+def cmd_session_stop(args, client: Client) -> int:
+    return stopped(args, client.stop_session(args.id), "session", "stop requested")
+
+
 def cmd_mcp(args) -> int:
     try:
         from klique.client.mcp_server import serve
@@ -457,6 +529,25 @@ def parser() -> argparse.ArgumentParser:
         ("rm", cmd_schedule_rm),
     ]:
         command(name, handler, f"{name} a schedule", schedules).add_argument("id", type=int)
+    session = commands.add_parser("session", help="notebook and IDE sessions on GPUs")
+    sessions = session.add_subparsers(dest="session_command", required=True, metavar="ACTION")
+    start = command("start", cmd_session_start, "start a session on a compute resource", sessions)
+    start.add_argument("resource", metavar="RESOURCE", help="compute resource name (see `klique resources`)")
+    start.add_argument("--kind", help="the session kind (default: the first Jupyter kind offered)")
+    start.add_argument("--gpus", help="GPUs, for a profile that takes the size from the task")
+    start.add_argument("--project", help="a project of the compute resource's group")
+    start.add_argument("--name", default="", help="a name for the session")
+    command("ls", cmd_session_ls, "your sessions, newest first", sessions).add_argument(
+        "--limit", type=int, default=50
+    )
+    opener = command("open", cmd_session_open, "print a session's URL and token", sessions)
+    opener.add_argument("id", type=int)
+    opener.add_argument("--browser", action="store_true", help="open the link in your web browser")
+    opener.add_argument("--timeout", type=float, help="wait up to this many seconds for it to be ready")
+    opener.add_argument("--poll", type=float, default=2.0, help="with --timeout: seconds between checks")
+    command("stop", cmd_session_stop, "stop a session: its GPUs go back to the pool", sessions).add_argument(
+        "id", type=int
+    )
     command("mcp", cmd_mcp, "run the MCP server over stdio for an agent, acting with your token")
     return root
 

@@ -20,7 +20,9 @@ INSTRUCTIONS = (
     "Klique allocates GPUs. List the compute resources the user may submit to, submit a task to one, "
     "then read the task back: while it waits, queue_position is its place in line and verdict.message "
     "says why it waits. preemptions tells when it was requeued and why. Usage shows the user's groups' "
-    "GPUs in use and time budgets (used, left, burn rate, projected run-out, reset)."
+    "GPUs in use and time budgets (used, left, burn rate, projected run-out, reset). A session (a "
+    "notebook or IDE server on GPUs) is started with start_session; get_session gives its link once "
+    "ready; it stops by itself when idle past its limits."
 )
 TaskId = Annotated[int, Field(gt=0, description="The task's id.")]
 States = Literal["queued", "placed", "running", "stopping", "succeeded", "failed", "canceled"]
@@ -104,6 +106,49 @@ def build_server(client: Client) -> MCPServer:
         """Cancel a task: at once while it waits, after its work stops when it runs."""
         with tool_errors():
             return as_json(client.cancel(task_id))
+
+    @server.tool()
+    def list_session_kinds() -> dict[str, Any]:
+        """The session kinds IT offers (a Jupyter server, an IDE listening on a port, ...)."""
+        with tool_errors():
+            return {"session_kinds": as_json(client.session_kinds())}
+
+    @server.tool()
+    def start_session(
+        compute_resource: Annotated[str, Field(min_length=1, max_length=120, description="Its name.")],
+        kind: Annotated[
+            str | None, Field(max_length=80, description="A session kind; left out: the first Jupyter kind.")
+        ] = None,
+        gpus: Annotated[
+            str | None,
+            Field(pattern=r"^\d{1,7}(\.\d{1,3})?$", description="GPUs, only for a resource sized per task."),
+        ] = None,
+        project: Annotated[str | None, Field(max_length=120, description="A project of the group.")] = None,
+        name: Annotated[str, Field(max_length=200)] = "",
+    ) -> dict[str, Any]:
+        """Start a session as the user: a task of kind session, placed and charged like any task."""
+        with tool_errors():
+            return as_json(
+                client.start_session(compute_resource, kind=kind, gpus=gpus, project=project, name=name)
+            )
+
+    @server.tool()
+    def get_session(task_id: TaskId) -> dict[str, Any]:
+        """A session: its state, and once ready its URL and token (open_url carries both)."""
+        with tool_errors():
+            return as_json(client.session(task_id))
+
+    @server.tool()
+    def list_sessions(limit: Annotated[int, Field(ge=1, le=200)] = 20) -> dict[str, Any]:
+        """The user's newest sessions."""
+        with tool_errors():
+            return {"sessions": as_json(client.sessions(limit=limit))}
+
+    @server.tool()
+    def stop_session(task_id: TaskId) -> dict[str, Any]:
+        """Stop a session; its GPUs go back to the pool."""
+        with tool_errors():
+            return as_json(client.stop_session(task_id))
 
     @server.tool()
     def my_usage_and_budgets() -> dict[str, Any]:

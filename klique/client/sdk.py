@@ -134,6 +134,34 @@ class Preemption:
 
 
 @dataclass(frozen=True)
+class Session:
+    """A session's side of a task of kind ``session``: where it answers once ready, and its token
+    (only for its owner). ``open_url`` is the URL with the token."""
+
+    kind: str
+    type: str
+    ready: bool
+    url: str | None
+    token: str | None
+    open_url: str | None
+    cpu_percent: float | None = None
+    gpu_util: float | None = None
+    net_bytes: int | None = None
+    connections: int | None = None
+    last_activity: datetime | None = None
+    sampled_at: datetime | None = None
+    stopped_by: str | None = None
+
+
+@dataclass(frozen=True)
+class SessionKind:
+    id: int
+    name: str
+    type: str
+    description: str
+
+
+@dataclass(frozen=True)
 class Task:
     id: int
     name: str
@@ -162,6 +190,8 @@ class Task:
     spec: dict = dataclasses.field(default_factory=dict)
     failure: str = ""
     nodes: int = 1
+    kind: str = "batch"
+    session: Session | None = None
 
     @property
     def counted_gpus(self) -> Decimal:
@@ -180,7 +210,10 @@ class Task:
             details = {k: v for k, v in raw.items() if k not in ("rule", "message")}
             verdict = Verdict(raw.get("rule", ""), raw.get("message", ""), details)
         preemptions = tuple(_build(Preemption, p) for p in data.get("preemptions", ()))
-        return _build(cls, {**data, "verdict": None}, verdict=verdict, preemptions=preemptions)
+        session = _build(Session, data["session"]) if data.get("session") else None
+        return _build(
+            cls, {**data, "verdict": None}, verdict=verdict, preemptions=preemptions, session=session
+        )
 
 
 @dataclass(frozen=True)
@@ -489,6 +522,58 @@ class Client:
             if deadline is not None and time.monotonic() >= deadline:
                 raise WaitTimeout(f"Task {task_id} is still {task.state} after {timeout:g} s.")
             time.sleep(poll)
+
+    def session_kinds(self) -> list[SessionKind]:
+        """The session kinds IT offers (Jupyter, an IDE on a port, ...)."""
+        return [_build(SessionKind, k) for k in self._request("GET", "session-kinds/")]
+
+    def start_session(
+        self,
+        compute_resource: str,
+        *,
+        kind: str | None = None,
+        gpus: Decimal | str | int | None = None,
+        project: str | None = None,
+        name: str = "",
+    ) -> Task:
+        """Start a session (a task of kind ``session``) of the session kind ``kind`` (default: the
+        first Jupyter kind offered). It waits, is placed and charged like any task; once its server
+        answers, ``session(id).session.open_url`` is the link with its token."""
+        body = {
+            "kind": "session",
+            "compute_resource": compute_resource,
+            "session_kind": kind,
+            "gpus": None if gpus is None else str(gpus),
+            "project": project,
+            "name": name,
+        }
+        return Task.from_api(self._request("POST", "tasks/", json=body))
+
+    def sessions(self, *, state: str | Sequence[str] | None = None, limit: int = 50) -> list[Task]:
+        """Your sessions, newest first."""
+        params: dict[str, Any] = {"limit": limit, "kind": "session", "mine": "true"}
+        if state:
+            params["state"] = [state] if isinstance(state, str) else list(state)
+        page = self._request("GET", "tasks/", params=params)
+        rows = list(page["results"])
+        while page["next"] and len(rows) < limit:
+            page = self._request("GET", page["next"])
+            rows.extend(page["results"])
+        return [Task.from_api(t) for t in rows[:limit]]
+
+    def session(self, task_id: int) -> Task:
+        """A session with its URL and, for its owner, its token."""
+        task = self.task(task_id)
+        if task.kind != "session":
+            reason = f"Task {task_id} is a {task.kind} task, not a session."
+            raise InvalidRequest(400, reason, {"id": [reason]})
+        return task
+
+    def stop_session(self, task_id: int) -> Task:
+        """Stop a session (its owner, IT or its group's leads): its GPUs go back to the pool. A task
+        that is not a session is refused (``InvalidRequest``) and left as it is."""
+        self.session(task_id)
+        return self.cancel(task_id)
 
     def usage(self) -> list[Usage]:
         """GPUs in use, GPU-hours and the time budget of each policy of your groups."""

@@ -54,6 +54,7 @@ INSTALLED_APPS = [
     "apps.cloud",
     "apps.policies",
     "apps.tasks",
+    "apps.sessions",
     "apps.engine",
     "apps.ledger",
     "apps.pricing",
@@ -199,6 +200,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Two choice sets share the field name "kind": a task's (batch, session) and its events'.
+    "ENUM_NAME_OVERRIDES": {
+        "TaskKindEnum": "apps.tasks.models.Task.Kind",
+        "TaskEventKindEnum": "apps.tasks.models.TaskEvent.Kind",
+    },
 }
 
 LOGGING = {
@@ -241,8 +247,15 @@ LEDGER_ROLLUP_INTERVAL_S = float(os.environ.get("LEDGER_ROLLUP_INTERVAL_S", "60"
 # Cloud pools (docs/cloud.md): how often the autoscaler passes, the URL its nodes' workers enrol
 # at, and extra KLIQUE_* variables for every node's boot script (e.g. the worker's poll bounds).
 AUTOSCALE_INTERVAL_S = float(os.environ.get("AUTOSCALE_INTERVAL_S", "10"))
+# How long the engine reuses its reading of which cloud spend caps are reached.
+CLOUD_CAP_CHECK_S = float(os.environ.get("CLOUD_CAP_CHECK_S", "30"))
 KLIQUE_PUBLIC_URL = os.environ.get("KLIQUE_PUBLIC_URL", "http://127.0.0.1:8000")
 CLOUD_NODE_ENVIRONMENT: dict[str, str] = {}
+# Sessions (docs/sessions.md): how often the idle limits are checked, how long before an idle stop
+# the owner is warned, and how often a worker samples a session's activity.
+SESSION_CHECK_INTERVAL_S = float(os.environ.get("SESSION_CHECK_INTERVAL_S", "5"))
+SESSION_IDLE_WARNING_S = int(os.environ.get("SESSION_IDLE_WARNING_S", "300"))
+SESSION_SAMPLE_S = float(os.environ.get("SESSION_SAMPLE_S", "10"))
 CELERY_TASK_ROUTES = {"klique.cloud.autoscale": {"queue": "autoscale"}}
 CELERY_BEAT_SCHEDULE: dict[str, dict] = {
     "engine-pass": {
@@ -269,6 +282,11 @@ CELERY_BEAT_SCHEDULE: dict[str, dict] = {
         "task": "klique.cloud.autoscale",
         "schedule": AUTOSCALE_INTERVAL_S,
         "options": {"queue": "autoscale", "expires": AUTOSCALE_INTERVAL_S},
+    },
+    "session-idle": {
+        "task": "klique.sessions.check_idle",
+        "schedule": SESSION_CHECK_INTERVAL_S,
+        "options": {"queue": "sweep", "expires": SESSION_CHECK_INTERVAL_S},
     },
     "ledger-rollup": {
         "task": "klique.ledger.rollup",

@@ -23,6 +23,7 @@ from klique.worker.client import ControlPlane
 from klique.worker.daemon import Daemon, Settings
 from klique.worker.gpus import Nvml
 from klique.worker.runs import env
+from klique.worker.sessions import default_host
 
 log = logging.getLogger("klique.worker")
 
@@ -100,6 +101,13 @@ def parser() -> argparse.ArgumentParser:
         default=env("KLIQUE_WORKER_KEEP_WORK_ON_EXIT", "") not in ("", "0", "false"),
         help="on SIGTERM leave the work running for the next daemon to adopt (Kubernetes, Docker) "
         "instead of stopping it [KLIQUE_WORKER_KEEP_WORK_ON_EXIT]",
+    )
+    p.add_argument(
+        "--session-host",
+        default=env("KLIQUE_SESSION_HOST"),
+        help="the address session servers (Jupyter, IDE servers) bind to and are reached at; 0.0.0.0 "
+        "binds every address and reports the hostname (default: the address this host's name resolves "
+        "to, else 127.0.0.1) [KLIQUE_SESSION_HOST]",
     )
     p.add_argument("--version", action="version", version=f"klique-worker {__version__}")
     for mode in MODES:
@@ -184,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         retry_max_s=args.retry_max,
         tick_s=args.tick,
         keep_work_on_exit=args.keep_work_on_exit,
+        session_host=args.session_host or default_host(socket.gethostname()),
     )
     verify = args.ca_bundle or True
     daemon = Daemon(settings, ControlPlane(args.server, verify=verify), runner, nvml=nvml)

@@ -33,6 +33,10 @@ A task that is no longer this daemon's (``orphaned``: requeued while the daemon 
 stopped and forgotten without a report. If the control plane hands the same task back before
 that run has ended, the new run waits for it: one run of a task at a time, in its folder and its
 checkpoint directory, and no report of the old run lands on the new claim.
+
+A claimed task with a ``session`` object runs a notebook or IDE server (``sessions.Sessions``):
+the daemon builds its command on a free port, reports its URL once it answers and what it measures
+in each heartbeat (``sessions``); the control plane decides when it is idle and stops it as any task.
 """
 
 import logging
@@ -43,6 +47,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
 
+from klique.worker import sessions
 from klique.worker import slots as gpu_slots
 from klique.worker.client import ControlPlane, Refused, Rejected, Unreachable
 from klique.worker.runs import StartFailed
@@ -63,6 +68,7 @@ class Settings:
     max_claim: int = 8
     shutdown_grace_s: float = 30.0
     keep_work_on_exit: bool = False
+    session_host: str = "127.0.0.1"  # where session servers bind (sessions.py)
 
 
 @dataclass
@@ -130,6 +136,7 @@ class Daemon:
         self.free = [gpu_slots.WHOLE] * len(settings.devices)
         self.held: dict[int, Held] = {}
         self.orphans: dict[int, Held] = {}  # runs of tasks no longer ours, until they have ended
+        self.sessions = sessions.Sessions()  # the session servers of held tasks
         self.reports: deque[Report] = deque()
         self.heartbeat_s = 5.0
         self.next_heartbeat = self.next_claim = 0.0
@@ -324,6 +331,8 @@ class Daemon:
                     self.queue(held, "stopped", {"at": utc_now(), "log_tail": ""})
                 else:
                     self.start(held)
+        if self.sessions.watch(self.held, self.runner, now, self.nvml):
+            self.next_heartbeat = now  # a session that has just come up is reported at once
 
     def queue(self, held: Held, what: str, body: dict) -> None:
         self.reports.append(Report(held.task["id"], what, body))
@@ -353,7 +362,18 @@ class Daemon:
         body = {"tasks": sorted(self.held), "gpus": str(len(self.free)), "free_gpus": self.free_gpus()}
         if self.nvml is not None:
             body["gpu_stats"] = self.nvml.stats()
-        answer = self.client.heartbeat(body)
+        running = self.sessions.reports(self.held)
+        if running:
+            body["sessions"] = running
+        try:
+            answer = self.client.heartbeat(body)
+        except Rejected as error:
+            if "sessions" not in body:
+                raise
+            # What a session measured must never keep the daemon from heartbeating.
+            fields = {"error": str(error)}
+            log.error("heartbeat refused; sent again without sessions", extra={"fields": fields})
+            answer = self.client.heartbeat({k: v for k, v in body.items() if k != "sessions"})
         self.recovered()
         self.heartbeat_s = float(answer.get("heartbeat_s", self.heartbeat_s))
         self.next_heartbeat = now + self.heartbeat_s * self.rng.uniform(0.9, 1.1)
@@ -378,6 +398,7 @@ class Daemon:
         """The task is no longer ours: stop its run (if it was being stopped already, within the
         grace it had) and never report it, since a report would land on the task's next claim."""
         held = self.held.pop(task_id)
+        self.sessions.pop(task_id, None)
         log.info("orphaned", extra={"fields": {"task": task_id, "grace_s": grace_s}})
         if held.ended:  # its run is over; what is left to say about it is no longer ours to say
             self.reports = deque(r for r in self.reports if r.task_id != task_id)
@@ -462,7 +483,12 @@ class Daemon:
     def start(self, held: Held) -> None:
         task = held.task
         try:
-            self.runner.start(task, self.devices(held))
+            devices = self.devices(held)
+            if task.get("session") is None:
+                self.runner.start(task, devices)
+            else:
+                host, hostname = self.settings.session_host, self.settings.hostname
+                self.sessions.start(task, devices, self.runner, host=host, hostname=hostname)
             return
         except StartFailed as error:
             failure = error
@@ -565,5 +591,6 @@ class Daemon:
                 self.runner.kill(task_id)
         self.held.clear()
         self.orphans.clear()
+        self.sessions.clear()
         self.reports.clear()
         self.free = [gpu_slots.WHOLE] * len(self.settings.devices)

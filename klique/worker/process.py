@@ -19,6 +19,7 @@ class ProcessRunner:
     mode = "process"
     claims_total = False
     multi_node = False
+    sessions = True  # runs session servers on this host (klique/worker/sessions.py)
 
     def __init__(self, state_dir: Path, checkpoint_root: Path):
         self.state_dir, self.checkpoint_root = state_dir, checkpoint_root
@@ -112,6 +113,11 @@ class ProcessRunner:
 
     def log_tail(self, task_id: int) -> str:
         return tail(self.task_dir(task_id) / "output.log")
+
+    def pid(self, task_id: int) -> int | None:
+        """The task's first process (its process group and session leader), while it runs."""
+        process = self.processes.get(task_id)
+        return process.pid if process is not None and process.poll() is None else None
 
     def _save(self) -> None:
         self.ledger.parent.mkdir(parents=True, exist_ok=True)

@@ -61,6 +61,11 @@ def test_an_agent_lists_tools_submits_and_reads_back_a_task_as_the_user(live_ser
         "list_tasks",
         "cancel_task",
         "my_usage_and_budgets",
+        "list_session_kinds",
+        "start_session",
+        "get_session",
+        "list_sessions",
+        "stop_session",
     }
     assert not submitted.is_error
     assert {r["name"] for r in body(resources)["compute_resources"]} == {

@@ -3,6 +3,7 @@ API, the engine's pass and the autoscaler driven here, a ``klique-worker`` proce
 pool and each cloud node a ``klique-worker`` process that enrols with its single-use token."""
 
 from datetime import timedelta
+from decimal import Decimal
 
 import httpx
 import pytest
@@ -11,12 +12,14 @@ from django.utils import timezone
 from apps.accounts import services as accounts
 from apps.accounts.models import Membership
 from apps.cloud import services as cloud
+from apps.cloud.costs import cloud_spend
 from apps.cloud.models import CloudNode
 from apps.engine import services as engine
 from apps.ledger.models import UsageInterval
 from apps.policies import services as policies
 from apps.pools import services as pools
 from apps.pools.models import EnrolmentToken, Pool, Worker
+from apps.pricing.models import NodePrice
 from apps.tasks.models import Task
 from tests.cloud_pools.conftest import alive, node_pid, process_environment, wait_for
 from tests.factories import GpuTypeFactory, GroupFactory, UserFactory
@@ -41,12 +44,13 @@ def estate(settings, live_server, local_cloud, tmp_path):
     resource = policies.connect(policy=policy, profile=profile, name="vision-1gpu")
     user = UserFactory(username="ada")
     accounts.add_membership(user=user, group=group, role=Membership.Role.MEMBER)
-    api_token = accounts.create_api_token(user=user, name="e2e")[1]
+    api_token = api_token_value = accounts.create_api_token(user=user, name="e2e")[1]
     enrolment = pools.issue_enrolment_token(EnrolmentToken(pool=owned, name="rack"), now=timezone.now())
     owned_worker = live.worker(live_server.url, enrolment, "owned-1", tmp_path)
 
     class Estate:
         server = live_server.url
+        api_token = api_token_value
 
         def __init__(self):
             self.owned, self.cloud_pool, self.resource = owned, cloud_pool, resource
@@ -120,6 +124,27 @@ def test_work_beyond_the_owned_pool_runs_on_a_new_cloud_node_charged_from_placem
     wait_for(lambda: not alive(pid), timeout=30, what="the node's process to end")
     assert CloudNode.objects.count() == 1, "no node was launched beyond what the work needed"
 
+    # Its node-hours are a cost line in the ledger: at 3600 EUR a node-hour, a euro a second.
+    NodePrice.objects.create(
+        instance_type=node.instance_type.name,
+        market="spot",
+        currency="EUR",
+        per_node_hour=Decimal("3600"),
+        effective_from=node.launched_at.date(),
+    )
+    spend = cloud_spend(node.launched_at - timedelta(hours=1), timezone.now(), "EUR")
+    [cost] = spend.nodes
+    life = (node.terminated_at - node.launched_at).total_seconds()
+    assert cost.node == node.name and abs(cost.seconds - Decimal(life)) < Decimal("0.001")
+    assert cost.idle_seconds >= 2, "idle from the task's end to the release, at least the idle timeout"
+    busy = (min(interval.end, node.terminated_at) - node.launched_at).total_seconds()
+    group = estate.resource.policy.group_id
+    assert abs(spend.by_group[group] - Decimal(busy)) <= Decimal("0.01"), (
+        "1 GPU of 1: the task pays the busy part"
+    )
+    assert abs(spend.idle - cost.idle_seconds) <= Decimal("0.01")
+    assert spend.total == spend.idle + spend.attributed + spend.spare
+
 
 def test_a_used_single_use_token_enrols_again_only_from_its_own_host_until_revoked(estate):
     now = timezone.now()
@@ -149,3 +174,72 @@ def test_a_used_single_use_token_enrols_again_only_from_its_own_host_until_revok
         pools.enrol(stale, hostname="node-c", gpus=1, mode="process", now=now)
     pools.revoke_enrolment_token(stale, timezone.now())
     assert enrol("node-a").status_code == 401
+
+
+def test_a_reached_cloud_spend_cap_launches_no_node_and_waiting_work_says_why_until_it_is_raised(
+    estate, settings
+):
+    from datetime import UTC, datetime
+
+    from apps.cloud.caps import month_bounds
+
+    settings.CLOUD_CAP_CHECK_S = 0
+    organisation = GroupFactory(name="Acme", slug="acme", kind="organisation")
+    research = GroupFactory(name="Research", slug="research", kind="business_unit", parent=organisation)
+    estate.resource.policy.group.__class__.objects.filter(pk=estate.resource.policy.group_id).update(
+        parent=research
+    )
+    now = timezone.now()
+    month_start, next_month = month_bounds(now)
+    instance_type = estate.cloud_pool.instance_types.get()
+    for market in ("spot", "on-demand"):
+        NodePrice.objects.create(
+            instance_type=instance_type.name,
+            market=market,
+            currency="EUR",
+            per_node_hour=Decimal("1.00"),
+            effective_from=month_start.date(),
+        )
+    # A node that ran a minute this month, holding nothing: about 0.0167 EUR, all of it idle.
+    CloudNode.objects.create(
+        cloud_pool=estate.cloud_pool,
+        instance_type=instance_type,
+        market="spot",
+        name="burst-earlier",
+        state="terminated",
+        launched_at=max(month_start, now - timedelta(seconds=60)),
+        terminated_at=now,
+        reason="idle for 60 s",
+    )
+    admin = UserFactory(username="cfo")
+    cloud.set_cap(organisation, "0.01", "EUR", actor=admin, via="portal")
+
+    first = estate.submit("sleep 1")
+    second = estate.submit("sleep 1")
+    waiting = drive(
+        lambda: Task.objects.filter(pk=second, verdict__rule="cloud_cap_reached").first(),
+        what="the second task to wait on the cloud spend cap",
+    )
+    assert Task.objects.get(pk=first).pool_id == estate.owned.pk
+    assert waiting.state == Task.State.QUEUED and waiting.pool_id is None
+    assert waiting.verdict["pools"] == ["burst"] and waiting.verdict["group"] == "Acme"
+    assert datetime.fromisoformat(waiting.verdict["reset_at"]) == next_month.astimezone(UTC)
+    assert waiting.verdict["message"].startswith("Cloud spend cap reached for Acme")
+    assert next_month.strftime("%Y-%m-%d 00:00 UTC") in waiting.verdict["message"]
+    seen = httpx.get(
+        f"{estate.server}/api/v1/tasks/{second}/",
+        headers={"Authorization": f"Bearer {estate.api_token}"},
+        timeout=30,
+    ).json()
+    assert seen["verdict"]["rule"] == "cloud_cap_reached"
+    assert cloud.autoscale()["burst"]["demand"] == "0"
+    assert CloudNode.objects.count() == 1, "no node launched past the cap"
+
+    cloud.set_cap(organisation, "1000", "EUR", actor=admin, via="portal")
+    drive(
+        lambda: (
+            Task.objects.filter(pk=second, pool=estate.cloud_pool.pool).exists()
+            and CloudNode.objects.exclude(name="burst-earlier").exists()
+        ),
+        what="the raised cap to let the work onto a new cloud node",
+    )

@@ -460,3 +460,56 @@ def test_borrowing_created_by_lend_is_reclaimed_by_the_next_pass():
     )
     assert [(p.task, p.reason) for p in second.preemptions] == [("b1", "reclaim")]
     assert [(p.task, p.pool) for p in second.placements] == [("a0", "p0")]
+
+
+# -- spend caps -----------------------------------------------------------------------------
+
+
+def _capped_estate(onprem_free=0, caps=None):
+    """Pool `onprem` (2 GPUs) then `cloud` (8); A's and B's work overflows to cloud."""
+    from apps.engine.core import SpendCap
+
+    s = snapshot(
+        [pool("onprem", 2, ["gpu"]), pool("cloud", 8, ["gpu"])],
+        [profile("gpu", 1, ["onprem", "cloud"], ["A", "B"], size_from_task=True)],
+        [policy("A", 0, 8), policy("B", 0, 8)],
+        [cr("a", "A", "gpu"), cr("b", "B", "gpu")],
+        {"a": (waiting("a0", 10, 1), waiting("a1", 11, 1)), "b": (waiting("b0", 20, 1),)},
+        [placed("x0", "a", "cloud", 1, 1, ago_s=60)]
+        + [placed(f"o{i}", "b", "onprem", 1, 2 + i, ago_s=50) for i in range(2 - onprem_free)],
+    )
+    if caps is None:
+        caps = (SpendCap("cap:research", ("cloud",), frozenset({"A"}), datetime(2025, 2, 1, tzinfo=UTC)),)
+    return replace(s, caps=caps)
+
+
+def test_a_reached_spend_cap_keeps_its_policies_new_work_off_the_capped_pool():
+    d = allocate(_capped_estate())
+    assert [(p.task, p.pool) for p in d.placements] == [("b0", "cloud")]
+    assert d.preemptions == (), "work already on the capped pool goes on"
+    verdict = d.verdict("a0")
+    assert (verdict.rule, verdict.pools, verdict.policy) == ("cloud_cap_reached", ("cloud",), "cap:research")
+    assert verdict.reset_at == datetime(2025, 2, 1, tzinfo=UTC)
+    assert d.verdict("a1").position == 2
+
+
+def test_a_capped_policy_still_gets_room_on_its_other_pools():
+    d = allocate(_capped_estate(onprem_free=1))
+    assert [(p.task, p.pool) for p in d.placements] == [("a0", "onprem"), ("b0", "cloud")]
+    # The room onprem had when the pass began went to a0, ahead of a1 in its queue.
+    assert (d.verdict("a1").rule, d.verdict("a1").pools) == ("behind_higher_priority", ("onprem",))
+
+
+def test_without_a_reached_cap_the_verdict_is_the_usual_one():
+    d = allocate(_capped_estate(caps=()))
+    assert {p.task for p in d.placements} == {"a0", "a1", "b0"}
+
+
+def test_a_spend_cap_naming_an_unknown_pool_or_policy_is_refused():
+    from apps.engine.core import SpendCap
+
+    when = datetime(2025, 2, 1, tzinfo=UTC)
+    with pytest.raises(SnapshotError, match="spend cap c: unknown pool nowhere"):
+        validate(_capped_estate(caps=(SpendCap("c", ("nowhere",), frozenset({"A"}), when),)))
+    with pytest.raises(SnapshotError, match="spend cap c: unknown policy Z"):
+        validate(_capped_estate(caps=(SpendCap("c", ("cloud",), frozenset({"Z"}), when),)))

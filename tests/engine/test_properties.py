@@ -21,6 +21,7 @@ from apps.engine.core import (
     Pool,
     Profile,
     Snapshot,
+    SpendCap,
     WaitingTask,
     allocate,
     validate,
@@ -119,6 +120,16 @@ def estates(draw):
             )
         else:
             queues[r.id].append(WaitingTask(f"t{k}", seqs[k], size))
+    spend_caps = ()
+    if draw(st.integers(0, 2)) == 0:
+        spend_caps = (
+            SpendCap(
+                "cap",
+                tuple(draw(st.lists(st.sampled_from(pool_ids), min_size=1, unique=True))),
+                frozenset(draw(st.lists(st.sampled_from(list(by_id)), min_size=1, unique=True))),
+                NOW + timedelta(days=draw(st.integers(1, 30))),
+            ),
+        )
     return Snapshot(
         NOW,
         tuple(
@@ -146,6 +157,7 @@ def estates(draw):
         {rid: tuple(sorted(q, key=lambda t: t.seq)) for rid, q in queues.items()},
         tuple(sorted(placed, key=lambda t: (t.placed_at, t.seq))),
         draw(st.sampled_from([0, 60, 900])),
+        spend_caps,
     )
 
 
@@ -212,6 +224,10 @@ class State:
     def room(self, pid):
         return self.pool[pid].capacity - self.occ[pid] if self.pool[pid].enabled else -1
 
+    def capped(self, pid, rid):
+        policy_id = self.res[rid].policy
+        return any(pid in cap.pools and policy_id in cap.policies for cap in self.s.caps)
+
 
 def freeable(st: State, pid: str, policy_id: str) -> int:
     """Borrowed GPUs on pool pid that reclaim may take, per policy newest first, for a task of
@@ -255,6 +271,7 @@ def check_pass(s: Snapshot):
     for p in d.placements:
         rid = st_.waiting[p.task][0]
         assert st_.pool[p.pool].enabled and p.pool in st_.prof[st_.res[rid].profile].pools
+        assert not st_.capped(p.pool, rid), f"{p.task} placed on {p.pool} past a reached spend cap"
 
     # Budgets: nothing weighted starts under a used-up budget; each start passed the start check
     # (checked against a lower bound of the rate: reclaim victims counted as already stopped).
@@ -319,7 +336,8 @@ def check_pass(s: Snapshot):
         rid, t = st_.waiting[v.task]
         positions[rid].append(v.position)
         policy_id = st_.res[rid].policy
-        pools = [p for p in st_.prof[st_.res[rid].profile].pools if st_.room(p) >= 0]
+        listed = [p for p in st_.prof[st_.res[rid].profile].pools if st_.room(p) >= 0]
+        pools = [p for p in listed if not st_.capped(p, rid)]
         assert v.rule in RULES
         if not st_.blocked(rid, t) and st_.limits_ok(rid, t.size) and st_.budget_ok(rid):
             assert all(st_.room(p) < t.size for p in pools), f"{t.id} waits while it fits"
@@ -339,7 +357,11 @@ def check_pass(s: Snapshot):
         if v.rule == "ancestor_limit":
             assert st_.U[v.policy] + t.size > st_.pol[v.policy].limit
         if v.rule == "no_capacity":
-            assert all(st_.room(p) < t.size for p in pools)
+            assert all(st_.room(p) < t.size for p in pools) and pools == listed
+        if v.rule == "cloud_cap_reached":
+            assert all(st_.room(p) < t.size for p in pools), f"{t.id}: capped while an open pool has room"
+            assert v.pools and all(p in listed and st_.capped(p, rid) for p in v.pools)
+            assert v.reset_at == s.caps[0].resets_at
         if v.rule == "budget_used_up":
             assert v.policy in used_up
     for got in positions.values():

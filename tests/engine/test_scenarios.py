@@ -132,6 +132,40 @@ def test_capacity_reservation_limit_changes_and_cancels():
     check("changes")
 
 
+def test_a_cloud_pool_scales_up_on_demand_boots_and_releases_idle_nodes():
+    lines = check("cloud_burst")
+    nodes = [(e["at"], e["event"], e["node"]) for e in lines if e.get("event", "").startswith("scaled_")]
+    assert nodes == [
+        (10, "scaled_up", "cloud-1"),
+        (20, "scaled_up", "cloud-2"),
+        (100, "scaled_up", "cloud-3"),
+        (290, "scaled_down", "cloud-1"),
+        (300, "scaled_down", "cloud-2"),
+        (330, "scaled_down", "cloud-3"),
+    ]
+
+
+def test_sessions_stop_at_their_idle_limits_are_not_requeued_and_the_freed_gpu_hours_are_counted():
+    lines = check("session_idle_limits")
+    assert [
+        (e["at"], e["task"], e["event"], e.get("limit")) for e in lines if "task" in e and e["task"] != "t1"
+    ] == [
+        (0, "n1", "placed", None),
+        (0, "v1", "placed", None),
+        (0, "v2", "placed", None),
+        (0, "v3", "placed", None),
+        (700, "v1", "stopped", "idle"),
+        (1000, "v3", "preempted", None),
+        (1200, "v2", "completed", None),
+        (1500, "n1", "stopped", "idle"),
+        (1600, "n2", "placed", None),
+        (5200, "n2", "stopped", "lifetime"),
+    ]
+    sessions = lines[-1]["summary"]["sessions"]
+    assert sessions["freed_gpu_hours"] == round((2300 + 1000 + 800) / 3600, 6)
+    assert sessions["gpu_hours"] == round((1500 + 3600 + 700 + 1200 + 1000) / 3600, 6)
+
+
 def test_every_scenario_file_has_a_test():
     source = Path(__file__).read_text()
     for path in SCENARIOS.glob("*.json"):

@@ -106,7 +106,8 @@ def record(
     project: Project | None = None,
     task: Task | None = None,
 ) -> UsageInterval:
-    """One usage interval, as ``apps.ledger.services.open_intervals`` writes it."""
+    """One usage interval, as ``apps.ledger.services.open_intervals`` writes it (and, for a task a
+    worker holds, as its claim names the worker)."""
     resource = estate.resources[group.slug]
     task = task or Task.objects.create(
         user=user, compute_resource=resource, gpus=Decimal(gpus), command="train"
@@ -124,6 +125,7 @@ def record(
         time_weight=Decimal(weight),
         start=start,
         end=end,
+        worker=task.worker,
     )
 
 

@@ -63,6 +63,9 @@ NO_ADD_PAGE = {
     "ledger.UsageInterval",
     "pricing.PriceChange",
     "policies.PolicyChange",
+    "cloud.CloudNode",
+    "klique_sessions.Session",  # a session row is written only by starting a session
+    "cloud.CloudSpendCapChange",
 }
 
 

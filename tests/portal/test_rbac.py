@@ -9,16 +9,18 @@ tests until the matrix says who may use it. Each request runs in a savepoint tha
 so one answer (a removed member, a deleted price) never changes the next."""
 
 from dataclasses import dataclass, field
+from decimal import Decimal
 
 import pytest
 from django.db import transaction
 from django.urls import URLPattern, URLResolver, get_resolver, resolve
 
 from apps.accounts import services as accounts
-from apps.accounts.models import Membership, Notification, Project, User
+from apps.accounts.models import Group, Membership, Notification, Project, User
+from apps.cloud import services as cloud
 from apps.policies.models import ComputeResource, ResourcePolicy
 from apps.pools.models import GpuType
-from apps.pricing.models import Price
+from apps.pricing.models import NodePrice, Price
 from tests.portal.conftest import submit
 
 pytestmark = pytest.mark.django_db
@@ -51,6 +53,8 @@ def posted(allowed: set[str], ok: int = 302, refused: int = 403, **data) -> Rule
 MATRIX = {
     "GET /": Rule(EVERYONE),
     "GET /leadership/": Rule({"it", "cio"}),
+    "POST /leadership/cloud-caps/": posted({"cio"}, group="{acme}", amount="1000", currency="EUR"),
+    "POST /leadership/cloud-caps/{cloud_cap}/remove/": posted({"cio"}),
     "GET /it/": Rule({"it"}),
     "GET /finance/": Rule(ESTATE),
     "GET /departments/language/": Rule(ESTATE | {"head-language"}),
@@ -103,6 +107,26 @@ MATRIX = {
     "GET /prices/{price}/delete/": Rule(PRICE_EDITORS),
     "POST /prices/{price}/delete/": posted(PRICE_EDITORS),
     "GET /prices/changes/": Rule(ESTATE),
+    "GET /prices/nodes/new/": Rule(PRICE_EDITORS),
+    "POST /prices/nodes/new/": posted(
+        PRICE_EDITORS,
+        instance_type="p5.48xlarge",
+        market="spot",
+        currency="EUR",
+        per_node_hour="30.00",
+        effective_from="2026-06-01",
+    ),
+    "GET /prices/nodes/{node_price}/edit/": Rule(PRICE_EDITORS),
+    "POST /prices/nodes/{node_price}/edit/": posted(
+        PRICE_EDITORS,
+        instance_type="local.h100x8",
+        market="on-demand",
+        currency="EUR",
+        per_node_hour="28.00",
+        effective_from="2026-01-01",
+    ),
+    "GET /prices/nodes/{node_price}/delete/": Rule(PRICE_EDITORS),
+    "POST /prices/nodes/{node_price}/delete/": posted(PRICE_EDITORS),
     "GET /account/tokens/": Rule(EVERYONE),
     "POST /account/tokens/": posted(EVERYONE, ok=201, name="matrix", expires_in="30"),
     "POST /account/tokens/{my_token}/revoke/": posted(EVERYONE),
@@ -138,10 +162,15 @@ def ids(estate):
         "perception_project": Project.objects.get(name="detector-v3").pk,
         "h100": ComputeResource.objects.get(name="pretraining/h100-8").pk,
         "price": Price.objects.get(gpu_type__name="H100").pk,
+        "node_price": NodePrice.objects.get(instance_type="local.h100x8", market="on-demand").pk,
         "h100_type": GpuType.objects.get(name="H100").pk,
         "cpu": GpuType.objects.get(name="CPU").pk,
         "dev_notification": _notification(dev),
         "dev_token": accounts.create_api_token(user=dev, name="dev's")[0].pk,
+        "acme": Group.objects.get(slug="acme").pk,
+        "cloud_cap": cloud.set_cap(
+            Group.objects.get(slug="research"), Decimal(500), "EUR", actor=None, via="api"
+        ).pk,
     }
 
 

@@ -26,6 +26,7 @@ from .snapshot import (
     Profile,
     Snapshot,
     SnapshotError,
+    SpendCap,
     WaitingTask,
     validate,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "Profile",
     "Snapshot",
     "SnapshotError",
+    "SpendCap",
     "UsageInterval",
     "Verdict",
     "WaitingTask",

@@ -7,6 +7,7 @@ work first and not to a borrower that the next pass would preempt. Every phase v
 same order: rounds over the r-th choice of each profile's pool list; in a round, pools in snapshot
 order; on a pool, profiles in its execution order; in a profile, policies in its queuing order;
 in a compute resource, seq order. A task that does not fit does not block smaller ones behind it.
+A reached spend cap keeps its policies' new work off its pools; work already there goes on.
 
 Beyond a setup proportional to the estate (policies, compute resources, running work), cost follows
 the queues touched and the placements made, not queue depth: a queue is read lazily, one per-size
@@ -21,7 +22,7 @@ from heapq import heapify, heappop, heappush
 
 from .budget import US_PER_S
 from .decisions import Decisions, Placement, Preemption
-from .snapshot import Snapshot, WaitingTask
+from .snapshot import Snapshot, SpendCap, WaitingTask
 from .verdicts import VerdictBook
 
 FILL, RECLAIM, LEND = "fill", "reclaim", "lend"
@@ -130,6 +131,16 @@ class _Pass:
         self.U = U = [0] * len(policies)
         self.rw = rw = [0] * len(policies)
 
+        # closed[pi]: the reached spend caps on pool pi, each as (its policy indices, the cap).
+        self.closed: list[list[tuple[frozenset[int], SpendCap]] | None] = [None] * len(pools)
+        for cap in s.caps:
+            shut = frozenset(pol_ix[p] for p in cap.policies)
+            for pid in cap.pools:
+                pi = pool_ix[pid]
+                if self.closed[pi] is None:
+                    self.closed[pi] = []
+                self.closed[pi].append((shut, cap))
+
         self.cr_id = [r.id for r in resources]
         self.cr_ix = cr_ix = {r.id: i for i, r in enumerate(resources)}
         self.cr_pol = [pol_ix[r.policy] for r in resources]
@@ -188,6 +199,11 @@ class _Pass:
         while parent[chain[-1]] >= 0:
             chain.append(parent[chain[-1]])
         return tuple(chain)
+
+    def capped(self, pi: int, p: int) -> list[SpendCap]:
+        """The reached spend caps that keep policy p's new work off pool pi."""
+        shut = self.closed[pi]
+        return [cap for ix, cap in shut if p in ix] if shut else []
 
     def _steps(self) -> list[tuple[int, int]]:
         """(pool, profile) visits: round r, pools in order, profiles in the pool's order."""
@@ -326,11 +342,14 @@ class _Pass:
             ms, w = self.min_size[fi], self.weight[fi]
             if cap[pi] - occ[pi] < ms:
                 continue
+            shut = self.closed[pi]
             for c in self._candidates(phase, fi, memo):
                 room = cap[pi] - occ[pi]
                 if room < ms:
                     break
                 p = self.cr_pol[c]
+                if shut and self.capped(pi, p):
+                    continue
                 q = None
                 while True:
                     b = min(top[p] - U[p], room)
@@ -355,10 +374,13 @@ class _Pass:
         for pi, fi in self.steps:
             ms, w = self.min_size[fi], self.weight[fi]
             reach = None  # room on pi plus what reclaim could free there, once a task asks
+            shut = self.closed[pi]
             for c in self._candidates(RECLAIM, fi, memo):
                 if reach is not None and reach < ms:
                     break
                 p = self.cr_pol[c]
+                if shut and self.capped(pi, p):
+                    continue
                 q = None
                 ceiling = res[p]
                 while True:

@@ -17,6 +17,7 @@ RULES = (
     "ancestor_limit",
     "budget_start_check",
     "behind_higher_priority",
+    "cloud_cap_reached",
     "no_capacity",
 )
 
@@ -46,8 +47,9 @@ class Verdict:
 
     `position` is its place (1-based) among the waiting tasks of its compute resource. `pools`
     names the pools concerned (no_capacity: the profile's pools; behind_higher_priority: the
-    pools that have or had room). `policy` is the policy whose limit or budget holds the task.
-    Budget figures are in budget units; `reset_at` is the end of the used-up budget's period.
+    pools that have or had room; cloud_cap_reached: the capped pools). `policy` is the policy whose
+    limit or budget holds the task (cloud_cap_reached: the cap's id). Budget figures are in budget
+    units; `reset_at` is the end of the used-up budget's period, or when the spend cap resets.
     """
 
     task: str

@@ -15,6 +15,9 @@ from .budget import US_PER_S, hours_to_units
 from .snapshot import PERIODS
 
 MILLI = 1000
+MAX_LIMIT_US = 30 * 24 * 3600 * US_PER_S
+LIVE_IDLE_LIMITS = ("cpu_idle_s", "gpu_idle_s", "net_idle_s", "jupyter_idle_s")
+TASK_KINDS = ("batch", "session")
 
 
 class ScenarioError(ValueError):
@@ -22,10 +25,49 @@ class ScenarioError(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
+class InstanceTypeSpec:
+    """A cloud pool's machine: `gpus` per node in milli-GPUs (whole GPUs), at most `max` at once."""
+
+    name: str
+    gpus: int
+    max: int
+    spot: bool
+    spot_available: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CloudSpec:
+    boot_us: int
+    idle_timeout_us: int
+    types: tuple[InstanceTypeSpec, ...]
+
+    @property
+    def maximum(self) -> int:
+        return sum(t.gpus * t.max for t in self.types)
+
+    @property
+    def largest(self) -> int:
+        return max(t.gpus for t in self.types)
+
+
+@dataclass(frozen=True, slots=True)
 class PoolSpec:
     name: str
     capacity: int
     gpu_type: str | None
+    cloud: CloudSpec | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class IdleLimitsSpec:
+    """A session's idle limits in microseconds, None = off: stop this long after its start
+    (`max_lifetime_us`), or after it has been not busy this long without a break (`idle_us`)."""
+
+    max_lifetime_us: int | None = None
+    idle_us: int | None = None
+
+
+NO_LIMITS = IdleLimitsSpec()
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +77,7 @@ class ProfileSpec:
     time_weight: int
     pools: tuple[str, ...]
     size_from_task: bool
+    idle_limits: IdleLimitsSpec = NO_LIMITS
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,18 +92,26 @@ class PolicySpec:
 
 @dataclass(frozen=True, slots=True)
 class ResourceSpec:
+    """`idle_limits`: the sessions' limits in force, each the resource's own or else its profile's."""
+
     name: str
     policy: str
     profile: str
+    idle_limits: IdleLimitsSpec = NO_LIMITS
 
 
 @dataclass(frozen=True, slots=True)
 class Submit:
+    """`duration_us` None: a session that runs until stopped. `activity`: a session's
+    (offset from its start, busy) entries, offsets increasing."""
+
     id: str
     resource: str
     size: int
-    duration_us: int
+    duration_us: int | None
     checkpoint: bool
+    kind: str = "batch"
+    activity: tuple[tuple[int, bool], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +181,7 @@ def parse(data) -> Scenario:
     )
     profile_by = {f.name: f for f in profiles}
     _names(profiles, "profiles")
+    _check_nodes(profiles, pools)
     policies = tuple(_policy(v, f"policies[{i}]") for i, v in enumerate(_list(top["policies"], "policies")))
     policy_by = {p.name: p for p in policies}
     _names(policies, "policies")
@@ -179,15 +231,73 @@ def parse(data) -> Scenario:
 
 
 def _pool(v, field: str) -> PoolSpec:
-    o = _object(v, field, ("name", "capacity"), ("gpu_type",))
+    cloud = isinstance(v, dict) and "cloud" in v
+    o = _object(v, field, ("name",) if cloud else ("name", "capacity"), ("capacity", "gpu_type", "cloud"))
+    name = _name(o["name"], f"{field}.name")
     gpu_type = o.get("gpu_type")
     if gpu_type is not None:
         gpu_type = _name(gpu_type, f"{field}.gpu_type")
-    return PoolSpec(_name(o["name"], f"{field}.name"), _gpus(o["capacity"], f"{field}.capacity"), gpu_type)
+    if not cloud:
+        return PoolSpec(name, _gpus(o["capacity"], f"{field}.capacity"), gpu_type)
+    spec = _cloud(o["cloud"], f"{field}.cloud")
+    if "capacity" in o:
+        given = _gpus(o["capacity"], f"{field}.capacity")
+        if given != spec.maximum:
+            raise ScenarioError(
+                f"{field}.capacity: a cloud pool's capacity is its types' maximum (sum of max x gpus: "
+                f"{_g(spec.maximum)}), got {_g(given)}; leave it out"
+            )
+    return PoolSpec(name, spec.maximum, gpu_type, spec)
+
+
+def _cloud(v, field: str) -> CloudSpec:
+    o = _object(v, field, ("boot_s", "idle_timeout_s", "types"), ())
+    boot = _us(o["boot_s"], f"{field}.boot_s")
+    idle = _us(o["idle_timeout_s"], f"{field}.idle_timeout_s")
+    if idle <= 0:
+        raise ScenarioError(f"{field}.idle_timeout_s: must be > 0")
+    items = _list(o["types"], f"{field}.types")
+    if not items:
+        raise ScenarioError(f"{field}.types: needs at least one instance type")
+    types = tuple(_instance_type(t, f"{field}.types[{i}]") for i, t in enumerate(items))
+    _names(types, f"{field}.types")
+    return CloudSpec(boot, idle, types)
+
+
+def _instance_type(v, field: str) -> InstanceTypeSpec:
+    o = _object(v, field, ("name", "gpus", "max"), ("spot", "spot_available"))
+    gpus = _gpus(o["gpus"], f"{field}.gpus")
+    if gpus < MILLI or gpus % MILLI:
+        raise ScenarioError(f"{field}.gpus: must be a whole number of GPUs >= 1, got {o['gpus']}")
+    most = o["max"]
+    if not isinstance(most, int) or isinstance(most, bool) or most < 1:
+        raise ScenarioError(f"{field}.max: must be a whole number >= 1")
+    return InstanceTypeSpec(
+        _name(o["name"], f"{field}.name"),
+        gpus,
+        most,
+        _bool(o.get("spot", True), f"{field}.spot"),
+        _bool(o.get("spot_available", True), f"{field}.spot_available"),
+    )
+
+
+def _check_nodes(profiles: tuple[ProfileSpec, ...], pools: tuple[PoolSpec, ...]) -> None:
+    """A task runs on one node: a fixed-size profile must fit the largest type of its cloud pools."""
+    by = {p.name: p for p in pools}
+    for i, f in enumerate(profiles):
+        if f.size_from_task:
+            continue
+        for j, name in enumerate(f.pools):
+            cloud = by[name].cloud
+            if cloud is not None and f.size > cloud.largest:
+                raise ScenarioError(
+                    f"profiles[{i}].pools[{j}]: profile {f.name!r} ({_g(f.size)}) does not fit one node of "
+                    f"cloud pool {name!r} (its largest type has {_g(cloud.largest)})"
+                )
 
 
 def _profile(v, field: str, pool_names: set[str]) -> ProfileSpec:
-    o = _object(v, field, ("name", "gpus", "pools"), ("time_weight", "size_from_task"))
+    o = _object(v, field, ("name", "gpus", "pools"), ("time_weight", "size_from_task", "idle_limits"))
     pools = tuple(_name(p, f"{field}.pools[{i}]") for i, p in enumerate(_list(o["pools"], f"{field}.pools")))
     for i, p in enumerate(pools):
         if p not in pool_names:
@@ -200,6 +310,32 @@ def _profile(v, field: str, pool_names: set[str]) -> ProfileSpec:
         _milli(o.get("time_weight", 1), f"{field}.time_weight"),
         pools,
         _bool(o.get("size_from_task", False), f"{field}.size_from_task"),
+        _idle_limits(o.get("idle_limits"), f"{field}.idle_limits", NO_LIMITS),
+    )
+
+
+def _idle_limits(v, field: str, default: IdleLimitsSpec) -> IdleLimitsSpec:
+    """`{max_lifetime_s?, idle_s?}`; a limit left out or null is `default`'s."""
+    if v is None:
+        return default
+    if isinstance(v, dict):
+        for key in v:
+            if key in LIVE_IDLE_LIMITS:
+                raise ScenarioError(
+                    f"{field}.{key}: the simulator has one idle limit, idle_s (a session is busy or "
+                    "not: CPU, GPU, network and Jupyter idle all read as not busy)"
+                )
+    o = _object(v, field, (), ("max_lifetime_s", "idle_s"))
+    limits = {}
+    for key in ("max_lifetime_s", "idle_s"):
+        if o.get(key) is None:
+            continue
+        us = _us(o[key], f"{field}.{key}")
+        if not 0 < us <= MAX_LIMIT_US:
+            raise ScenarioError(f"{field}.{key}: must be > 0 and at most 30 days (2592000 s)")
+        limits[key] = us
+    return IdleLimitsSpec(
+        limits.get("max_lifetime_s", default.max_lifetime_us), limits.get("idle_s", default.idle_us)
     )
 
 
@@ -238,7 +374,7 @@ def _check_parents(policies: tuple[PolicySpec, ...], by: dict[str, PolicySpec]) 
 def _resource(
     v, field: str, policies: dict[str, PolicySpec], profiles: dict[str, ProfileSpec]
 ) -> ResourceSpec:
-    o = _object(v, field, ("name", "policy", "profile"), ())
+    o = _object(v, field, ("name", "policy", "profile"), ("idle_limits",))
     r = ResourceSpec(
         _name(o["name"], f"{field}.name"),
         _name(o["policy"], f"{field}.policy"),
@@ -248,6 +384,11 @@ def _resource(
         raise ScenarioError(f"{field}.policy: unknown policy {r.policy!r}")
     if r.profile not in profiles:
         raise ScenarioError(f"{field}.profile: unknown profile {r.profile!r}")
+    if "idle_limits" in o:
+        own = _idle_limits(o["idle_limits"], f"{field}.idle_limits", profiles[r.profile].idle_limits)
+        r = ResourceSpec(r.name, r.policy, r.profile, own)
+    else:
+        r = ResourceSpec(r.name, r.policy, r.profile, profiles[r.profile].idle_limits)
     profile, policy = profiles[r.profile], policies[r.policy]
     if profile.size > policy.limit:
         raise ScenarioError(
@@ -294,6 +435,7 @@ def _events(v, pools, profiles, policies, resources) -> tuple[Event, ...]:
     parsed.sort(key=lambda x: (x[0], x[1]))
 
     capacity = {p.name: p.capacity for p in pools}
+    cloud = {p.name: p.cloud for p in pools if p.cloud is not None}
     reservation = {p.name: p.reservation for p in policies}
     limit = {p.name: p.limit for p in policies}
     budgeted = {p.name for p in policies if p.budget is not None}
@@ -301,7 +443,7 @@ def _events(v, pools, profiles, policies, resources) -> tuple[Event, ...]:
     events = []
     for at_us, _, kind, body, field in parsed:
         if kind == "submit":
-            what = _submit(body, field, resources, profiles, limit, submitted)
+            what = _submit(body, field, resources, profiles, limit, submitted, cloud)
             submitted.add(what.id)
         elif kind == "cancel":
             task = _name(body, field)
@@ -315,6 +457,10 @@ def _events(v, pools, profiles, policies, resources) -> tuple[Event, ...]:
         elif kind == "set_capacity":
             o = _object(body, field, ("pool", "capacity"), ())
             pool = _known(o["pool"], f"{field}.pool", capacity, "pool")
+            if pool in cloud:
+                raise ScenarioError(
+                    f"{field}.pool: {pool!r} is a cloud pool: its capacity is its types' maximum"
+                )
             what = Change(kind, pool, _gpus(o["capacity"], f"{field}.capacity"))
         elif kind == "set_budget":
             o = _object(body, field, ("policy", "hours"), ())
@@ -345,8 +491,23 @@ def _events(v, pools, profiles, policies, resources) -> tuple[Event, ...]:
     return tuple(events)
 
 
-def _submit(body, field, resources, profiles, limit, submitted) -> Submit:
-    o = _object(body, field, ("id", "resource", "duration_s"), ("gpus", "user", "project", "checkpoint"))
+def _submit(body, field, resources, profiles, limit, submitted, cloud) -> Submit:
+    o = _object(
+        body,
+        field,
+        ("id", "resource"),
+        ("duration_s", "gpus", "user", "project", "checkpoint", "kind", "activity"),
+    )
+    kind = o.get("kind", "batch")
+    if kind not in TASK_KINDS:
+        raise ScenarioError(f'{field}.kind: must be "batch" or "session"')
+    if kind == "batch":
+        if "duration_s" not in o:
+            raise ScenarioError(f"{field}.duration_s: required")
+        if "activity" in o:
+            raise ScenarioError(f'{field}.activity: only a task of kind "session" has an activity profile')
+    elif "checkpoint" in o:
+        raise ScenarioError(f"{field}.checkpoint: a session is never requeued, so it takes no checkpoint")
     task = _name(o["id"], f"{field}.id")
     if task in submitted:
         raise ScenarioError(f"{field}.id: task {task!r} is submitted twice")
@@ -366,16 +527,44 @@ def _submit(body, field, resources, profiles, limit, submitted) -> Submit:
         raise ScenarioError(
             f"{field}.gpus: {_g(size)} is larger than the limit ({_g(limit[policy])}) of policy {policy!r}"
         )
+    for name in profile.pools:
+        if name in cloud and size > cloud[name].largest:
+            raise ScenarioError(
+                f"{field}.gpus: {_g(size)} do not fit one node of cloud pool {name!r} (its largest "
+                f"type has {_g(cloud[name].largest)})"
+            )
     for key in ("user", "project"):
         if key in o:
             _name(o[key], f"{field}.{key}")
+    duration = None
+    if kind == "batch" or o.get("duration_s") is not None:
+        duration = _us(o["duration_s"], f"{field}.duration_s")
+    if kind == "session" and duration == 0:
+        raise ScenarioError(
+            f"{field}.duration_s: must be > 0 for a session (left out: it runs until stopped)"
+        )
     return Submit(
         task,
         resource,
         size,
-        _us(o["duration_s"], f"{field}.duration_s"),
+        duration,
         _bool(o.get("checkpoint", False), f"{field}.checkpoint"),
+        kind,
+        _activity(o.get("activity", []), f"{field}.activity"),
     )
+
+
+def _activity(v, field: str) -> tuple[tuple[int, bool], ...]:
+    """`[[at_s, busy], ...]`, at_s from the session's start and increasing."""
+    entries = []
+    for i, e in enumerate(_list(v, field)):
+        if not isinstance(e, list) or len(e) != 2:
+            raise ScenarioError(f"{field}[{i}]: must be a pair [at_s, busy]")
+        at = _us(e[0], f"{field}[{i}][0]")
+        if entries and at <= entries[-1][0]:
+            raise ScenarioError(f"{field}[{i}][0]: must be later than the entry before")
+        entries.append((at, _bool(e[1], f"{field}[{i}][1]")))
+    return tuple(entries)
 
 
 # -- values ---------------------------------------------------------------------------------

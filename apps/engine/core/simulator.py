@@ -4,15 +4,18 @@
 
 The clock advances in steps of `pass_interval_s`, kept in integer microseconds. At each step:
 budget periods that ended roll over, completions due are applied, then the events due, then a
-pass runs (unless the engine is disabled). Steps at which nothing can change (no event,
-completion, period end or budget running out, and the last pass decided nothing) are skipped:
-a pass there would decide nothing, so the output is the same as running every step.
+pass runs (unless the engine is disabled), then each cloud pool's autoscaler step (`cloud.py`).
+Steps at which nothing can change (no event, completion, period end, budget running out, node up
+or idle deadline, and the last pass decided nothing) are skipped: a pass there would decide
+nothing, so the output is the same as running every step.
 
 Budgets are metered from usage intervals: per budgeted policy, the closed intervals' charge in
 the current period plus, for the running ones, weight x enabled time since max(start, period
 start), using an "enabled clock" that stops while the engine is disabled. Tasks complete at the
-exact moment `duration_s` after placement (charged until then); the engine sees it at the next
-step, and the output reports that step's time.
+exact moment `duration_s` after they start (at placement; on a cloud pool, when a node has room),
+charged from placement until then; the engine sees it at the next step, and the output reports
+that step's time. A session (`sessions.py`) is scheduled the same way at its first stop: its
+duration, or the moment an idle limit fires, from its activity profile; it is never requeued.
 """
 
 from __future__ import annotations
@@ -28,11 +31,14 @@ from datetime import datetime, timedelta
 
 from .allocator import allocate
 from .budget import UNITS_PER_HOUR, US_PER_S, period_bounds, us_between
+from .cloud import CloudPool
 from .decisions import Decisions
-from .scenario import Change, Scenario, ScenarioError, Submit, loads
+from .scenario import Change, IdleLimitsSpec, Scenario, ScenarioError, Submit, loads
+from .sessions import Tally, first_stop, freed_until
 from .snapshot import Budget, ComputeResource, PlacedTask, Policy, Pool, Profile, Snapshot, WaitingTask
 
 GPU_US_PER_HOUR = 1000 * 3600 * US_PER_S
+US_PER_HOUR = 3600 * US_PER_S
 
 
 @dataclass(slots=True)
@@ -40,19 +46,35 @@ class _Task:
     id: str
     cr: int
     size: int
-    duration_us: int
+    duration_us: int | None
     checkpoint: bool
     seq: int
     waiting: WaitingTask
     state: str = "waiting"
-    left_us: int = 0
+    left_us: int | None = 0
     since_us: int = 0
     wait_us: int = 0
     preemptions: int = 0
     pool: int = -1
     placed_us: int = 0
+    started_us: int | None = None
     e_start: int = 0
     token: int = 0
+    gpu_us: int = 0
+    session: _Session | None = None
+
+
+@dataclass(slots=True)
+class _Session:
+    """A session's profile and, once it ended, why: `reason` (idle, reclaim, budget) and the idle
+    `limit` that fired; `stop` is what its scheduled stop will be (completed, idle or lifetime)."""
+
+    activity: tuple[tuple[int, bool], ...]
+    limits: IdleLimitsSpec
+    stop: str = "completed"
+    reason: str | None = None
+    limit: str | None = None
+    ended_us: int = 0
 
 
 @dataclass(slots=True)
@@ -103,6 +125,7 @@ class Simulation:
             self.chain.append(tuple(chain))
 
         self.capacity = [p.capacity for p in sc.pools]
+        self.clouds = {i: CloudPool(p.name, p.cloud) for i, p in enumerate(sc.pools) if p.cloud is not None}
         self.reservation = [p.reservation for p in sc.policies]
         self.limit = [p.limit for p in sc.policies]
         self.accounts = {
@@ -139,6 +162,10 @@ class Simulation:
         self.own_use = [0] * len(sc.policies)
         self.own_queued = [0] * len(sc.policies)
         self.series = _Series() if record else None
+        self.cancels: dict[str, list[int]] = {}
+        for e in sc.events:
+            if isinstance(e.what, Change) and e.what.kind == "cancel":
+                self.cancels.setdefault(e.what.target, []).append(e.at_us)
         self.lines: list[dict] = []
 
     # -- clock ----------------------------------------------------------------------------------
@@ -166,6 +193,8 @@ class Simulation:
             decided = False
             if self.enabled:
                 decided = self._pass(t)
+            if self.clouds:
+                changed |= self._autoscale(t)
             if self.series is not None and (changed or decided or t == 0):
                 self._record(t)
             yield from self.lines
@@ -189,6 +218,10 @@ class Simulation:
                 left = acc.limit - acc.used(e_now)
                 if acc.open_w and left > 0:
                     due.append(t - (-left // acc.open_w))
+        for cloud in self.clouds.values():
+            at = cloud.due()
+            if at is not None:
+                due.append(at)
         if not due:
             return self.end_us + self.step
         nxt = max(min(due), t + self.step)
@@ -217,9 +250,23 @@ class Simulation:
             task = self.tasks[task_id]
             if task.state != "running" or task.token != token:
                 continue
+            changed = True
+            if task.session is not None and task.session.stop != "completed":
+                limit = task.session.stop
+                task.session.reason, task.session.limit = "idle", limit
+                self._stop(task, end_us, "canceled")
+                self.lines.append(
+                    {
+                        "at": self.seconds(t),
+                        "task": task.id,
+                        "event": "stopped",
+                        "reason": "idle",
+                        "limit": limit,
+                    }
+                )
+                continue
             self._stop(task, end_us, "completed")
             self.lines.append({"at": self.seconds(t), "task": task.id, "event": "completed"})
-            changed = True
         return changed
 
     def _apply_events(self, t: int) -> bool:
@@ -248,6 +295,8 @@ class Simulation:
         )
         task.left_us = s.duration_us
         task.since_us = t
+        if s.kind == "session":
+            task.session = _Session(s.activity, self.sc.resources[task.cr].idle_limits)
         self.tasks[s.id] = task
         self.queues[task.cr].append(task.waiting)
         self.dirty_queues.add(task.cr)
@@ -298,8 +347,12 @@ class Simulation:
         task.e_start = self.enabled_clock(t)
         task.wait_us += t - task.since_us
         self.tokens += 1
-        task.token = self.tokens
-        heapq.heappush(self.completions, (t + task.left_us, task.token, task.id))
+        task.token = self.tokens  # a completion queued for an earlier placement no longer counts
+        if pool in self.clouds:
+            task.started_us = None
+            self.clouds[pool].place(task.id, task.size)
+        else:
+            self._run(task, t)
         self._integrate(t)
         self.pool_used[pool] += task.size
         p = self.cr_pol[task.cr]
@@ -311,15 +364,30 @@ class Simulation:
             acc.open_w += w
             acc.open_s += w * max(task.e_start, acc.e0)
 
+    def _run(self, task: _Task, t: int) -> None:
+        """The task runs from t (its placement, or when its cloud node had room): it completes
+        `left_us` later; a session at its first stop."""
+        task.started_us = t
+        left = task.left_us
+        if task.session is not None:
+            stop = first_stop(task.session.activity, task.left_us, task.session.limits)
+            if stop is None:
+                return
+            left, task.session.stop = stop
+        heapq.heappush(self.completions, (t + left, task.token, task.id))
+
     def _stop(self, task: _Task, end_us: int, state: str) -> None:
         """Close the task's usage interval at end_us."""
         del self.placed[task.id]
+        if task.pool in self.clouds:
+            self.clouds[task.pool].stop(task.id, task.size, end_us)
         self._integrate(end_us)
         self.pool_used[task.pool] -= task.size
         p = self.cr_pol[task.cr]
         self.own_use[p] -= task.size
         w = self.cr_weight[task.cr]
         e_end = self.enabled_clock(end_us)
+        task.gpu_us += task.size * (end_us - task.placed_us)
         for j in self.chain[p]:
             self.gpu_us[j] += task.size * (end_us - task.placed_us)
             self.charged[j] += w * (e_end - task.e_start)
@@ -330,9 +398,17 @@ class Simulation:
             acc.open_s -= w * begin
             acc.closed += w * max(0, e_end - begin)
         task.state = state
+        if task.session is not None:
+            task.session.ended_us = end_us
         if state == "waiting":
             task.preemptions += 1
-            task.left_us = task.left_us - (end_us - task.placed_us) if task.checkpoint else task.duration_us
+            if task.session is not None:
+                task.state = "canceled"  # a session is never requeued: preempted, it ends
+                return
+            if not task.checkpoint:
+                task.left_us = task.duration_us
+            elif task.started_us is not None:
+                task.left_us -= end_us - task.started_us
             task.since_us = end_us
             insort(self.queues[task.cr], task.waiting, key=lambda w: w.seq)
             self.dirty_queues.add(task.cr)
@@ -388,6 +464,8 @@ class Simulation:
         at = self.seconds(t)
         for pre in d.preemptions:
             task = self.tasks[pre.task]
+            if task.session is not None:
+                task.session.reason = pre.reason
             self._stop(task, t, "waiting")
             self.lines.append({"at": at, "task": task.id, "event": "preempted", "reason": pre.reason})
         started = []
@@ -408,6 +486,18 @@ class Simulation:
             self.placed[task.id] = PlacedTask(
                 task.id, r.id, self.sc.pools[task.pool].name, task.size, task.seq, now
             )
+
+    def _autoscale(self, t: int) -> bool:
+        """Each cloud pool's autoscaler step after the pass: tasks whose node has room start."""
+        changed = False
+        at = self.seconds(t)
+        for i, cloud in self.clouds.items():
+            started, events = cloud.step(t, self.pool_used[i])
+            for task_id in started:
+                self._run(self.tasks[task_id], t)
+            self.lines.extend({"at": at} | e for e in events)
+            changed |= bool(started or events)
+        return changed
 
     # -- output ---------------------------------------------------------------------------------
 
@@ -430,6 +520,16 @@ class Simulation:
                     gpu_us[j] += task.size * (end - task.placed_us)
                     charged[j] += self.cr_weight[task.cr] * (e_end - task.e_start)
         self._integrate(end)
+        pools = {
+            p.name: {
+                "utilization": round(self.pool_area[i] / self.capacity_area[i], 6)
+                if self.capacity_area[i]
+                else 0
+            }
+            for i, p in enumerate(self.sc.pools)
+        }
+        for i, cloud in self.clouds.items():
+            pools[self.sc.pools[i].name].update(cloud.summary(end, US_PER_HOUR))
         return {
             "policies": {
                 p.name: {
@@ -438,24 +538,55 @@ class Simulation:
                 }
                 for i, p in enumerate(self.sc.policies)
             },
-            "tasks": {
-                task.id: {
-                    "state": task.state,
-                    "preemptions": task.preemptions,
-                    "wait_s": self.seconds(
-                        task.wait_us + (end - task.since_us if task.state == "waiting" else 0)
-                    ),
+            "tasks": {task.id: self._task_line(task, end) for task in self.tasks.values()},
+            "pools": pools,
+        } | self._sessions_summary(end)
+
+    def _task_line(self, task: _Task, end: int) -> dict:
+        line = {
+            "state": "placed" if task.state == "running" and task.started_us is None else task.state,
+            "preemptions": task.preemptions,
+            "wait_s": self.seconds(task.wait_us + (end - task.since_us if task.state == "waiting" else 0)),
+        }
+        if task.session is not None:
+            line["kind"] = "session"
+            if task.session.reason is not None:
+                line["reason"] = task.session.reason
+            if task.session.limit is not None:
+                line["limit"] = task.session.limit
+        return line
+
+    def _sessions_summary(self, end: int) -> dict:
+        """Only when the scenario has sessions: their GPU-hours and what the idle limits freed, per
+        compute resource that ran any and overall."""
+        per: dict[int, Tally] = {}
+        for task in self.tasks.values():
+            s = task.session
+            if s is None:
+                continue
+            tally = per.setdefault(task.cr, Tally())
+            tally.sessions += 1
+            tally.gpu_us += task.gpu_us
+            if task.state == "running":
+                tally.gpu_us += task.size * (end - task.placed_us)
+            if s.limit is not None:
+                tally.stopped[s.limit] += 1
+                until = freed_until(
+                    s.ended_us, task.started_us, task.duration_us, self.cancels.get(task.id, []), end
+                )
+                tally.freed_gpu_us += task.size * (until - s.ended_us)
+        if not per:
+            return {}
+        total = Tally()
+        for tally in per.values():
+            total.add(tally)
+        return {
+            "sessions": total.line(GPU_US_PER_HOUR)
+            | {
+                "compute_resources": {
+                    self.sc.resources[c].name: per[c].line(GPU_US_PER_HOUR) for c in sorted(per)
                 }
-                for task in self.tasks.values()
-            },
-            "pools": {
-                p.name: {
-                    "utilization": round(self.pool_area[i] / self.capacity_area[i], 6)
-                    if self.capacity_area[i]
-                    else 0
-                }
-                for i, p in enumerate(self.sc.pools)
-            },
+            }
         }
 
 

@@ -98,6 +98,20 @@ class PlacedTask:
     preempting: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class SpendCap:
+    """A spend cap that is reached: `pools` take no new work from `policies` until `resets_at`.
+
+    Work already placed goes on. The loader lists every policy the cap covers (a scope's whole
+    subtree), so the pass only tests membership. `id` names the cap in verdicts.
+    """
+
+    id: str
+    pools: tuple[str, ...]
+    policies: frozenset[str]
+    resets_at: datetime
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """The engine's whole input. `waiting` maps a compute resource id to its queue."""
@@ -110,6 +124,7 @@ class Snapshot:
     waiting: Mapping[str, Sequence[WaitingTask]]
     placed: tuple[PlacedTask, ...]
     low_watermark_s: int = 900
+    caps: tuple[SpendCap, ...] = ()
 
 
 class SnapshotError(ValueError):
@@ -180,6 +195,13 @@ def validate(snapshot: Snapshot) -> None:
                 _check(t.size > 0, f"task {t.id}: size must be > 0")
             else:
                 _check(t.size == profile.size, f"task {t.id}: size differs from its profile's")
+    caps = _unique("spend cap", s.caps)
+    for cap in caps.values():
+        _check(cap.resets_at.tzinfo is not None, f"spend cap {cap.id}: resets_at must be aware UTC")
+        for p in cap.pools:
+            _check(p in pools, f"spend cap {cap.id}: unknown pool {p}")
+        for p in cap.policies:
+            _check(p in policies, f"spend cap {cap.id}: unknown policy {p}")
     last_key = None
     for t in s.placed:
         _check(t.id not in task_ids, f"task {t.id}: appears twice")

@@ -13,6 +13,9 @@ All tasks of one size in one compute resource share a rule, so the rule is compu
   has room now while one had room when the pass began (work ahead of it in the pass order took
   it), or a pool has room and work ahead of it in its own queue, of the same or smaller size, is
   still stopping and goes first.
+- cloud_cap_reached: no pool of its list open to it has room, and reached spend caps keep it off
+  others (`pools` names them; `reset_at` is the earliest time one of them opens again to it, a
+  pool opening when the last cap closing it resets; `policy` is that cap's id).
 - no_capacity: no pool of its list has had room for its size in this pass.
 """
 
@@ -110,12 +113,25 @@ class VerdictBook:
                 if rw[j] and rem[j] < needed:
                     return ("budget_start_check", (), s.policies[j].id, rem[j], needed)
         listed = s.profiles[fi].pools
+        reopens = {}
+        for pid in listed:
+            pi = run.pool_ix[pid]
+            if run.enabled[pi]:
+                caps = run.capped(pi, p)
+                if caps:
+                    reopens[pid] = max(cap.resets_at for cap in caps)
         for occ in (run.occ, run.occ_start):
             room = tuple(
                 pid
                 for pid in listed
-                if run.enabled[run.pool_ix[pid]] and run.cap[run.pool_ix[pid]] - occ[run.pool_ix[pid]] >= size
+                if run.enabled[run.pool_ix[pid]]
+                and pid not in reopens
+                and run.cap[run.pool_ix[pid]] - occ[run.pool_ix[pid]] >= size
             )
             if room:
                 return ("behind_higher_priority", room)
+        if reopens:
+            first = min(reopens, key=lambda pid: (reopens[pid], listed.index(pid)))
+            cap = max(run.capped(run.pool_ix[first], p), key=lambda cap: (cap.resets_at, cap.id))
+            return ("cloud_cap_reached", tuple(reopens), cap.id, None, None, reopens[first])
         return ("no_capacity", listed)

@@ -27,3 +27,33 @@ def report_data(report: Report) -> dict:
         "unpriced_gpu_hours": {name: str(value) for name, value in report.unpriced.items()},
         "rollups_until": report.rollups_until.isoformat() if report.rollups_until else None,
     }
+
+
+def cloud_data(spend) -> dict:
+    """Cloud spend (``apps.cloud.costs.CloudSpend``) over the report's range: estate-wide, whatever
+    the report's filters."""
+    return {
+        "currency": spend.currency,
+        "total": str(spend.total),
+        "idle": str(spend.idle),
+        "spare": str(spend.spare),
+        "attributed": str(spend.attributed),
+        "by_group": {str(group): str(amount) for group, amount in spend.by_group.items()},
+        "node_hours": str(spend.node_hours),
+        "idle_node_hours": str(spend.idle_hours),
+        "unpriced_node_hours": str(spend.unpriced_node_hours),
+        "lines": [
+            {
+                "pool": line.pool,
+                "instance_type": line.instance_type,
+                "market": line.market,
+                "nodes": line.nodes,
+                "node_hours": str(line.hours),
+                "idle_node_hours": str(line.idle_hours),
+                "cost": str(line.cost),
+                "idle_cost": str(line.idle_cost),
+                "unpriced_node_hours": str(line.unpriced_hours),
+            }
+            for line in spend.lines
+        ],
+    }

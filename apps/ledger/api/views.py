@@ -9,9 +9,10 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apps.cloud import selectors as cloud
 from apps.ledger import exports, selectors
 from apps.ledger.api.renderers import CSVRenderer
-from apps.ledger.api.serializers import report_data
+from apps.ledger.api.serializers import cloud_data, report_data
 from apps.ledger.forms import ReportForm
 
 PARAMETERS = [
@@ -22,7 +23,8 @@ PARAMETERS = [
 
 class UsageReportView(APIView):
     """GPU-hours, budget hours and cost of the usage you may see, by group (with its subtree),
-    project, user, GPU type or pool, for a UTC day, week, month, quarter or custom range."""
+    project, user, GPU type or pool, for a UTC day, week, month, quarter or custom range. IT,
+    leadership and finance also get ``cloud_spend``: what every cloud node cost in the range."""
 
     renderer_classes = [JSONRenderer, CSVRenderer]
     error_statuses = {"get": (403, 404)}  # 404: an unknown ?format=
@@ -42,4 +44,7 @@ class UsageReportView(APIView):
             return Response(
                 exports.table(report), headers={"Content-Disposition": f'attachment; filename="{name}"'}
             )
-        return Response(report_data(report))
+        data = report_data(report)
+        if selectors.may_see_unused_capacity(request.user):
+            data["cloud_spend"] = cloud_data(cloud.spend(spec.start, spec.end, spec.currency))
+        return Response(data)

@@ -1,6 +1,7 @@
 """What worker daemons send and get back. GPU amounts travel as decimal strings."""
 
 import json
+import math
 
 from rest_framework import serializers
 
@@ -20,6 +21,9 @@ MAX_GPUS_PER_WORKER = 1024
 MAX_GPU_STATS_BYTES = 16_384
 MAX_START_ERROR_CHARS = 2_000
 MAX_RUNNING_ON_ENROL = 1_000
+MAX_SESSIONS_PER_HEARTBEAT = 1_000
+MAX_SESSION_URL_CHARS = 2_000
+MAX_CPU_PERCENT = 100.0 * 4096  # a process tree's CPU share: 100 per busy core
 
 
 def gpu_amount(**kwargs) -> serializers.DecimalField:
@@ -55,6 +59,70 @@ def free_within_gpus(data: dict, worker: Worker) -> dict:
     return data
 
 
+class MeasureField(serializers.FloatField):
+    """A finite JSON number (never a string, a boolean, NaN or infinity), or null."""
+
+    default_error_messages = {"number": "Send a finite number or null."}
+
+    def __init__(self, **kwargs):
+        super().__init__(allow_null=True, required=False, default=None, **kwargs)
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, int | float) or not math.isfinite(data):
+            self.fail("number")
+        return super().to_internal_value(data)
+
+
+class SessionSampleSerializer(serializers.Serializer):
+    """What a daemon measured of one session (docs/sessions.md); null: not measured."""
+
+    url = StrictCharField(max_length=MAX_SESSION_URL_CHARS, allow_null=True, required=False, default=None)
+    ready = StrictBooleanField(default=False)
+    cpu_percent = MeasureField(min_value=0, max_value=MAX_CPU_PERCENT, help_text="CPU of its process tree.")
+    gpu_util = MeasureField(min_value=0, max_value=100, help_text="Utilisation of its GPUs (NVML), percent.")
+    net_bytes = PlainIntegerField(
+        min_value=0, max_value=2**63 - 1, allow_null=True, required=False, default=None
+    )
+    connections = PlainIntegerField(
+        min_value=0, max_value=1_000_000, allow_null=True, required=False, default=None
+    )
+    last_activity = serializers.DateTimeField(allow_null=True, required=False, default=None)
+    sampled_at = serializers.DateTimeField()
+
+    def validate_url(self, value):
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise serializers.ValidationError("Send an http:// or https:// URL, or null.")
+        return value
+
+
+MAX_TASK_ID_DIGITS = 18  # a task id is a bigint
+
+
+def _is_task_id(key) -> bool:
+    return isinstance(key, str) and 0 < len(key) <= MAX_TASK_ID_DIGITS and key.isascii() and key.isdigit()
+
+
+class SessionsField(serializers.DictField):
+    """Samples by task id (a JSON object's keys are strings: "12")."""
+
+    def __init__(self, **kwargs):
+        super().__init__(child=SessionSampleSerializer(), required=False, **kwargs)
+
+    def to_internal_value(self, data):
+        if isinstance(data, dict):
+            if len(data) > MAX_SESSIONS_PER_HEARTBEAT:
+                raise serializers.ValidationError(f"At most {MAX_SESSIONS_PER_HEARTBEAT} sessions.")
+            bad = [key for key in data if not _is_task_id(key)]
+            if bad:
+                key = str(bad[0])
+                shown = key if len(key) <= MAX_TASK_ID_DIGITS else f"{key[:MAX_TASK_ID_DIGITS]}..."
+                reason = (
+                    f'Not a task id: send the id as a string of 1 to {MAX_TASK_ID_DIGITS} digits, e.g. "12".'
+                )
+                raise serializers.ValidationError({shown: [reason]})
+        return {int(key): value for key, value in super().to_internal_value(data).items()}
+
+
 class HeartbeatSerializer(serializers.Serializer):
     tasks = serializers.ListField(
         child=PlainIntegerField(min_value=1), max_length=MAX_TASKS_PER_WORKER, default=list
@@ -63,6 +131,10 @@ class HeartbeatSerializer(serializers.Serializer):
     free_gpus = gpu_amount(required=False)
     gpu_stats = serializers.ListField(
         child=serializers.DictField(), max_length=MAX_GPUS_PER_WORKER, required=False
+    )
+    sessions = SessionsField(
+        help_text="What the daemon measured of its sessions, by task id. Samples of tasks that are not "
+        "this worker's active sessions are ignored."
     )
 
     def validate_gpu_stats(self, value):
@@ -136,6 +208,11 @@ class ClaimedTaskSerializer(serializers.Serializer):
     placed_at = serializers.DateTimeField(source="task.placed_at")
     labels = LabelsSerializer(help_text="Labels for the work: valid Kubernetes label values.")
     runtime = RuntimeSerializer()
+    session = serializers.DictField(
+        allow_null=True,
+        help_text="A session's block (kind, token, base_url, ready_path, command for a port kind, "
+        "sample_s); null for a batch task. See docs/sessions.md.",
+    )
 
 
 class StartedSerializer(serializers.Serializer):

@@ -13,7 +13,7 @@ from apps.portal.views.developer import (
     work,
 )
 from apps.portal.views.finance import finance
-from apps.portal.views.leadership import it, leadership
+from apps.portal.views.leadership import it, leadership, remove_cloud_cap, set_cloud_cap
 from apps.portal.views.team import add_member, project_priority, remove_member, team
 
 __all__ = [
@@ -28,7 +28,9 @@ __all__ = [
     "notifications",
     "notifications_read_all",
     "project_priority",
+    "remove_cloud_cap",
     "remove_member",
+    "set_cloud_cap",
     "split",
     "task_detail",
     "team",

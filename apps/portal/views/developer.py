@@ -15,6 +15,7 @@ from apps.portal.filters import (
     TaskFilter,
 )
 from apps.portal.forms import SubmitForm
+from apps.portal.session_forms import StartSessionForm
 from apps.portal.tables import (
     EventTable,
     NotificationTable,
@@ -22,9 +23,13 @@ from apps.portal.tables import (
     TaskTable,
 )
 from apps.portal.views.common import allow, kept, render_page
+from apps.sessions import services as sessions
+from apps.sessions.selectors import my_sessions, open_url
 from apps.tasks import services as tasks
 from apps.tasks.models import Channel, Task
 from apps.tasks.selectors import may_cancel, queue_positions, visible_tasks
+
+SESSIONS_SHOWN = 20
 
 
 @login_required
@@ -39,12 +44,31 @@ def work(request):
     policies = set(
         mine.filter(state__in=Task.ACTIVE_STATES).values_list("compute_resource__policy_id", flat=True)
     )
-    form = SubmitForm(
-        request.POST or None,
+    starting = request.method == "POST" and StartSessionForm.posted(request.POST)
+    session_form = StartSessionForm(
+        request.POST if starting else None,
         resources=submittable_resources(user).filter(enabled=True),
         projects=selectors.my_projects(user),
     )
-    if request.method == "POST" and form.is_valid():
+    form = SubmitForm(
+        request.POST if request.method == "POST" and not starting else None,
+        resources=submittable_resources(user).filter(enabled=True),
+        projects=selectors.my_projects(user),
+    )
+    if starting and session_form.is_valid():
+        try:
+            task = sessions.start(user=user, channel=Channel.PORTAL, **session_form.cleaned_data)
+        except ValidationError as error:
+            for field, errors in error.message_dict.items():
+                session_form.add_error(field if field in session_form.fields else None, errors)
+        else:
+            messages.success(
+                request,
+                f"Session {task.pk} started on {task.compute_resource}; "
+                "its link shows here once it is ready.",
+            )
+            return redirect("portal:work")
+    if request.method == "POST" and not starting and form.is_valid():
         data = form.cleaned_data
         try:
             task = tasks.submit(user=user, channel=Channel.PORTAL, **data)
@@ -62,6 +86,10 @@ def work(request):
     context = {
         "task_filter": found,
         "form": form,
+        "session_form": session_form,
+        "sessions": [
+            {"session": s, "task": s.task, "link": open_url(s)} for s in my_sessions(user)[:SESSIONS_SHOWN]
+        ],
         "tasks": TaskTable(
             found.qs,
             positions=queue_positions(waiting),
@@ -91,7 +119,7 @@ def work(request):
         context,
         tables,
         [found, resource_filter],
-        status=400 if form.errors else 200,
+        status=400 if form.errors or session_form.errors else 200,
     )
 
 

@@ -1,8 +1,10 @@
-"""Finance's page: usage and chargeback, priced."""
+"""Finance's page: usage and chargeback, priced, and what cloud nodes cost (``apps.cloud.selectors``)."""
 
 from django.contrib.auth.decorators import login_required
 
 from apps.accounts.models import Group
+from apps.cloud import selectors as cloud
+from apps.cloud.tables import CloudGroupTable, CloudSpendTable
 from apps.ledger.selectors import visible_groups
 from apps.ledger.tables import UsageTable
 from apps.portal import charts, selectors
@@ -27,9 +29,13 @@ def finance(request):
     by_type = selectors.report(request.user, ("gpu_type",), start, end)
     units = [row for row in groups.rows if row.labels["group_kind"] == Group.Kind.BUSINESS_UNIT.label]
     currency = groups.spec.currency
+    spend = cloud.spend(start, end, currency)
     context = {
         "groups": UsageTable(shown, prefix="groups-"),
         "prices": PriceTable(prices_filter.qs, prefix="prices-", exclude=("actions",)),
+        "spend": spend,
+        "cloud": CloudSpendTable(spend, prefix="cloud-"),
+        "cloud_groups": CloudGroupTable(spend, prefix="cloudgroups-"),
         "groups_filter": groups_filter,
         "prices_filter": prices_filter,
         "month": start,
@@ -57,6 +63,6 @@ def finance(request):
         request,
         "portal/finance.html",
         context,
-        [context["groups"], context["prices"]],
+        [context["groups"], context["prices"], context["cloud"], context["cloud_groups"]],
         [groups_filter, prices_filter],
     )

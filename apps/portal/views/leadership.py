@@ -1,9 +1,15 @@
-"""Leadership's and IT's pages: the estate at a glance, pools, passes and the engine."""
+"""Leadership's and IT's pages: the estate at a glance, cloud spend caps, pools, passes and the engine."""
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.shortcuts import get_object_or_404, redirect
 from django.utils import timezone
+from django.views.decorators.http import require_POST
 
 from apps.accounts.models import Group
+from apps.cloud import services as cloud
+from apps.cloud.models import CloudSpendCap, CloudSpendCapChange
 from apps.ledger.budgets import budget_status
 from apps.ledger.selectors import visible_groups
 from apps.ledger.tables import UsageTable
@@ -19,7 +25,9 @@ from apps.portal.filters import (
     QueueFilter,
     UsageFilter,
 )
+from apps.portal.forms import CloudCapForm
 from apps.portal.tables import (
+    CloudCapTable,
     CloudNodeTable,
     EventTable,
     PassTable,
@@ -32,8 +40,13 @@ from apps.portal.views.common import allow, kept, render_page
 
 @login_required
 def leadership(request):
+    return _leadership_page(request)
+
+
+def _leadership_page(request, *, cap_form: CloudCapForm | None = None, status: int = 200):
     allow(selectors.may_see_leadership(request.user), "Only leadership and IT see the leadership view.")
     now = timezone.now()
+    may_set_caps = selectors.may_set_cloud_caps(request.user)
     history = selectors.estate_history(request.user, now=now)
     start, end = selectors.this_month(now)
     level = Group.Kind.BUSINESS_UNIT
@@ -52,6 +65,9 @@ def leadership(request):
     days = [f"{day:%Y-%m-%d}" for day in history.days]
     unit_names = [row.labels["group"] for row in units.rows]
     context = {
+        "caps": CloudCapTable(selectors.cloud_caps(now), exclude=() if may_set_caps else ("actions",)),
+        "may_set_caps": may_set_caps,
+        "cap_form": cap_form or CloudCapForm(),
         "units": UsageTable(shown, prefix="units-"),
         "cloud": PoolTable(kept(cloud, cloud_filter, lambda use: use.pool.pk), prefix="cloud-"),
         "units_filter": units_filter,
@@ -95,9 +111,50 @@ def leadership(request):
         request,
         "portal/leadership.html",
         context,
-        [context["units"], context["cloud"]],
+        [context["caps"], context["units"], context["cloud"]],
         [units_filter, cloud_filter],
+        status=status,
     )
+
+
+def _set_caps(request) -> None:
+    allow(selectors.may_set_cloud_caps(request.user), "Only leadership sets cloud spend caps.")
+
+
+@login_required
+@require_POST
+def set_cloud_cap(request):
+    _set_caps(request)
+    form = CloudCapForm(request.POST)
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            cap = cloud.set_cap(
+                data["group"],
+                data["amount"],
+                data["currency"],
+                actor=request.user,
+                via=CloudSpendCapChange.Via.PORTAL,
+            )
+        except ValidationError as error:
+            for field, errors in error.message_dict.items():
+                form.add_error(field if field in form.fields else None, errors)
+        else:
+            messages.success(
+                request, f"Cloud spend cap of {cap.group}: {cap.amount:f} {cap.currency} a month."
+            )
+            return redirect("portal:leadership")
+    return _leadership_page(request, cap_form=form, status=400)
+
+
+@login_required
+@require_POST
+def remove_cloud_cap(request, pk: int):
+    _set_caps(request)
+    cap = get_object_or_404(CloudSpendCap.objects.select_related("group"), pk=pk)
+    cloud.remove_cap(cap, actor=request.user, via=CloudSpendCapChange.Via.PORTAL)
+    messages.success(request, f"{cap.group} has no cloud spend cap now.")
+    return redirect("portal:leadership")
 
 
 @login_required

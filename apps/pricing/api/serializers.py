@@ -1,6 +1,6 @@
 from rest_framework import serializers
 
-from apps.pricing.models import Price
+from apps.pricing.models import NodePrice, Price
 
 
 class PriceSerializer(serializers.ModelSerializer):
@@ -9,4 +9,11 @@ class PriceSerializer(serializers.ModelSerializer):
     class Meta:
         model = Price
         fields = ["id", "gpu_type", "currency", "per_gpu_hour", "effective_from"]
+        read_only_fields = fields
+
+
+class NodePriceSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = NodePrice
+        fields = ["id", "instance_type", "market", "currency", "per_node_hour", "effective_from"]
         read_only_fields = fields

@@ -28,6 +28,7 @@ class UtcDateTimeFilter(filters.IsoDateTimeFilter):
 class TaskFilter(filters.FilterSet):
     state = filters.MultipleChoiceFilter(choices=Task.State.choices, help_text="Repeat for several states.")
     channel = filters.ChoiceFilter(choices=Channel.choices)
+    kind = filters.ChoiceFilter(choices=Task.Kind.choices, help_text="batch or session.")
     compute_resource = filters.CharFilter(field_name="compute_resource__name")
     group = filters.CharFilter(field_name="compute_resource__policy__group__slug", help_text="Group slug.")
     user = filters.CharFilter(field_name="user__username")
@@ -38,7 +39,7 @@ class TaskFilter(filters.FilterSet):
 
     class Meta:
         model = Task
-        fields = ["state", "channel", "compute_resource", "group", "user", "project"]
+        fields = ["state", "kind", "channel", "compute_resource", "group", "user", "project"]
 
     def filter_mine(self, queryset, name, value):
         return queryset.filter(user=self.request.user) if value else queryset

@@ -7,13 +7,17 @@ from apps.core.fields import PlainIntegerField, StrictBooleanField, StrictCharFi
 from apps.policies.api.serializers import gpus_field
 from apps.policies.models import ComputeResource
 from apps.policies.selectors import resource_is_visible
+from apps.sessions.api.serializers import SessionSerializer
+from apps.sessions.models import SessionKind
+from apps.sessions.selectors import session_view
 from apps.tasks.limits import MAX_COMMAND_CHARS, MAX_NODES, spec_error
 from apps.tasks.models import Schedule, Task, TaskEvent
 
 VERDICT_HELP = (
     "Why the task waits, from the engine's last pass: {rule, message, ...details}, rule one of "
     "no_capacity, policy_limit, ancestor_limit, budget_start_check, budget_used_up, "
-    "behind_higher_priority. Empty when it does not wait or no pass has run yet."
+    "behind_higher_priority, cloud_cap_reached (with reset_at). Empty when it does not wait or no "
+    "pass has run yet."
 )
 
 
@@ -90,11 +94,16 @@ class TaskSerializer(serializers.ModelSerializer):
     pool = serializers.CharField(source="pool.name", allow_null=True, default=None)
     queue_position = serializers.SerializerMethodField(help_text="1-based place in line while waiting.")
     verdict = serializers.JSONField(help_text=VERDICT_HELP)
+    session = serializers.SerializerMethodField(
+        help_text="A session's URL, readiness and activity; its token only for its owner. "
+        "Null for a batch task."
+    )
 
     class Meta:
         model = Task
         fields = [
             "id",
+            "kind",
             "name",
             "user",
             "compute_resource",
@@ -119,12 +128,18 @@ class TaskSerializer(serializers.ModelSerializer):
             "placed_at",
             "started_at",
             "ended_at",
+            "session",
         ]
         read_only_fields = fields
 
     @extend_schema_field(serializers.IntegerField(allow_null=True))
     def get_queue_position(self, task: Task) -> int | None:
         return self.context["positions"].get(task.pk)
+
+    @extend_schema_field(SessionSerializer(allow_null=True))
+    def get_session(self, task: Task) -> dict | None:
+        session = self.context.get("sessions", {}).get(task.pk)
+        return session_view(session, self.context["request"].user)
 
 
 class TaskDetailSerializer(TaskSerializer):
@@ -139,9 +154,41 @@ class TaskDetailSerializer(TaskSerializer):
         return PreemptionSerializer(self.context["preemptions"], many=True).data
 
 
+class SessionKindField(StrictCharField):
+    default_error_messages = {
+        "unknown": "Unknown session kind {name!r}; GET /api/v1/session-kinds/ lists the ones offered."
+    }
+
+    def __init__(self, **kwargs):
+        super().__init__(max_length=80, **kwargs)
+
+    def run_validation(self, data=serializers.empty):
+        name = super().run_validation(data)
+        if name is None or name == "":
+            return None
+        kind = SessionKind.objects.filter(name=name, enabled=True).first()
+        if kind is None:
+            self.fail("unknown", name=name)
+        return kind
+
+
 class SubmitSerializer(serializers.Serializer):
     compute_resource = ComputeResourceField(help_text="The compute resource's name.")
-    command = command_field(help_text="The command the worker runs.")
+    kind = serializers.ChoiceField(
+        choices=Task.Kind.choices,
+        default=Task.Kind.BATCH,
+        help_text="batch (default) or session: a notebook or IDE server stopped by its idle limits.",
+    )
+    session_kind = SessionKindField(
+        required=False,
+        allow_null=True,
+        allow_blank=True,
+        help_text="Sessions only: the session kind's name (default: the first Jupyter kind offered).",
+    )
+    command = command_field(
+        required=False,
+        help_text="The command the worker runs (batch tasks; a session runs its kind's server).",
+    )
     gpus = gpus_field(
         required=False,
         allow_null=True,
@@ -161,6 +208,20 @@ class SubmitSerializer(serializers.Serializer):
     )
 
     def validate(self, data):
+        if data["kind"] == Task.Kind.SESSION:
+            extra = [name for name in ("command", "checkpoint", "spec") if name in self.initial_data]
+            if extra:
+                raise serializers.ValidationError(
+                    {extra[0]: "A session runs its session kind's server; leave this out."}
+                )
+            if data["nodes"] != 1:
+                raise serializers.ValidationError({"nodes": "A session runs on one node."})
+        elif data.get("session_kind"):
+            raise serializers.ValidationError(
+                {"session_kind": "Only a session (kind: session) has a session kind."}
+            )
+        elif not data.get("command"):
+            raise serializers.ValidationError({"command": "This field is required."})
         data["project"] = project_in_group(data.get("project"), data["compute_resource"])
         return data
 

@@ -11,6 +11,8 @@ from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 
 from apps.policies.selectors import may_submit
+from apps.sessions import services as sessions
+from apps.sessions.selectors import sessions_of
 from apps.tasks import selectors, services
 from apps.tasks.api.filters import ScheduleFilter, TaskFilter
 from apps.tasks.api.serializers import (
@@ -79,12 +81,17 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
             **self.get_serializer_context(),
             "positions": selectors.queue_positions([task]),
             "preemptions": selectors.preemption_history(task),
+            "sessions": sessions_of([task]),
         }
         return Response(TaskDetailSerializer(task, context=context).data, status=status_code)
 
     def list(self, request):
         page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
-        context = {**self.get_serializer_context(), "positions": selectors.queue_positions(page)}
+        context = {
+            **self.get_serializer_context(),
+            "positions": selectors.queue_positions(page),
+            "sessions": sessions_of(page),
+        }
         return self.get_paginated_response(TaskSerializer(page, many=True, context=context).data)
 
     def retrieve(self, request, pk=None):
@@ -102,7 +109,7 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         submission.is_valid(raise_exception=True)
         check_may_submit(request.user, submission.validated_data["compute_resource"])
         with refusals_as_400():
-            task = services.submit(user=request.user, channel=channel, **submission.validated_data)
+            task = sessions.submit_task(user=request.user, channel=channel, **submission.validated_data)
         return self._detail(self.get_queryset().get(pk=task.pk), status.HTTP_201_CREATED)
 
     @extend_schema(summary="Cancel a task", request=None, responses=TaskDetailSerializer)

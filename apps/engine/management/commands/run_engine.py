@@ -1,6 +1,6 @@
 """The engine in one process, for the embedded default without Redis: each interval, the pass,
-the budget meter, the worker sweep and due schedules; the usage rollups once a minute and the
-cloud pools' autoscaler every AUTOSCALE_INTERVAL_S."""
+the budget meter, the worker sweep, due schedules and the sessions' idle limits; the usage
+rollups once a minute and the cloud pools' autoscaler every AUTOSCALE_INTERVAL_S."""
 
 import logging
 import signal
@@ -15,6 +15,7 @@ from apps.cloud import services as cloud
 from apps.engine import services
 from apps.ledger import rollups
 from apps.pools import services as pools
+from apps.sessions import services as sessions
 from apps.tasks import services as tasks
 
 log = logging.getLogger("klique.engine")
@@ -76,6 +77,7 @@ class Command(BaseCommand):
         record = services.run_pass()
         services.run_meter()
         tasks.submit_due_schedules(now)
+        sessions.check_idle(now)
         if with_rollup:
             rollups.refresh(now)
         if record.placed or record.preempted:
