@@ -14,12 +14,14 @@ from apps.accounts import services as accounts
 from apps.accounts.models import Group, Membership, Project, User
 from apps.cloud import services as cloud
 from apps.cloud.models import CloudPool
+from apps.core.writes import validated_save
 from apps.policies import services as policies
 from apps.policies.models import ComputeResource, Profile, ResourcePolicy
 from apps.pools import services as pools
 from apps.pools.models import GpuType, Pool
 from apps.pricing import services as pricing
 from apps.pricing.models import NodePrice, Price
+from apps.sessions.models import ProfileIdleLimits, SessionKind
 
 DEMO_PASSWORD_ENV = "KLIQUE_DEMO_PASSWORD"
 DEFAULT_DEMO_PASSWORD = "klique-demo-2026"
@@ -263,6 +265,7 @@ def seed(password: str | None = None) -> dict[str, int]:
                 via="system",
             )
     seed_node_prices()
+    seed_sessions(profiles)
 
     for demo in DEMO_USERS:
         user = User.objects.filter(username=demo.username).first()
@@ -300,6 +303,20 @@ def seed_node_prices() -> None:
                 currency="EUR",
                 via="system",
             )
+
+
+# The demo's session kind and the idle limits of the profile meant for sessions (docs/sessions.md).
+SESSION_KIND = "Jupyter Server"
+SESSION_PROFILE = "a100-quarter"
+SESSION_LIMITS = {"max_lifetime_s": 8 * 3600, "cpu_idle_s": 1800, "jupyter_idle_s": 3600}
+
+
+def seed_sessions(profiles: dict) -> None:
+    """A Jupyter session kind and idle limits for the sessions profile, once."""
+    if not SessionKind.objects.filter(name=SESSION_KIND).exists():
+        validated_save(SessionKind(name=SESSION_KIND, type=SessionKind.Type.JUPYTER))
+    if not ProfileIdleLimits.objects.filter(profile=profiles[SESSION_PROFILE]).exists():
+        validated_save(ProfileIdleLimits(profile=profiles[SESSION_PROFILE], **SESSION_LIMITS))
 
 
 def autoscaled(pool: Pool) -> CloudPool:

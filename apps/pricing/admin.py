@@ -6,18 +6,15 @@ from django.contrib import admin
 from apps.core.fields import PLAIN_NUMBERS
 from apps.pricing import selectors, services
 from apps.pricing.models import NodePrice, Price, PriceChange
+from apps.pricing.tables import PRICE_CHANGE_COLUMNS
 
 VIA = PriceChange.Via.ADMIN
 
 
-@admin.register(Price)
-class PriceAdmin(admin.ModelAdmin):
-    formfield_overrides = PLAIN_NUMBERS
-    list_display = ["gpu_type", "per_gpu_hour", "currency", "effective_from"]
-    list_filter = ["gpu_type", "currency"]
-    search_fields = ["gpu_type__name"]
-    date_hierarchy = "effective_from"
-    list_select_related = ["gpu_type"]
+class _AuditedPriceAdmin(admin.ModelAdmin):
+    """Only finance and IT add, change and delete; each write goes through the audited service."""
+
+    audited: services.AuditedPrices
 
     def _may_edit(self, request) -> bool:
         return selectors.may_edit_prices(request.user)
@@ -32,18 +29,31 @@ class PriceAdmin(admin.ModelAdmin):
         return self._may_edit(request) and super().has_delete_permission(request, obj)
 
     def save_model(self, request, obj, form, change):
-        services.save_price(obj, actor=request.user, via=VIA)
+        self.audited.save(obj, actor=request.user, via=VIA)
 
     def delete_model(self, request, obj):
-        services.delete_price(obj, actor=request.user, via=VIA)
+        self.audited.delete(obj, actor=request.user, via=VIA)
 
     def delete_queryset(self, request, queryset):
-        for price in queryset.select_related("gpu_type"):
-            services.delete_price(price, actor=request.user, via=VIA)
+        if self.audited.related:
+            queryset = queryset.select_related(*self.audited.related)
+        for price in queryset:
+            self.audited.delete(price, actor=request.user, via=VIA)
+
+
+@admin.register(Price)
+class PriceAdmin(_AuditedPriceAdmin):
+    formfield_overrides = PLAIN_NUMBERS
+    list_display = ["gpu_type", "per_gpu_hour", "currency", "effective_from"]
+    list_filter = ["gpu_type", "currency"]
+    search_fields = ["gpu_type__name"]
+    date_hierarchy = "effective_from"
+    list_select_related = ["gpu_type"]
+    audited = services.GPU_PRICES
 
 
 @admin.register(NodePrice)
-class NodePriceAdmin(admin.ModelAdmin):
+class NodePriceAdmin(_AuditedPriceAdmin):
     """Cloud node prices per node-hour, per instance type (the provider's name) and market."""
 
     formfield_overrides = PLAIN_NUMBERS
@@ -51,44 +61,12 @@ class NodePriceAdmin(admin.ModelAdmin):
     list_filter = ["market", "currency"]
     search_fields = ["instance_type"]
     date_hierarchy = "effective_from"
-
-    def _may_edit(self, request) -> bool:
-        return selectors.may_edit_prices(request.user)
-
-    def has_add_permission(self, request):
-        return self._may_edit(request) and super().has_add_permission(request)
-
-    def has_change_permission(self, request, obj=None):
-        return self._may_edit(request) and super().has_change_permission(request, obj)
-
-    def has_delete_permission(self, request, obj=None):
-        return self._may_edit(request) and super().has_delete_permission(request, obj)
-
-    def save_model(self, request, obj, form, change):
-        services.save_node_price(obj, actor=request.user, via=VIA)
-
-    def delete_model(self, request, obj):
-        services.delete_node_price(obj, actor=request.user, via=VIA)
-
-    def delete_queryset(self, request, queryset):
-        for price in queryset:
-            services.delete_node_price(price, actor=request.user, via=VIA)
+    audited = services.NODE_PRICES
 
 
 @admin.register(PriceChange)
 class PriceChangeAdmin(admin.ModelAdmin):
-    list_display = [
-        "at",
-        "action",
-        "gpu_type",
-        "instance_type",
-        "market",
-        "currency",
-        "before",
-        "after",
-        "actor",
-        "via",
-    ]
+    list_display = PRICE_CHANGE_COLUMNS
     list_filter = ["action", "via", "gpu_type", "market", "currency"]
     date_hierarchy = "at"
     list_select_related = ["gpu_type", "actor"]

@@ -2,9 +2,12 @@
 through here and leaves a ``PriceChange`` in the same transaction. Reports price usage at read
 time, so a change (even one back-dated) shows in every report at once; no rollup has to be rebuilt."""
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from decimal import Decimal
 
 from django.db import transaction
+from django.db.models import Model
 from django.utils import timezone
 
 from apps.accounts.models import User
@@ -24,63 +27,6 @@ def _snapshot(price: Price) -> dict[str, str]:
     }
 
 
-def _audit(price: Price, action: str, before: dict, after: dict, actor: User | None, via: str) -> None:
-    PriceChange.objects.create(
-        price=None if action == PriceChange.Action.DELETED else price,
-        gpu_type_id=price.gpu_type_id,
-        currency=price.currency,
-        action=action,
-        before=before,
-        after=after,
-        actor=actor,
-        via=via,
-        at=timezone.now(),
-    )
-
-
-@transaction.atomic
-def save_price(price: Price, *, actor=None, via: str) -> Price:
-    """Save a new or changed price (its fields already set) and audit it; a save that changes
-    nothing leaves no record."""
-    if price.pk is None:
-        validated_save(price)
-        _audit(price, PriceChange.Action.CREATED, {}, _snapshot(price), actor, via)
-        return price
-    before = _snapshot(Price.objects.select_related("gpu_type").get(pk=price.pk))
-    validated_save(price)
-    after = _snapshot(price)
-    if after != before:
-        _audit(price, PriceChange.Action.CHANGED, before, after, actor, via)
-    return price
-
-
-def create_price(
-    *, gpu_type, per_gpu_hour, effective_from, currency: str = "EUR", actor=None, via: str
-) -> Price:
-    price = Price(
-        gpu_type=gpu_type, currency=currency, per_gpu_hour=per_gpu_hour, effective_from=effective_from
-    )
-    return save_price(price, actor=actor, via=via)
-
-
-def update_price(price: Price, *, actor=None, via: str, **fields) -> Price:
-    unknown = set(fields) - set(AUDITED_FIELDS)
-    if unknown:
-        raise TypeError(f"not price fields: {sorted(unknown)}")
-    for name, value in fields.items():
-        setattr(price, name, value)
-    return save_price(price, actor=actor, via=via)
-
-
-@transaction.atomic
-def delete_price(price: Price, *, actor=None, via: str) -> None:
-    _audit(price, PriceChange.Action.DELETED, _snapshot(price), {}, actor, via)
-    price.delete()
-
-
-# Node prices: the same audit, naming the instance type and market instead of a GPU type.
-
-
 def _node_snapshot(price: NodePrice) -> dict[str, str]:
     return {
         "instance_type": price.instance_type,
@@ -91,34 +37,95 @@ def _node_snapshot(price: NodePrice) -> dict[str, str]:
     }
 
 
-def _node_audit(price: NodePrice, action: str, before: dict, after: dict, actor: User | None, via: str):
-    PriceChange.objects.create(
-        node_price=None if action == PriceChange.Action.DELETED else price,
-        instance_type=price.instance_type,
-        market=price.market,
-        currency=price.currency,
-        action=action,
-        before=before,
-        after=after,
-        actor=actor,
-        via=via,
-        at=timezone.now(),
-    )
+@dataclass(frozen=True)
+class AuditedPrices:
+    """Audited writes of one kind of price: GPU prices and node prices differ only in their fields,
+    their snapshot and the ``PriceChange`` fields that name what was priced."""
 
+    model: type[Model]
+    noun: str
+    fields: tuple[str, ...]
+    snapshot: Callable[[Model], dict[str, str]]
+    link: str  # the PriceChange field pointing at the price (cleared once it is deleted)
+    named_by: tuple[str, ...]  # the price's fields the PriceChange copies
+    related: tuple[str, ...] = ()
 
-@transaction.atomic
-def save_node_price(price: NodePrice, *, actor=None, via: str) -> NodePrice:
-    """Save a new or changed node price and audit it; a save that changes nothing leaves no record."""
-    if price.pk is None:
+    def _audit(self, price, action: str, before: dict, after: dict, actor: User | None, via: str):
+        PriceChange.objects.create(
+            **{self.link: None if action == PriceChange.Action.DELETED else price},
+            **{name: getattr(price, name) for name in self.named_by},
+            currency=price.currency,
+            action=action,
+            before=before,
+            after=after,
+            actor=actor,
+            via=via,
+            at=timezone.now(),
+        )
+
+    @transaction.atomic
+    def save(self, price, *, actor=None, via: str):
+        """Save a new or changed price (its fields already set) and audit it; a save that changes
+        nothing leaves no record."""
+        if price.pk is None:
+            validated_save(price)
+            self._audit(price, PriceChange.Action.CREATED, {}, self.snapshot(price), actor, via)
+            return price
+        stored = self.model.objects.select_related(*self.related) if self.related else self.model.objects
+        before = self.snapshot(stored.get(pk=price.pk))
         validated_save(price)
-        _node_audit(price, PriceChange.Action.CREATED, {}, _node_snapshot(price), actor, via)
+        after = self.snapshot(price)
+        if after != before:
+            self._audit(price, PriceChange.Action.CHANGED, before, after, actor, via)
         return price
-    before = _node_snapshot(NodePrice.objects.get(pk=price.pk))
-    validated_save(price)
-    after = _node_snapshot(price)
-    if after != before:
-        _node_audit(price, PriceChange.Action.CHANGED, before, after, actor, via)
-    return price
+
+    def update(self, price, *, actor=None, via: str, **fields):
+        unknown = set(fields) - set(self.fields)
+        if unknown:
+            raise TypeError(f"not {self.noun} fields: {sorted(unknown)}")
+        for name, value in fields.items():
+            setattr(price, name, value)
+        return self.save(price, actor=actor, via=via)
+
+    @transaction.atomic
+    def delete(self, price, *, actor=None, via: str) -> None:
+        self._audit(price, PriceChange.Action.DELETED, self.snapshot(price), {}, actor, via)
+        price.delete()
+
+
+GPU_PRICES = AuditedPrices(
+    model=Price,
+    noun="price",
+    fields=AUDITED_FIELDS,
+    snapshot=_snapshot,
+    link="price",
+    named_by=("gpu_type_id",),
+    related=("gpu_type",),
+)
+NODE_PRICES = AuditedPrices(
+    model=NodePrice,
+    noun="node price",
+    fields=NODE_AUDITED_FIELDS,
+    snapshot=_node_snapshot,
+    link="node_price",
+    named_by=("instance_type", "market"),
+)
+
+save_price = GPU_PRICES.save
+update_price = GPU_PRICES.update
+delete_price = GPU_PRICES.delete
+save_node_price = NODE_PRICES.save
+update_node_price = NODE_PRICES.update
+delete_node_price = NODE_PRICES.delete
+
+
+def create_price(
+    *, gpu_type, per_gpu_hour, effective_from, currency: str = "EUR", actor=None, via: str
+) -> Price:
+    price = Price(
+        gpu_type=gpu_type, currency=currency, per_gpu_hour=per_gpu_hour, effective_from=effective_from
+    )
+    return save_price(price, actor=actor, via=via)
 
 
 def create_node_price(
@@ -139,18 +146,3 @@ def create_node_price(
         effective_from=effective_from,
     )
     return save_node_price(price, actor=actor, via=via)
-
-
-def update_node_price(price: NodePrice, *, actor=None, via: str, **fields) -> NodePrice:
-    unknown = set(fields) - set(NODE_AUDITED_FIELDS)
-    if unknown:
-        raise TypeError(f"not node price fields: {sorted(unknown)}")
-    for name, value in fields.items():
-        setattr(price, name, value)
-    return save_node_price(price, actor=actor, via=via)
-
-
-@transaction.atomic
-def delete_node_price(price: NodePrice, *, actor=None, via: str) -> None:
-    _node_audit(price, PriceChange.Action.DELETED, _node_snapshot(price), {}, actor, via)
-    price.delete()

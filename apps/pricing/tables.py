@@ -3,6 +3,19 @@ import django_tables2 as tables
 from apps.pricing.models import NodePrice, Price, PriceChange
 
 NUMBER_ATTRS = {"td": {"class": "num"}, "th": {"class": "num"}}
+# The audit trail's columns, in the portal and the admin alike.
+PRICE_CHANGE_COLUMNS = (
+    "at",
+    "action",
+    "gpu_type",
+    "instance_type",
+    "market",
+    "currency",
+    "before",
+    "after",
+    "actor",
+    "via",
+)
 
 
 class PriceTable(tables.Table):
@@ -44,18 +57,7 @@ class PriceChangeTable(tables.Table):
 
     class Meta:
         model = PriceChange
-        fields = [
-            "at",
-            "action",
-            "gpu_type",
-            "instance_type",
-            "market",
-            "currency",
-            "before",
-            "after",
-            "actor",
-            "via",
-        ]
+        fields = PRICE_CHANGE_COLUMNS
         attrs = {"class": "grid"}
         empty_text = "No price changes yet."
 

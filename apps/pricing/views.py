@@ -2,9 +2,14 @@
 finance and IT add, change and delete prices (each change audited through
 ``apps.pricing.services``); the estate roles read the audit trail."""
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import QuerySet
+from django.forms import ModelForm
 from django.shortcuts import get_object_or_404, redirect, render
 from django_tables2 import RequestConfig
 
@@ -55,83 +60,104 @@ def _save(form, save) -> bool:
     return True
 
 
-@login_required
-def price_create(request):
+@dataclass(frozen=True)
+class _Kind:
+    """What the add, change and delete pages of GPU prices and of node prices differ by."""
+
+    noun: str
+    form: type[ModelForm]
+    listed: Callable[[], QuerySet]
+    create: Callable
+    update: Callable
+    delete: Callable
+    confirm_delete: str
+
+
+GPU_PRICES = _Kind(
+    "price",
+    PriceForm,
+    selectors.prices,
+    services.create_price,
+    services.update_price,
+    services.delete_price,
+    "pricing/price_confirm_delete.html",
+)
+NODE_PRICES = _Kind(
+    "node price",
+    NodePriceForm,
+    selectors.node_prices,
+    services.create_node_price,
+    services.update_node_price,
+    services.delete_node_price,
+    "pricing/node_price_confirm_delete.html",
+)
+
+
+def _create(request, kind: _Kind):
     _editor_only(request)
-    form = PriceForm(request.POST or None)
+    form = kind.form(request.POST or None)
     if request.method == "POST" and _save(
-        form, lambda data: services.create_price(**data, actor=request.user, via=VIA)
+        form, lambda data: kind.create(**data, actor=request.user, via=VIA)
     ):
-        messages.success(request, "Price added.")
+        messages.success(request, f"{kind.noun.capitalize()} added.")
         return redirect("pricing:prices")
     status = 400 if form.errors else 200
-    return render(request, "pricing/price_form.html", {"form": form, "title": "Add a price"}, status=status)
+    context = {"form": form, "title": f"Add a {kind.noun}"}
+    return render(request, "pricing/price_form.html", context, status=status)
+
+
+def _edit(request, pk: int, kind: _Kind):
+    _editor_only(request)
+    price = get_object_or_404(kind.listed(), pk=pk)
+    title = f"Change {price}"
+    form = kind.form(request.POST or None, instance=price)
+    if request.method == "POST" and _save(
+        form, lambda data: kind.update(price, **data, actor=request.user, via=VIA)
+    ):
+        messages.success(request, f"{kind.noun.capitalize()} changed: {price}.")
+        return redirect("pricing:prices")
+    status = 400 if form.errors else 200
+    return render(request, "pricing/price_form.html", {"form": form, "title": title}, status=status)
+
+
+def _delete(request, pk: int, kind: _Kind):
+    _editor_only(request)
+    price = get_object_or_404(kind.listed(), pk=pk)
+    if request.method == "POST":
+        kind.delete(price, actor=request.user, via=VIA)
+        messages.success(request, f"{kind.noun.capitalize()} deleted: {price}.")
+        return redirect("pricing:prices")
+    return render(request, kind.confirm_delete, {"price": price})
+
+
+@login_required
+def price_create(request):
+    return _create(request, GPU_PRICES)
 
 
 @login_required
 def price_edit(request, pk: int):
-    _editor_only(request)
-    price = get_object_or_404(selectors.prices(), pk=pk)
-    title = f"Change {price}"
-    form = PriceForm(request.POST or None, instance=price)
-    if request.method == "POST" and _save(
-        form, lambda data: services.update_price(price, **data, actor=request.user, via=VIA)
-    ):
-        messages.success(request, f"Price changed: {price}.")
-        return redirect("pricing:prices")
-    status = 400 if form.errors else 200
-    return render(request, "pricing/price_form.html", {"form": form, "title": title}, status=status)
+    return _edit(request, pk, GPU_PRICES)
 
 
 @login_required
 def price_delete(request, pk: int):
-    _editor_only(request)
-    price = get_object_or_404(selectors.prices(), pk=pk)
-    if request.method == "POST":
-        services.delete_price(price, actor=request.user, via=VIA)
-        messages.success(request, f"Price deleted: {price}.")
-        return redirect("pricing:prices")
-    return render(request, "pricing/price_confirm_delete.html", {"price": price})
+    return _delete(request, pk, GPU_PRICES)
 
 
 @login_required
 def node_price_create(request):
-    _editor_only(request)
-    form = NodePriceForm(request.POST or None)
-    if request.method == "POST" and _save(
-        form, lambda data: services.create_node_price(**data, actor=request.user, via=VIA)
-    ):
-        messages.success(request, "Node price added.")
-        return redirect("pricing:prices")
-    status = 400 if form.errors else 200
-    context = {"form": form, "title": "Add a node price"}
-    return render(request, "pricing/price_form.html", context, status=status)
+    return _create(request, NODE_PRICES)
 
 
 @login_required
 def node_price_edit(request, pk: int):
-    _editor_only(request)
-    price = get_object_or_404(selectors.node_prices(), pk=pk)
-    title = f"Change {price}"
-    form = NodePriceForm(request.POST or None, instance=price)
-    if request.method == "POST" and _save(
-        form, lambda data: services.update_node_price(price, **data, actor=request.user, via=VIA)
-    ):
-        messages.success(request, f"Node price changed: {price}.")
-        return redirect("pricing:prices")
-    status = 400 if form.errors else 200
-    return render(request, "pricing/price_form.html", {"form": form, "title": title}, status=status)
+    return _edit(request, pk, NODE_PRICES)
 
 
 @login_required
 def node_price_delete(request, pk: int):
-    _editor_only(request)
-    price = get_object_or_404(selectors.node_prices(), pk=pk)
-    if request.method == "POST":
-        services.delete_node_price(price, actor=request.user, via=VIA)
-        messages.success(request, f"Node price deleted: {price}.")
-        return redirect("pricing:prices")
-    return render(request, "pricing/node_price_confirm_delete.html", {"price": price})
+    return _delete(request, pk, NODE_PRICES)
 
 
 @login_required

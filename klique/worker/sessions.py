@@ -38,7 +38,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import httpcore
-import httpx
 import psutil
 
 from klique.worker.runs import StartFailed
@@ -237,25 +236,28 @@ class _UntilBackend(httpcore.SyncBackend):
         return _UntilStream(stream, self.deadline)
 
 
-def deadline_client(seconds: float) -> httpx.Client:
-    """An HTTP client whose requests end ``seconds`` of wall clock after it is made, however slowly
-    the server answers (httpx's own timeouts are per read: a trickle of bytes never trips them).
-    One connection, closed after each request, so that it is never counted as a user's."""
-    transport = httpx.HTTPTransport(retries=0)
-    # httpx takes no network backend; its transport's pool is httpcore's, given one here.
-    transport._pool = httpcore.ConnectionPool(
-        network_backend=_UntilBackend(time.monotonic() + seconds), max_keepalive_connections=0
+def deadline_pool(seconds: float) -> httpcore.ConnectionPool:
+    """An HTTP connection pool whose requests end ``seconds`` of wall clock after it is made, however
+    slowly the server answers (httpx's and httpcore's own timeouts are per read: a trickle of bytes
+    never trips them). One connection, closed after each request, so that it is never counted as a
+    user's."""
+    return httpcore.ConnectionPool(
+        network_backend=_UntilBackend(time.monotonic() + seconds), max_keepalive_connections=0, retries=0
     )
-    return httpx.Client(transport=transport, timeout=seconds, follow_redirects=False)
 
 
 def answers(url: str, headers: dict | None = None, deadline_s: float = PROBE_DEADLINE_S) -> bool:
     """Whether the server answers at ``url``: a 2xx or 3xx, or a 401/403 (up, wants a login),
     decided from the status line; its body is not read."""
     try:
-        with deadline_client(deadline_s) as client, client.stream("GET", url, headers=headers) as answer:
-            status = answer.status_code
-    except httpx.HTTPError:
+        with deadline_pool(deadline_s) as pool, pool.stream("GET", url, headers=headers or {}) as answer:
+            status = answer.status
+    except (
+        httpcore.TimeoutException,
+        httpcore.NetworkError,
+        httpcore.ProtocolError,
+        httpcore.UnsupportedProtocol,
+    ):
         return False
     return 200 <= status < 400 or status in UP_STATUSES
 
@@ -269,17 +271,23 @@ def jupyter_status(
     body = bytearray()
     try:
         with (
-            deadline_client(deadline_s) as client,
-            client.stream("GET", url, headers={"Authorization": f"token {token}"}) as answer,
+            deadline_pool(deadline_s) as pool,
+            pool.stream("GET", url, headers={"Authorization": f"token {token}"}) as answer,
         ):
-            if answer.status_code != 200:
+            if answer.status != 200:
                 return None
-            for chunk in answer.iter_bytes():
+            for chunk in answer.iter_stream():
                 body += chunk
                 if len(body) > max_bytes:
                     return None
         status = json.loads(body)
-    except (httpx.HTTPError, ValueError):
+    except (
+        httpcore.TimeoutException,
+        httpcore.NetworkError,
+        httpcore.ProtocolError,
+        httpcore.UnsupportedProtocol,
+        ValueError,
+    ):
         return None
     return status if isinstance(status, dict) else None
 

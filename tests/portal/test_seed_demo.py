@@ -94,3 +94,14 @@ def test_seed_demo_allowed_in_production_uses_a_generated_password_printed_once(
     assert not client.login(username="it", password=demo.demo_password())
     call_command("seed_demo", allow_production=True)
     assert password not in capsys.readouterr().out  # printed once: the users exist now
+
+
+def test_the_demo_offers_a_jupyter_session_kind_with_idle_limits_on_its_sessions_profile():
+    from apps.portal.demo import SESSION_LIMITS
+    from apps.sessions.models import ProfileIdleLimits, SessionKind
+
+    call_command("seed_demo", verbosity=0)
+    call_command("seed_demo", verbosity=0)
+    assert list(SessionKind.objects.values_list("name", "type")) == [("Jupyter Server", "jupyter")]
+    limits = ProfileIdleLimits.objects.get(profile__name="a100-quarter")
+    assert {field: getattr(limits, field) for field in SESSION_LIMITS} == SESSION_LIMITS
