@@ -20,6 +20,8 @@ import re
 
 from django.core.exceptions import ValidationError
 
+from klique.worker.quantities import is_quantity
+
 MAX_COMMAND_CHARS = 20_000
 MAX_SPEC_BYTES = 65_536
 MAX_NODES = 64
@@ -41,7 +43,6 @@ def command_error(command: str) -> str | None:
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
 
 
-QUANTITY = re.compile(r"[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?", re.ASCII)
 IMAGE_REFUSED = re.compile(r"[\s\x00-\x1f\x7f]")
 RESOURCES = ("cpu", "memory")
 
@@ -73,7 +74,7 @@ def _resources_error(resources) -> str | None:
     for name, value in resources.items():
         if name not in RESOURCES:
             return f"spec.resources: {name!r} is not one of {', '.join(RESOURCES)}."
-        if not isinstance(value, str) or not QUANTITY.fullmatch(value):
+        if not is_quantity(value):
             return (
                 f"spec.resources.{name}: {value!r} is not a Kubernetes quantity "
                 '(a number with an optional suffix such as m, Mi or Gi, as text: "500m", "16Gi").'

@@ -37,6 +37,7 @@ import requests
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.types import DeviceRequest, Mount
 
+from klique.worker.quantities import FACTORS, QUANTITY
 from klique.worker.runs import Change, StartFailed, env, start_failure, task_variables
 
 log = logging.getLogger("klique.worker")
@@ -57,13 +58,6 @@ TASK_FAULTS = (
     "no such file or directory",
     "repository name must",
 )
-QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
-FACTORS = {
-    None: 1,
-    "m": Decimal("0.001"),
-    **{suffix: 1000**power for power, suffix in enumerate("kMGTPE", start=1)},
-    **{f"{suffix}i": 1024**power for power, suffix in enumerate("KMGTPE", start=1)},
-}
 # Docker and Podman refuse containers with less memory than this.
 MIN_MEMORY = 6 * 1024 * 1024
 
@@ -75,7 +69,7 @@ def label_value(text: str) -> str:
 
 def quantity(text, field_name: str) -> Decimal:
     """A Kubernetes quantity (``500m``, ``2``, ``4Gi``) as a number, or a recurring StartFailed."""
-    found = QUANTITY.match(str(text))
+    found = QUANTITY.fullmatch(str(text))
     if not found:
         raise StartFailed(f"{field_name}: {text!r} is not a quantity such as 500m, 2 or 4Gi", recurs=True)
     try:
