@@ -9,7 +9,7 @@ month. Three queries plus one ``cloud_spend`` per currency the caps use, however
 
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from decimal import Decimal
 
 from django.conf import settings
@@ -20,6 +20,7 @@ from apps.accounts.models import Group
 from apps.accounts.selectors import subtrees
 from apps.cloud.costs import cloud_spend
 from apps.cloud.models import CloudSpendCap
+from apps.engine.core.budget import period_bounds
 
 ZERO = Decimal(0)
 
@@ -54,11 +55,8 @@ class CapStatus:
 
 
 def month_bounds(now: datetime) -> tuple[datetime, datetime]:
-    """00:00 UTC on the 1st of ``now``'s UTC month, and on the 1st of the next."""
-    now = now.astimezone(UTC)
-    start = datetime(now.year, now.month, 1, tzinfo=UTC)
-    following = datetime(now.year + now.month // 12, now.month % 12 + 1, 1, tzinfo=UTC)
-    return start, following
+    """00:00 UTC on the 1st of ``now``'s UTC month, and on the 1st of the next (a budget's month)."""
+    return period_bounds(now, "month")
 
 
 def cap_statuses(now: datetime) -> list[CapStatus]:
