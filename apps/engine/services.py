@@ -15,7 +15,7 @@ from django.db import IntegrityError, connection, models, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from apps.engine import core
+from apps.engine import core, wake
 from apps.engine.apply import apply
 from apps.engine.loader import load
 from apps.engine.lock import exclusive_pass
@@ -204,6 +204,7 @@ def run_pass(now=None) -> PassRecord:
             return _record(started_at=started, skipped=True, skip_reason="another pass running")
         if not engine_enabled():
             return _record(started_at=started, skipped=True, skip_reason="disabled")
+        wake.pass_starting()
         with _counting_queries() as queries:
             t0 = time.perf_counter()
             loaded = _load_consistent(now)
@@ -228,6 +229,9 @@ def run_pass(now=None) -> PassRecord:
                     running=running - applied.preempted + applied.placed,
                     queries=queries[0],
                 )
+                if applied.placed:
+                    pools = {placement.pool for placement in decisions.placements}
+                    transaction.on_commit(lambda: wake.notify_placed(pools))
     if record.pk % 600 == 0:
         prune_pass_log(now)
     return record

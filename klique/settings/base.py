@@ -239,6 +239,8 @@ SCHEDULE_INTERVAL_S = float(os.environ.get("SCHEDULE_INTERVAL_S", "15"))
 WORKER_HEARTBEAT_S = float(os.environ.get("WORKER_HEARTBEAT_S", "5"))
 WORKER_HEARTBEAT_TIMEOUT_S = float(os.environ.get("WORKER_HEARTBEAT_TIMEOUT_S", "30"))
 WORKER_CLAIM_TIMEOUT_S = float(os.environ.get("WORKER_CLAIM_TIMEOUT_S", "120"))
+# The longest a daemon may wait at POST /api/v1/workers/wait for placed work; 0 turns waiting off.
+WORKER_WAIT_MAX_S = float(os.environ.get("WORKER_WAIT_MAX_S", "20"))
 WORKER_STOP_GRACE_S = int(os.environ.get("WORKER_STOP_GRACE_S", "30"))
 # A task whose work fails to start this many times (on any workers) ends failed (docs/workers.md).
 WORKER_START_ATTEMPTS = int(os.environ.get("WORKER_START_ATTEMPTS", "3"))
@@ -342,6 +344,7 @@ ALLAUTH_TRUSTED_PROXY_COUNT = TRUSTED_PROXY_COUNT
 THROTTLE_RATES = {
     "worker": os.environ.get("THROTTLE_WORKER", "600/min"),
     "heartbeat": os.environ.get("THROTTLE_HEARTBEAT", "120/min"),
+    "wait": os.environ.get("THROTTLE_WAIT", "600/min"),
     "enrol": os.environ.get("THROTTLE_ENROL", "300/min"),
     "token": os.environ.get("THROTTLE_TOKEN", "30/hour"),
 }

@@ -1,9 +1,13 @@
 """The engine in one process, for the embedded default without Redis: each interval, the pass,
 the budget meter, the worker sweep, due schedules and the sessions' idle limits; the usage
-rollups once a minute and the cloud pools' autoscaler every AUTOSCALE_INTERVAL_S."""
+rollups once a minute and the cloud pools' autoscaler every AUTOSCALE_INTERVAL_S.
+
+Between intervals it waits for a pass request (``apps.engine.wake``: a submit, a cancel, a report
+that frees GPUs) and runs a pass at once, alone; the interval stays the upper bound."""
 
 import logging
 import signal
+import threading
 import time
 
 from django.conf import settings
@@ -12,7 +16,7 @@ from django.db import close_old_connections
 from django.utils import timezone
 
 from apps.cloud import services as cloud
-from apps.engine import services
+from apps.engine import services, wake
 from apps.ledger import rollups
 from apps.pools import services as pools
 from apps.sessions import services as sessions
@@ -38,24 +42,35 @@ class Command(BaseCommand):
 
     def handle(self, *args, interval: float, passes: int, **options):
         stopping = []
-        signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
         done, last_rollup, last_autoscale = 0, 0.0, None
-        self.stdout.write(f"Klique engine: a pass every {interval:g} s (Ctrl-C to stop)")
+        next_tick = time.monotonic()
+        self.stdout.write(f"Klique engine: a pass every {interval:g} s and on request (Ctrl-C to stop)")
         try:
             while not stopping and (passes == 0 or done < passes):
                 tick = time.monotonic()
                 close_old_connections()
-                try:
-                    self.tick(tick - last_rollup >= ROLLUP_EVERY_S)
-                    if tick - last_rollup >= ROLLUP_EVERY_S:
-                        last_rollup = tick
-                except Exception:
-                    log.exception("engine tick failed; retrying at the next interval")
-                if last_autoscale is None or tick - last_autoscale >= settings.AUTOSCALE_INTERVAL_S:
-                    last_autoscale = tick
-                    self.autoscale()
+                if tick >= next_tick:
+                    next_tick = tick + interval
+                    try:
+                        self.tick(tick - last_rollup >= ROLLUP_EVERY_S)
+                        if tick - last_rollup >= ROLLUP_EVERY_S:
+                            last_rollup = tick
+                    except Exception:
+                        log.exception("engine tick failed; retrying at the next interval")
+                    if last_autoscale is None or tick - last_autoscale >= settings.AUTOSCALE_INTERVAL_S:
+                        last_autoscale = tick
+                        self.autoscale()
+                else:
+                    try:
+                        self.log_pass(services.run_pass())
+                    except Exception:
+                        log.exception("engine pass on request failed; retrying at the next interval")
                 done += 1
-                time.sleep(max(0.0, interval - (time.monotonic() - tick)))
+                if stopping or (passes and done >= passes):
+                    break
+                wake.wait_for_request(next_tick - time.monotonic())
         except KeyboardInterrupt:
             pass
         self.stdout.write("Klique engine stopped")
@@ -80,6 +95,9 @@ class Command(BaseCommand):
         sessions.check_idle(now)
         if with_rollup:
             rollups.refresh(now)
+        self.log_pass(record)
+
+    def log_pass(self, record) -> None:
         if record.placed or record.preempted:
             log.info(
                 "pass: placed %s, preempted %s, waiting %s, %.1f ms",
