@@ -4,6 +4,7 @@
 # (socket, key, pid, log and seed in DIR/munge), so it starts beside any other munged on the machine.
 #
 #   deploy/slurm-dev/start.sh [DIR]    (default /tmp/klique-slurm; prints `export SLURM_CONF=...`)
+#   SLURM_DEV_GPUS (default 4) and SLURM_DEV_CPUS (default 8) size the node.
 #   deploy/slurm-dev/stop.sh  [DIR]
 #
 # Needs Debian's slurm-wlm, slurmdbd and munge, and MariaDB on 127.0.0.1:3306 (root, no password).
@@ -12,6 +13,7 @@ set -euo pipefail
 dir=$(realpath -m "${1:-/tmp/klique-slurm}")
 host=$(hostname -s)
 gpus=${SLURM_DEV_GPUS:-4}
+cpus=${SLURM_DEV_CPUS:-8}  # each job takes a CPU: 120 one-GPU jobs at once need 120
 export SLURM_CONF="$dir/slurm.conf"
 
 if [ -f "$dir/slurmctld.pid" ] && kill -0 "$(cat "$dir/slurmctld.pid")" 2>/dev/null; then
@@ -50,7 +52,7 @@ AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=$host
 AccountingStoragePass=$munge_socket
 JobAcctGatherType=jobacct_gather/none
-NodeName=$host CPUs=8 RealMemory=4000 Gres=gpu:$gpus State=UNKNOWN
+NodeName=$host CPUs=$cpus RealMemory=4000 Gres=gpu:$gpus State=UNKNOWN
 PartitionName=gpu Nodes=$host Default=YES MaxTime=INFINITE State=UP
 CONF
 
