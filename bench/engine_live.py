@@ -1,13 +1,23 @@
-"""Benchmark of the live engine on PostgreSQL: one pass at 10k waiting, 5k running, 500 policies
-and 50 pools, split into load, decide and apply, with the queries per pass.
+"""Benchmark of the live engine on PostgreSQL: passes timed inside ``run_pass`` and split into
+load, decide and apply, with the queries per pass.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/klique_bench .venv/bin/python bench/engine_live.py
+    DATABASE_URL=... .venv/bin/python bench/engine_live.py --shape kueue
 
-The database named in DATABASE_URL is dropped and created afresh. Two kinds of pass are timed:
-steady passes (the estate is full, nothing can move: the cost of looking) and churn passes
-(before each, 50 running tasks finish, so the pass places about 50 tasks and writes their
-events, intervals and the changed verdicts). Wall-clock times; the machine is shared, so
-medians and p99 over the runs are reported.
+The database named in DATABASE_URL is dropped and created afresh. Shapes:
+
+- ``live`` (the default): 10k waiting, 5k running, 500 policies and 50 pools; the build fills the
+  estate with real passes, sends back what is over 5k and declares each pool's capacity as what it
+  holds (a full estate).
+- ``kueue``: Kueue's scheduler baseline, one cohort: one pool of 120 GPUs, 6 policies of
+  reservation 20 and limit 120, per policy 350 tasks of 1 GPU, 100 of 5 and 50 of 20, all waiting.
+
+Three kinds of pass are timed: the **first** pass after the build (for ``live`` it reclaims,
+places and rewrites the verdicts of nearly every waiting task: the estate settles), **steady**
+passes (nothing can move: the cost of looking; a pass that moves anything is reported in the
+"moved" column) and **churn** passes (before each, ``--churn`` placed tasks finish, so the pass
+places work and writes its events, intervals and the changed verdicts). Wall-clock times; the
+machine is shared, so medians and p99 over the passes are reported with the load average.
 """
 
 import argparse
@@ -51,7 +61,8 @@ def build(waiting: int, running: int, n_policies: int, n_pools: int, seed: int =
     regions = 5
     per_pool = round(running * 2.5 / n_pools)
     pools = Pool.objects.bulk_create(
-        Pool(name=f"pool-{i:03}", kind="kubernetes", gpu_type=gpu, capacity=per_pool) for i in range(n_pools)
+        Pool(name=f"pool-{i:03}", kind="kubernetes", multi_node=True, gpu_type=gpu, capacity=per_pool)
+        for i in range(n_pools)
     )
     capacity = per_pool * n_pools
     profiles = Profile.objects.bulk_create(
@@ -112,6 +123,35 @@ def build(waiting: int, running: int, n_policies: int, n_pools: int, seed: int =
         Pool.objects.filter(pk=pool.pk).update(capacity=held)
 
 
+def build_kueue(cohort_policies: int = 6) -> None:
+    """Kueue's baseline, one cohort, every task waiting (as ``bench/kueue_replay.py`` builds it)."""
+    from apps.accounts.models import Group, User
+    from apps.policies import services as policies
+    from apps.pools.models import GpuType, Pool
+    from apps.tasks.models import Task
+
+    gpu = GpuType.objects.create(name="H100")
+    pool = Pool.objects.create(name="cohort0", kind=Pool.Kind.BAREMETAL, gpu_type=gpu, capacity=120)
+    profile = policies.create_profile(name="cohort0", gpus=1, size_from_task=True, pools=[pool])
+    org = Group.objects.create(name="Org", slug="org", kind="organisation")
+    dept = Group.objects.create(name="Cohort 0", slug="cohort0", parent=org, kind="department")
+    user = User.objects.create(username="bench")
+    rows = []
+    for q in range(cohort_policies):
+        group = Group.objects.create(name=f"c0q{q}", slug=f"c0q{q}", parent=dept)
+        policy = policies.create_policy(group=group, reservation=20, limit=120)
+        resource = policies.connect(policy=policy, profile=profile, name=f"c0q{q}")
+        for count, gpus in ((350, 1), (100, 5), (50, 20)):
+            rows += [
+                Task(user=user, compute_resource=resource, gpus=gpus, command="sleep 1", state="queued")
+                for _ in range(count)
+            ]
+    tasks = Task.objects.bulk_create(rows)
+    for t in tasks:
+        t.queue_seq = t.pk
+    Task.objects.bulk_update(tasks, ["queue_seq"], batch_size=5000)
+
+
 def churn(n: int, rng: random.Random) -> None:
     from django.utils import timezone
 
@@ -134,20 +174,47 @@ def summarize(records) -> dict:
         out[field] = stats([getattr(r, field) for r in records])
     out["queries"] = stats([r.queries for r in records])
     out["placed"] = statistics.median(r.placed for r in records)
+    out["moved"] = max(r.placed + r.preempted for r in records)
+    out["verdicts"] = max(r.verdicts_changed for r in records)
     out["waiting"] = statistics.median(r.waiting for r in records)
     out["running"] = statistics.median(r.running for r in records)
     return out
+
+
+def timed_passes():
+    """``run_pass``, with the number of verdicts each pass wrote kept on its record (``Applied``
+    has it, ``PassRecord`` does not)."""
+    from apps.engine import apply as applier
+    from apps.engine import services as engine
+
+    written = []
+
+    def apply(*args, **kwargs):
+        applied = applier.apply(*args, **kwargs)
+        written.append(applied.verdicts_changed)
+        return applied
+
+    engine.apply = apply
+
+    def run():
+        record = engine.run_pass()
+        record.verdicts_changed = written.pop() if written else 0
+        return record
+
+    return run
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--waiting", type=int, default=10_000)
-    parser.add_argument("--running", type=int, default=5_000)
-    parser.add_argument("--policies", type=int, default=500)
-    parser.add_argument("--pools", type=int, default=50)
-    parser.add_argument("--passes", type=int, default=30)
+    parser.add_argument("--shape", choices=("live", "kueue"), default="live")
+    parser.add_argument("--waiting", type=int, default=10_000, help="live shape")
+    parser.add_argument("--running", type=int, default=5_000, help="live shape")
+    parser.add_argument("--policies", type=int, default=500, help="live shape")
+    parser.add_argument("--pools", type=int, default=50, help="live shape")
+    parser.add_argument("--passes", type=int, default=30, help="steady passes, and as many churn passes")
+    parser.add_argument("--churn", type=int, help="tasks finished before each churn pass (live 50, kueue 10)")
     args = parser.parse_args()
     url = os.environ.get("DATABASE_URL", "")
     if not url.startswith("postgres"):
@@ -159,27 +226,37 @@ def main() -> None:
     django.setup()
     from django.core.management import call_command
 
-    from apps.engine import services as engine
-
     call_command("migrate", verbosity=0)
     t0 = time.perf_counter()
-    build(args.waiting, args.running, args.policies, args.pools)
+    if args.shape == "kueue":
+        build_kueue()
+        churn_n = args.churn or 10
+    else:
+        build(args.waiting, args.running, args.policies, args.pools)
+        churn_n = args.churn or 50
     print(f"estate built in {time.perf_counter() - t0:.1f} s")
+    run_pass = timed_passes()
     rng = random.Random(11)
-    steady = [engine.run_pass() for _ in range(args.passes)]
+    load_before = os.getloadavg()[0]
+    first = [run_pass()]
+    steady = [run_pass() for _ in range(args.passes)]
     churned = []
     for _ in range(args.passes):
-        churn(50, rng)
-        churned.append(engine.run_pass())
+        churn(churn_n, rng)
+        churned.append(run_pass())
+    load_after = os.getloadavg()[0]
     print(
         f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-        f"Python {platform.python_version()}, PostgreSQL"
+        f"Python {platform.python_version()}, PostgreSQL; shape {args.shape}; "
+        f"1-minute load average {load_before:.1f} at the first pass, {load_after:.1f} at the last"
     )
     header = [
         "pass",
         "waiting",
         "running",
         "placed",
+        "moved (max)",
+        "verdicts written (max)",
         "total ms (median / p99)",
         "load ms",
         "decide ms",
@@ -188,9 +265,15 @@ def main() -> None:
     ]
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
-    for name, records in (("steady", steady), ("churn (50 finish first)", churned)):
+    rows = (
+        ("first (after the build)", first),
+        (f"steady ({len(steady)})", steady),
+        (f"churn ({len(churned)}, {churn_n} finish first)", churned),
+    )
+    for name, records in rows:
         s = summarize(records)
         cells = [name, f"{s['waiting']:.0f}", f"{s['running']:.0f}", f"{s['placed']:.0f}"]
+        cells += [f"{s['moved']}", f"{s['verdicts']}"]
         cells += [
             f"{s[f][0]:.1f} / {s[f][1]:.1f}" for f in ("duration_ms", "load_ms", "decide_ms", "apply_ms")
         ]

@@ -10,15 +10,13 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from django.db import connection, transaction
-from django.db.models import Q
-from django.db.models.fields.json import KT
 
 from apps.accounts.models import Notification
 from apps.engine import core
 from apps.engine.loader import Loaded
 from apps.pools.models import Pool
 from apps.tasks import services as tasks
-from apps.tasks.models import Task, TaskEvent, counted_milli
+from apps.tasks.models import Task, TaskEvent
 
 REASON_WORDS = {
     "reclaim": "its GPUs were reclaimed for another group's reservation",
@@ -34,6 +32,7 @@ class Applied:
 
 
 WAITING_FOR_ROOM = {"no_capacity", "behind_higher_priority"}
+CHUNK = 900  # rows per statement off PostgreSQL, within SQLite's limit of bound parameters
 
 
 def verdict_json(verdict: core.Verdict, loaded: Loaded) -> dict:
@@ -100,13 +99,15 @@ def apply(loaded: Loaded, decisions: core.Decisions, now) -> Applied:
     with transaction.atomic(savepoint=False):
         preempted = _preempt(decisions.preemptions, now)
         placed = _place(decisions.placements, now)
-        changed = _verdicts(loaded, decisions, now)
-    return Applied(placed=placed, preempted=preempted, verdicts_changed=changed)
+        requeued = [task.pk for task in preempted if task.state == Task.State.QUEUED]
+        changed = _verdicts(loaded, decisions, now, requeued)
+    return Applied(placed=placed, preempted=len(preempted), verdicts_changed=changed)
 
 
-def _preempt(preemptions, now) -> int:
+def _preempt(preemptions, now) -> list[Task]:
+    """The tasks stopped; those no worker had claimed are back in their queues already."""
     if not preemptions:
-        return 0
+        return []
     ids = [int(p.task) for p in preemptions]
     rows = (
         Task.objects.select_for_update()
@@ -130,7 +131,7 @@ def _preempt(preemptions, now) -> int:
             )
             for task in group
         )
-    return sum(len(group) for group in by_reason.values())
+    return [task for group in by_reason.values() for task in group]
 
 
 def _preempted_message(task: Task, reason: str) -> str:
@@ -158,21 +159,34 @@ def _place(placements, now) -> int:
     return len(pairs)
 
 
-def _verdicts(loaded: Loaded, decisions: core.Decisions, now) -> int:
+def _verdicts(loaded: Loaded, decisions: core.Decisions, now, requeued: list[int]) -> int:
     """Store the verdict of each group of waiting tasks (one counted size, GPUs x nodes, in one
     compute resource: the core decides per group) on the tasks whose stored verdict differs, and a
     task event for each task whose rule changed (a new figure under the same rule, such as the
     budget left, is no event).
 
-    Groups whose tasks all show the new verdict already are skipped without a query; the rest are
-    read in one query and written in one statement, whatever the number of groups.
+    The tasks to write come from the load, which read each waiting task's stored key: a group whose
+    tasks all show the new verdict already costs nothing, and the rest are written without reading
+    them again, in a fixed number of statements whatever their number (``_store_verdicts``). Work
+    that this pass's preemptions sent back to its queue (``requeued``: its verdict was cleared when
+    it was placed) gets its group's verdict in the same pass.
 
     The two rules that mean "waiting for room in its pools" (no room; room taken this pass by
     higher-priority work) share a key: in a busy estate a queue swings between them every pass,
     and rewriting thousands of rows for that would tell the user nothing new."""
     shown: dict[tuple, dict] = {}
-    changed: dict[tuple[int, int], dict] = {}
-    for (resource, size), stored in loaded.verdict_keys.items():
+    index_of: dict[int, int] = {}  # a verdict shown (by id) -> its place in ``written``
+    written: list[dict] = []
+    updates: list[tuple[int, int, bool]] = []
+    groups = loaded.verdict_keys
+    if requeued:
+        groups = {group: dict(stored) for group, stored in groups.items()}
+        wanted = {str(pk) for pk in requeued}
+        for task in loaded.snapshot.placed:
+            if task.id in wanted:
+                stored = groups.setdefault((task.resource, task.size), {})
+                stored[None] = [*stored.get(None, ()), int(task.id)]
+    for (resource, size), stored in groups.items():
         verdict = decisions.group_verdict(resource, size)
         shape = (
             verdict.rule,
@@ -185,60 +199,98 @@ def _verdicts(loaded: Loaded, decisions: core.Decisions, now) -> int:
         new = shown.get(shape)
         if new is None:
             new = shown[shape] = verdict_json(verdict, loaded)
-        if stored != {new["key"]}:
-            changed[(int(resource), size)] = new
-    if not changed:
+        key = new["key"]
+        if len(stored) == 1 and key in stored:
+            continue
+        index = index_of.get(id(new))
+        if index is None:
+            index = index_of[id(new)] = len(written)
+            written.append(new)
+        rule_class = key.split("|", 1)[0]
+        for old, ids in stored.items():
+            if old != key:
+                noted = (old or "").split("|", 1)[0] != rule_class
+                updates.extend((pk, index, noted) for pk in ids)
+    if not updates:
         return 0
-    groups = Q()
-    for resource, size in changed:
-        groups |= Q(compute_resource_id=resource, counted=size)
-    rows = (
-        Task.objects.annotate(counted=counted_milli())
-        .filter(groups, state=Task.State.QUEUED)
-        .annotate(key=KT("verdict__key"))
-        .values_list("pk", "compute_resource_id", "counted", "key")
-    )
-    updates, noted = [], []
-    for pk, resource, counted, key in rows:
-        new = changed[(resource, counted)]
-        if key != new["key"]:
-            updates.append((pk, new))
-            if (key or "").split("|", 1)[0] != new["key"].split("|", 1)[0]:
-                noted.append((pk, new))
-    _store_verdicts(updates)
+    return _store_verdicts(written, updates, now)
+
+
+def _store_verdicts(verdicts: list[dict], updates: list[tuple[int, int, bool]], now) -> int:
+    """Write the verdicts: ``updates`` holds (task, index in ``verdicts``, whether its rule changed).
+    A task no longer waiting (canceled since the load) is left alone. Returns the tasks written.
+
+    On PostgreSQL, one statement whatever the number of tasks: the update and the events are fed
+    from arrays (``unnest``), each distinct verdict sent once. Elsewhere, a read of which tasks
+    still wait and one ``executemany`` per chunk, the events in batched inserts."""
+    ids = [pk for pk, _, _ in updates]
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                """
+                WITH changed AS (
+                    UPDATE tasks_task AS t SET verdict = d.doc::jsonb
+                    FROM unnest(%s::bigint[], %s::int[], %s::boolean[]) AS u(id, n, noted)
+                    JOIN unnest(%s::text[]) WITH ORDINALITY AS d(doc, n) ON d.n = u.n
+                    WHERE t.id = u.id AND t.state = %s
+                    RETURNING t.id, u.n, u.noted
+                ), events AS (
+                    INSERT INTO tasks_taskevent (task_id, at, kind, pool_id, reason, actor_id, detail)
+                    SELECT c.id, %s, %s, NULL, e.reason, NULL, e.detail::jsonb
+                    FROM changed AS c
+                    JOIN unnest(%s::text[], %s::text[]) WITH ORDINALITY AS e(reason, detail, n) ON e.n = c.n
+                    WHERE c.noted
+                    RETURNING 1
+                )
+                SELECT (SELECT count(*) FROM changed), (SELECT count(*) FROM events)
+                """,
+                [
+                    _array(ids),
+                    _array(index + 1 for _, index, _ in updates),
+                    _array("t" if noted else "f" for _, _, noted in updates),
+                    [json.dumps(verdict) for verdict in verdicts],
+                    Task.State.QUEUED.value,
+                    now,
+                    TaskEvent.Kind.VERDICT.value,
+                    [verdict["rule"] for verdict in verdicts],
+                    [json.dumps({"message": verdict["message"]}) for verdict in verdicts],
+                ],
+            )
+            return cursor.fetchone()[0]
+    waiting = set()
+    for start in range(0, len(ids), CHUNK):
+        waiting.update(
+            Task.objects.filter(pk__in=ids[start : start + CHUNK], state=Task.State.QUEUED).values_list(
+                "pk", flat=True
+            )
+        )
+    updates = [update for update in updates if update[0] in waiting]
+    documents = [json.dumps(verdict) for verdict in verdicts]
+    table, column = Task._meta.db_table, Task._meta.get_field("verdict").column
+    with connection.cursor() as cursor:
+        for start in range(0, len(updates), CHUNK):
+            cursor.executemany(
+                f"UPDATE {table} SET {column} = %s WHERE id = %s",
+                [(documents[index], pk) for pk, index, _ in updates[start : start + CHUNK]],
+            )
     TaskEvent.objects.bulk_create(
         (
             TaskEvent(
                 task_id=pk,
                 at=now,
                 kind=TaskEvent.Kind.VERDICT,
-                reason=new["rule"],
-                detail={"message": new["message"]},
+                reason=verdicts[index]["rule"],
+                detail={"message": verdicts[index]["message"]},
             )
-            for pk, new in noted
+            for pk, index, noted in updates
+            if noted
         ),
-        batch_size=2000,
+        batch_size=CHUNK,
     )
     return len(updates)
 
 
-def _store_verdicts(updates: list[tuple[int, dict]], chunk: int = 5000) -> None:
-    """Write many tasks' verdicts: one ``UPDATE ... FROM (VALUES ...)`` per chunk on PostgreSQL,
-    one ORM update per distinct verdict elsewhere."""
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            for start in range(0, len(updates), chunk):
-                part = updates[start : start + chunk]
-                values = ", ".join(["(%s, %s::jsonb)"] * len(part))
-                params = [value for pk, new in part for value in (pk, json.dumps(new))]
-                cursor.execute(
-                    f"UPDATE tasks_task AS t SET verdict = v.doc FROM (VALUES {values}) AS v(id, doc) "
-                    "WHERE t.id = v.id",
-                    params,
-                )
-        return
-    by_verdict: dict[str, tuple[dict, list[int]]] = {}
-    for pk, new in updates:
-        by_verdict.setdefault(new["key"] + new["message"], (new, []))[1].append(pk)
-    for new, ids in by_verdict.values():
-        Task.objects.filter(pk__in=ids).update(verdict=new)
+def _array(values) -> str:
+    """Integers or booleans as a PostgreSQL array literal, sent as one parameter: psycopg adapts a
+    list of ten thousand numbers element by element, several times slower."""
+    return "{" + ",".join(map(str, values)) + "}"

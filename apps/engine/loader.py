@@ -76,7 +76,7 @@ class Loaded:
     """The snapshot, and what the applier needs to write decisions back."""
 
     snapshot: core.Snapshot
-    verdict_keys: dict[tuple[str, int], set[str | None]]
+    verdict_keys: dict[tuple[str, int], dict[str | None, list[int]]]
     pool_names: dict[str, str]
     group_names: dict[str, str]
 
@@ -216,15 +216,16 @@ def _placed() -> tuple[core.PlacedTask, ...]:
 
 
 def _waiting() -> tuple[
-    dict[str, tuple[core.WaitingTask, ...]], dict[tuple[str, int], set[str | None]], set[int]
+    dict[str, tuple[core.WaitingTask, ...]], dict[tuple[str, int], dict[str | None, list[int]]], set[int]
 ]:
-    """The queues in seq order, the verdict keys stored for each (compute resource, counted size),
-    and the compute resources with multi-node work waiting.
+    """The queues in seq order, the waiting tasks of each (compute resource, counted size) by the
+    key of their stored verdict (the applier writes only the tasks whose key differs from the new
+    verdict's, without reading them again), and the compute resources with multi-node work waiting.
 
     Sizes come out of the database as integer milli-GPUs and verdicts as their short key, so that
     tens of thousands of waiting tasks load without building a Decimal or a JSON document each."""
     queues: dict[str, list[core.WaitingTask]] = defaultdict(list)
-    keys: dict[tuple[str, int], set[str | None]] = defaultdict(set)
+    keys: dict[tuple[str, int], dict[str | None, list[int]]] = defaultdict(dict)
     rows = _rows(
         with_queue_rank(Task.objects.filter(state=Task.State.QUEUED))
         .order_by("compute_resource_id", "queue_rank")
@@ -235,7 +236,7 @@ def _waiting() -> tuple[
     for pk, resource_id, seq, milli, key, nodes in rows:
         resource = str(resource_id)
         queues[resource].append(core.WaitingTask(id=str(pk), seq=seq, size=milli))
-        keys[(resource, milli)].add(key)
+        keys[(resource, milli)].setdefault(key, []).append(pk)
         if nodes > 1:
             multi_node.add(resource_id)
     return {resource: tuple(queue) for resource, queue in queues.items()}, dict(keys), multi_node
