@@ -270,6 +270,14 @@ def wait_placed(pool_id: int, timeout_s: float) -> bool:
         time.sleep(min(POLL_S, left))
 
 
+def _release_connection() -> None:
+    """Close this thread's database connection before a long wait, so that waiting daemons hold
+    web threads but no PostgreSQL connections (outside a transaction only: a test's or an atomic
+    request's connection stays)."""
+    if not connection.in_atomic_block:
+        connection.close()
+
+
 class _PlacedHub:
     """One subscriber thread per process; waiting threads sleep on one condition and compare the
     count of notifies for their pool. A reconnect bumps ``epoch``, so waiters re-read the
@@ -300,6 +308,7 @@ class _PlacedHub:
             seen, epoch = self.counts.get(pool_id, 0), self.epoch
         if claimable(pool_id):
             return True
+        _release_connection()
         with self.condition:
             self.waiters += 1
             try:

@@ -148,3 +148,23 @@ def test_a_pass_that_places_work_wakes_the_daemon_waiting_on_its_pool(pool, enro
     assert engine.run_pass().placed == 1
     thread.join(20)
     assert results.get("answer") == {"placed": True}
+
+
+def backends() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()")
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.postgres
+@pytest.mark.redis
+def test_a_waiting_request_holds_no_database_connection():
+    pool = PoolFactory(name="quiet")
+    before = backends()
+    results: dict = {}
+    thread = in_thread(results, "answer", lambda: wake.wait_placed(pool.pk, 2))
+    waiting(1)
+    assert backends() == before
+    thread.join(20)
+    assert results.get("answer") is False
