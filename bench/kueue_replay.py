@@ -244,7 +244,7 @@ def submit_policy(server: str, token: str, name: str, tasks, bulk: list[bool]) -
     with httpx.Client(base_url=server, headers=headers, timeout=120) as http:
         if bulk[0]:
             for start in range(0, len(items), 1000):
-                answer = http.post("/api/v1/tasks/bulk", json={"tasks": items[start : start + 1000]})
+                answer = http.post("/api/v1/tasks/bulk/", json={"tasks": items[start : start + 1000]})
                 if answer.status_code in (301, 404, 405) and start == 0:
                     bulk[0] = False
                     break
@@ -271,6 +271,11 @@ def submit_all(server: str, secrets: dict, work) -> tuple[float, float, bool]:
 def run_klique(args, template_url: str, secrets: dict, work, run_no: int) -> dict:
     url = args.database
     clone(template_url, url)
+    if args.log_statements:
+        import psycopg
+
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f'ALTER DATABASE "{url.rsplit("/", 1)[1]}" SET log_min_duration_statement = 0')
     env = {
         **os.environ,
         **HIGH_THROTTLES,
@@ -500,6 +505,11 @@ def main() -> None:
     parser.add_argument("--database", default="postgres://postgres@127.0.0.1:5432/klique_bench_e2e")
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/5")
     parser.add_argument("--keep", action="store_true", help="keep the logs of each run")
+    parser.add_argument(
+        "--log-statements",
+        action="store_true",
+        help="PostgreSQL logs every statement of the run with its duration (for profiling)",
+    )
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args()
     work = workload(args.cohorts, args.scale)

@@ -42,7 +42,7 @@ from bench.engine_live import fresh_database  # noqa: E402
 TASKS = 60_000
 
 
-def build(workers: int, tokens_file: Path) -> None:
+def build(workers: int, tokens_file: Path, tasks: int = TASKS) -> None:
     from django.db import connection
     from django.utils import timezone
 
@@ -80,7 +80,7 @@ def build(workers: int, tokens_file: Path) -> None:
                 pool=pool,
                 placed_at=now,
             )
-            for i in range(TASKS)
+            for i in range(tasks)
         ),
         batch_size=5000,
     )
@@ -144,14 +144,16 @@ def server(workers: int, threads: int):
         gunicorn.wait()
 
 
-def wrk(url: str, tokens: Path, endpoint: str, connections: int, poll_ms: int, duration_s: int) -> dict:
+def wrk(
+    url: str, tokens: Path, endpoint: str, connections: int, poll_ms: int, duration_s: int, threads: int = 2
+) -> dict:
     env = {
         **os.environ,
         "KLIQUE_TOKENS": str(tokens),
         "KLIQUE_ENDPOINT": endpoint,
         "KLIQUE_POLL_MS": str(poll_ms),
     }
-    args = ["wrk", "-t2", f"-c{connections}", f"-d{duration_s}s", "--timeout", "10s"]
+    args = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{duration_s}s", "--timeout", "10s"]
     args += ["-s", str(ROOT / "bench" / "worker_poll.lua"), url]
     out = subprocess.run(args, env=env, capture_output=True, text=True, check=True).stdout
     result = json.loads(next(line for line in out.splitlines() if line.startswith("RESULT "))[7:])

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from django.db import connection, transaction
 
 from apps.accounts.models import Notification
+from apps.core.sql import array_literal as _array
 from apps.engine import core
 from apps.engine.loader import Loaded
 from apps.pools.models import Pool
@@ -288,9 +289,3 @@ def _store_verdicts(verdicts: list[dict], updates: list[tuple[int, int, bool]], 
         batch_size=CHUNK,
     )
     return len(updates)
-
-
-def _array(values) -> str:
-    """Integers or booleans as a PostgreSQL array literal, sent as one parameter: psycopg adapts a
-    list of ten thousand numbers element by element, several times slower."""
-    return "{" + ",".join(map(str, values)) + "}"

@@ -9,16 +9,17 @@ not active still holds.
 """
 
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import connection, transaction
 
 from apps.accounts.services import hash_token
 from apps.core.writes import validated_save
+from apps.engine import wake
 from apps.pools.models import EnrolmentToken, GpuType, Pool, TaskLog, Worker, WorkerSweep
 from apps.pools.runtime import RELATED, run_details, stop_grace_s
 from apps.sessions.selectors import claim_blocks
@@ -31,6 +32,7 @@ from klique.worker.text import storable
 ENROLMENT_PREFIX = "kqe_"
 WORKER_PREFIX = "kqw_"
 RELEASED = Task.StopReason.RELEASED
+STOP_GRACE = ("compute_resource__profile__stop_grace_s",)
 CLAIM_SCAN_MARGIN = 8
 
 
@@ -66,6 +68,26 @@ class NotActive(Exception):
     def __init__(self, state: str):
         super().__init__(state)
         self.state = state
+
+
+# The read of every daemon's poll, written out: the ORM took longer to build it than PostgreSQL
+# took to answer. It reads the partial index ``task_claimable_idx`` in claim order (oldest
+# placement, then queue order) and skips rows other claimers hold (not on SQLite, which locks
+# the whole database for a write anyway).
+CLAIMABLE_SQL = (
+    f"SELECT id FROM {Task._meta.db_table} WHERE state = 'placed' AND worker_id IS NULL AND pool_id = %s"
+    " AND gpus <= %s{nodes} ORDER BY placed_at, queue_seq, id LIMIT %s{lock}"
+)
+
+
+def _claimable(pool_id: int, largest: Decimal, single_node: bool, limit: int) -> list[int]:
+    skip_locked = connection.features.has_select_for_update_skip_locked
+    sql = CLAIMABLE_SQL.format(
+        nodes=" AND nodes = 1" if single_node else "", lock=" FOR UPDATE SKIP LOCKED" if skip_locked else ""
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [pool_id, largest, limit])
+        return [pk for (pk,) in cursor.fetchall()]
 
 
 def _seconds(name: str) -> timedelta:
@@ -233,6 +255,12 @@ def heartbeat(
     claimed but does not run (a claim answer that never reached it) go back to their queues.
     ``sessions``: what it measured of its sessions (``apps.sessions.services.record_samples``).
     """
+    _mark_alive(worker, gpus=gpus, free_gpus=free_gpus, gpu_stats=gpu_stats, now=now)
+    return _heartbeat_answer(worker, tasks=tasks, sessions=sessions, now=now)
+
+
+def _mark_alive(worker: Worker, *, gpus=None, free_gpus=None, gpu_stats=None, now: datetime) -> None:
+    """The heartbeat's update of the worker's row: alive now, active again if it was lost."""
     fields = {"last_heartbeat": now, "state": Worker.State.ACTIVE, "lost_at": None}
     if gpus is not None:
         fields["gpus"] = gpus
@@ -242,23 +270,28 @@ def heartbeat(
         fields["gpu_stats"] = gpu_stats
     if not Worker.objects.filter(pk=worker.pk).exclude(state=Worker.State.RETIRED).update(**fields):
         raise InvalidToken  # retired meanwhile: its token no longer acts
+
+
+def _heartbeat_answer(worker: Worker, *, tasks: list[int], sessions=None, now: datetime) -> dict:
+    """The rest of a heartbeat once the worker's row is written: its commands, its sessions'
+    samples, and the requeue of what it claimed but does not run."""
+    # Without a join: only a task being stopped needs its profile (the stop's grace).
     active = Task.objects.filter(worker=worker, state__in=Task.ACTIVE_STATES)
-    held = {
-        t.pk: t
-        for t in active.select_related("compute_resource__profile").only(
-            "state", "kind", "stop_reason", "claimed_at", "compute_resource__profile__stop_grace_s"
-        )
-    }
+    held = {pk: (state, at) for pk, state, at in active.values_list("pk", "state", "claimed_at")}
     if sessions:
         record_samples(worker, sessions, held.keys(), now)
     reported = set(tasks)
-    commands = [_stop_command(t) for t in held.values() if t.state == Task.State.STOPPING]
+    stopping = [pk for pk, (state, _) in held.items() if state == Task.State.STOPPING]
+    commands = []
+    if stopping:
+        rows = Task.objects.filter(pk__in=stopping).select_related("compute_resource__profile").order_by("pk")
+        commands = [_stop_command(t) for t in rows.only("kind", "stop_reason", *STOP_GRACE)]
     grace = settings.WORKER_STOP_GRACE_S
     commands += [
         {"stop": pk, "reason": "orphaned", "grace_s": grace} for pk in sorted(reported - held.keys())
     ]
     cutoff = now - _seconds("WORKER_HEARTBEAT_TIMEOUT_S") / 2
-    missing = [pk for pk, t in held.items() if pk not in reported and t.claimed_at and t.claimed_at <= cutoff]
+    missing = [pk for pk, (_, at) in held.items() if pk not in reported and at and at <= cutoff]
     if missing:
         with transaction.atomic():
             locked = Task.objects.select_for_update().filter(pk__in=missing, worker=worker).order_by("pk")
@@ -328,23 +361,37 @@ def claim(
     state = locked.values_list("state", flat=True).first()
     if state != Worker.State.ACTIVE:
         raise NotActive(state or Worker.State.RETIRED)
+    return _claim_active(
+        worker, free=free, free_gpus=free_gpus, max_tasks=max_tasks, now=now, multi_node=multi_node
+    )
+
+
+def _claim_active(
+    worker: Worker,
+    *,
+    free: list[int] | None,
+    free_gpus: Decimal | None,
+    max_tasks: int,
+    now,
+    multi_node: bool,
+) -> list[Claimed]:
+    """``claim`` for a worker whose row this transaction holds locked and knows active."""
     if free is not None:
         largest = gpu_slots.largest(free)
     else:
         largest = gpu_slots.milli(free_gpus)
-    candidates = (
-        Task.objects.select_for_update(skip_locked=True, of=("self",))
-        .select_related(*RELATED)
-        .filter(state=Task.State.PLACED, pool_id=worker.pool_id, worker__isnull=True)
-        .filter(gpus__lte=Decimal(largest) / gpu_slots.WHOLE)
-        .order_by("placed_at", "queue_seq", "pk")
-    )
-    if free is not None or not multi_node:
-        candidates = candidates.filter(nodes=1)
+    # Ids first (a poll that finds nothing, the common one, stops here); then the rows this
+    # transaction now holds locked, with what the worker gets.
+    single = free is not None or not multi_node
+    largest_gpus = Decimal(largest) / gpu_slots.WHOLE
+    ids = _claimable(worker.pool_id, largest_gpus, single, 2 * max_tasks + CLAIM_SCAN_MARGIN)
+    if not ids:
+        return []
+    order = ("placed_at", "queue_seq", "pk")
     picked: list[Task] = []
     slots: list[list[int]] = []
     left = largest
-    scanned = list(candidates[: 2 * max_tasks + CLAIM_SCAN_MARGIN])
+    scanned = list(Task.objects.select_related(*RELATED).filter(pk__in=ids).order_by(*order))
     blocks = claim_blocks(scanned)
     for task in scanned:
         if task.kind == Task.Kind.SESSION and task.pk not in blocks:
@@ -378,14 +425,18 @@ def _clamp(at: datetime | None, task: Task, now: datetime) -> datetime:
     return max(at, floor) if floor else at
 
 
+def _may_report(worker: Worker, task: Task) -> bool:
+    """The task is on the worker's pool, or this worker once claimed it (a retried report can
+    arrive after the task went back to its queue)."""
+    if task.pool_id == worker.pool_id:
+        return True
+    return task.events.filter(kind=TaskEvent.Kind.CLAIMED, detail__worker_id=worker.pk).exists()
+
+
 def _locked_task(worker: Worker, task_id: int) -> Task:
-    """The task, if it is on the worker's pool or this worker once claimed it (a retried report
-    can arrive after the task went back to its queue)."""
     task = Task.objects.select_for_update().get(pk=task_id)
-    if task.pool_id != worker.pool_id:
-        claims = task.events.filter(kind=TaskEvent.Kind.CLAIMED, detail__worker_id=worker.pk)
-        if not claims.exists():
-            raise NotThisPool
+    if not _may_report(worker, task):
+        raise NotThisPool
     return task
 
 
@@ -393,79 +444,208 @@ def _is_held(worker: Worker, task: Task) -> bool:
     return task.worker_id == worker.pk and task.state in Task.ACTIVE_STATES
 
 
-def _save_log(worker: Worker, task: Task, tail: str | None, now: datetime) -> None:
+def _save_log(worker: Worker, task: Task, tail: str | None, now: datetime, logs: dict) -> None:
     """Keep the output of the worker's own task (a retried report after the end included); another
-    worker of the pool cannot overwrite it. Output is stored cleaned (``storable``), never refused."""
+    worker of the pool cannot overwrite it. Output is stored cleaned (``storable``), never refused.
+    Collected in ``logs`` (the last tail of each task wins) and written by ``_write_logs``."""
     if tail is None or task.worker_id != worker.pk:
         return
     kept = storable(tail[-TaskLog.MAX_CHARS :])
-    TaskLog.objects.update_or_create(task=task, defaults={"worker": worker, "tail": kept, "updated_at": now})
+    logs[task.pk] = TaskLog(task_id=task.pk, worker=worker, tail=kept, updated_at=now)
 
 
-@transaction.atomic
-def report_started(worker: Worker, task_id: int, *, at=None, detail=None, now: datetime) -> Task:
-    """The task's work runs (the subprocess started, or Slurm allocated the job)."""
-    task = _locked_task(worker, task_id)
+def _write_logs(logs: dict) -> None:
+    """The collected tails in one upsert (no savepoint, unlike ``update_or_create``)."""
+    if logs:
+        TaskLog.objects.bulk_create(
+            logs.values(),
+            update_conflicts=True,
+            unique_fields=["task"],
+            update_fields=["worker", "tail", "updated_at"],
+        )
+
+
+# The reports. Each takes the task locked and ``_may_report``, and says whether it ended work
+# (freed GPUs), which asks the engine for a pass (``apps.engine.wake.request_pass``).
+
+
+def _started(worker: Worker, task: Task, logs: dict, *, at=None, detail=None, now: datetime) -> bool:
     if _is_held(worker, task) and task.state == Task.State.PLACED:
         lifecycle.mark_started(task, _clamp(at, task, now), detail=detail)
-    return task
+    return False
 
 
-@transaction.atomic
-def report_exited(worker: Worker, task_id: int, *, exit_code: int, at=None, log_tail=None, now) -> Task:
-    """The work ended on its own. If a stop had been asked for meanwhile, a success is kept (the
-    work is done; running it again would redo it) and a failure counts as stopped (it may well
-    be the stop that ended it), so the task is requeued or canceled as the stop intended."""
-    task = _locked_task(worker, task_id)
-    _save_log(worker, task, log_tail, now)
+def _exited(
+    worker: Worker, task: Task, logs: dict, *, exit_code: int, at=None, log_tail=None, now: datetime
+) -> bool:
+    _save_log(worker, task, log_tail, now, logs)
     if not _is_held(worker, task):
-        return task
+        return False
     at = _clamp(at, task, now)
     # A session's server exits 0 on the SIGTERM of its stop: that is the stop, not a finished run.
     if task.state == Task.State.STOPPING and (exit_code != 0 or task.kind == Task.Kind.SESSION):
         lifecycle.stopped_many([task], at)
-        return task
-    return lifecycle.finish(task, exit_code=exit_code, at=at)
+    else:
+        lifecycle.finish(task, exit_code=exit_code, at=at)
+    return True
 
 
-@transaction.atomic
-def report_stopped(worker: Worker, task_id: int, *, at=None, log_tail=None, now: datetime) -> Task:
-    """The work no longer runs. After a stop command the task is requeued (or canceled); without
-    one, the pool let go of it (Slurm requeued the job, say) and it goes back to its queue."""
-    task = _locked_task(worker, task_id)
-    _save_log(worker, task, log_tail, now)
+def _stopped(worker: Worker, task: Task, logs: dict, *, at=None, log_tail=None, now: datetime) -> bool:
+    _save_log(worker, task, log_tail, now, logs)
     if not _is_held(worker, task):
-        return task
+        return False
     at = _clamp(at, task, now)
     if task.state == Task.State.STOPPING:
         lifecycle.stopped_many([task], at)
     else:
         lifecycle.requeue_lost([task], RELEASED, now, ended_at=at)
-    return task
+    return True
 
 
-@transaction.atomic
-def report_start_failed(worker: Worker, task_id: int, *, error: str = "", at=None, now: datetime) -> Task:
-    """The worker could not start the work. It is not the pool letting go of it (``stopped``): the
-    task is tried again, up to ``WORKER_START_ATTEMPTS`` starts in all, then it ends failed with
-    the error (``apps.tasks.services.start_failed``)."""
-    task = _locked_task(worker, task_id)
+def _start_failed(worker: Worker, task: Task, logs: dict, *, error: str = "", at=None, now: datetime) -> bool:
     if not _is_held(worker, task):
-        return task
-    return lifecycle.start_failed(
+        return False
+    lifecycle.start_failed(
         task,
         error=storable(error),
         at=_clamp(at, task, now),
         attempts=settings.WORKER_START_ATTEMPTS,
         worker=worker.hostname,
     )
+    return True
+
+
+def _log(worker: Worker, task: Task, logs: dict, *, tail: str, now: datetime) -> bool:
+    _save_log(worker, task, tail, now, logs)
+    return False
+
+
+REPORTS = {
+    "started": _started,
+    "exited": _exited,
+    "stopped": _stopped,
+    "start_failed": _start_failed,
+    "log": _log,
+}
 
 
 @transaction.atomic
-def report_log(worker: Worker, task_id: int, *, tail: str, now: datetime) -> Task:
+def _report(what: str, worker: Worker, task_id: int, **body) -> Task:
     task = _locked_task(worker, task_id)
-    _save_log(worker, task, tail, now)
+    logs: dict = {}
+    if REPORTS[what](worker, task, logs, **body):
+        wake.request_pass()
+    _write_logs(logs)
     return task
+
+
+def report_started(worker: Worker, task_id: int, *, at=None, detail=None, now: datetime) -> Task:
+    """The task's work runs (the subprocess started, or Slurm allocated the job)."""
+    return _report("started", worker, task_id, at=at, detail=detail, now=now)
+
+
+def report_exited(worker: Worker, task_id: int, *, exit_code: int, at=None, log_tail=None, now) -> Task:
+    """The work ended on its own. If a stop had been asked for meanwhile, a success is kept (the
+    work is done; running it again would redo it) and a failure counts as stopped (it may well
+    be the stop that ended it), so the task is requeued or canceled as the stop intended."""
+    return _report("exited", worker, task_id, exit_code=exit_code, at=at, log_tail=log_tail, now=now)
+
+
+def report_stopped(worker: Worker, task_id: int, *, at=None, log_tail=None, now: datetime) -> Task:
+    """The work no longer runs. After a stop command the task is requeued (or canceled); without
+    one, the pool let go of it (Slurm requeued the job, say) and it goes back to its queue."""
+    return _report("stopped", worker, task_id, at=at, log_tail=log_tail, now=now)
+
+
+def report_start_failed(worker: Worker, task_id: int, *, error: str = "", at=None, now: datetime) -> Task:
+    """The worker could not start the work. It is not the pool letting go of it (``stopped``): the
+    task is tried again, up to ``WORKER_START_ATTEMPTS`` starts in all, then it ends failed with
+    the error (``apps.tasks.services.start_failed``)."""
+    return _report("start_failed", worker, task_id, error=error, at=at, now=now)
+
+
+def report_log(worker: Worker, task_id: int, *, tail: str, now: datetime) -> Task:
+    return _report("log", worker, task_id, tail=tail, now=now)
+
+
+@dataclass(frozen=True)
+class Reported:
+    """A report's answer: the task's state right after it, and whether the task is still held."""
+
+    task: int
+    state: str
+    yours: bool
+
+
+@dataclass
+class Synced:
+    """What a sync did: per report (in order) a ``Reported`` or ``NotThisPool``; the heartbeat's
+    answer (None without one); the claimed tasks; and ``NotActive`` when the claim was refused."""
+
+    reports: list
+    heartbeat: dict | None = None
+    claimed: list[Claimed] = field(default_factory=list)
+    claim_error: NotActive | None = None
+
+
+@transaction.atomic
+def sync(
+    worker: Worker,
+    *,
+    reports: list[tuple[str, int, dict]],
+    heartbeat: dict | None = None,
+    claim: dict | None = None,
+    now: datetime,
+) -> Synced:
+    """One poll of a daemon in one transaction: its reports ``(what, task id, body)`` in order,
+    then its heartbeat, then its claim, each with the semantics of its own call. The worker's row
+    is locked first and the reported tasks next, in id order (as the sweep and the engine lock),
+    so a sync never deadlocks with them. The heartbeat's write of the worker's row comes first
+    (it is the lock), which only the rest of this transaction can see. Asks for one engine pass
+    when a report ended work. Raises ``InvalidToken`` for a retired worker.
+
+    ``claim``: the keyword arguments of ``claim`` but ``now``; a lost worker's claim is refused
+    unless the same sync heartbeats."""
+    if heartbeat is not None:
+        alive = {key: heartbeat.get(key) for key in ("gpus", "free_gpus", "gpu_stats")}
+        _mark_alive(worker, **alive, now=now)
+        state = Worker.State.ACTIVE
+    else:
+        locked = Worker.objects.select_for_update().filter(pk=worker.pk)
+        state = locked.values_list("state", flat=True).first()
+        if state in (None, Worker.State.RETIRED):
+            raise InvalidToken
+    ids = sorted({task_id for _, task_id, _ in reports})
+    found = {}
+    if ids:
+        found = {t.pk: t for t in Task.objects.select_for_update().filter(pk__in=ids).order_by("pk")}
+    allowed: dict[int, bool] = {}
+    answers: list = []
+    logs: dict = {}
+    ended = False
+    for what, task_id, body in reports:
+        task = found.get(task_id)
+        if task is not None and task_id not in allowed:
+            allowed[task_id] = _may_report(worker, task)
+        if task is None or not allowed[task_id]:
+            answers.append(NotThisPool(task_id))
+            continue
+        ended |= REPORTS[what](worker, task, logs, **body, now=now)
+        answers.append(Reported(task.pk, task.state, _is_held(worker, task)))
+    _write_logs(logs)
+    if ended:
+        wake.request_pass()
+    synced = Synced(reports=answers)
+    if heartbeat is not None:
+        synced.heartbeat = _heartbeat_answer(
+            worker, tasks=heartbeat.get("tasks", []), sessions=heartbeat.get("sessions"), now=now
+        )
+    if claim is not None:
+        if state == Worker.State.ACTIVE:
+            synced.claimed = _claim_active(worker, now=now, **claim)
+        else:
+            synced.claim_error = NotActive(state)
+    return synced
 
 
 def _sweep_clock(now: datetime) -> datetime:

@@ -1,18 +1,23 @@
-"""Writes for tasks: submission from every channel goes through ``submit``."""
+"""Writes for tasks: submission from every channel goes through ``submit`` (one task) or
+``submit_many`` (a bulk request, all or none); both check each task with ``check_submission``."""
 
+import json
 from collections import defaultdict
 from datetime import datetime
 from decimal import Decimal
 
 from croniter import CroniterError, croniter
+from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Case, F, Value, When
 from django.utils import timezone
 
 from apps.accounts.models import Notification, Project, User
 from apps.accounts.selectors import member_group_ids
 from apps.core.gpus import gpu_size_error
+from apps.core.sql import array_literal
+from apps.engine import wake
 from apps.ledger import services as ledger
 from apps.policies.models import ComputeResource
 from apps.policies.rules import fmt
@@ -77,8 +82,11 @@ def check_nodes(resource: ComputeResource, size: Decimal, nodes) -> int:
     return nodes
 
 
-@transaction.atomic
-def submit(
+# Rows per INSERT when tasks and their events are written in bulk.
+BULK_BATCH = 1000
+
+
+def check_submission(
     *,
     user: User,
     compute_resource: ComputeResource,
@@ -92,8 +100,8 @@ def submit(
     channel: str = Channel.API,
     kind: str = Task.Kind.BATCH,
 ) -> Task:
-    """Submit a task. A session (``kind="session"``) is started through ``apps.sessions.services``,
-    which calls this and adds its session row in the same transaction."""
+    """The rules every submission passes, whatever its channel: the unsaved task, or a
+    ValidationError naming the field."""
     if not compute_resource.enabled:
         raise ValidationError(
             {"compute_resource": f"Compute resource {compute_resource} accepts no new tasks."}
@@ -109,7 +117,7 @@ def submit(
         )
     size = task_size(compute_resource, gpus)
     nodes = check_nodes(compute_resource, size, nodes)
-    task = Task.objects.create(
+    return Task(
         user=user,
         compute_resource=compute_resource,
         command=command,
@@ -122,21 +130,87 @@ def submit(
         channel=channel,
         kind=kind,
     )
-    task.queue_seq = task.pk
-    task.save(update_fields=["queue_seq"])
-    TaskEvent.objects.create(
-        task=task,
-        at=timezone.now(),
-        kind=TaskEvent.Kind.SUBMITTED,
-        actor=user,
-        detail={
-            "channel": channel,
-            "gpus": str(size),
-            **({"nodes": nodes} if nodes > 1 else {}),
-            **({"kind": kind} if kind != Task.Kind.BATCH else {}),
-        },
+
+
+def _create(tasks: list[Task]) -> list[Task]:
+    """Write checked tasks in their order: their rows (a task's queue seq is its id), their
+    ``submitted`` events, and one request for an engine pass once the transaction commits."""
+    at = timezone.now()
+    Task.objects.bulk_create(tasks, batch_size=BULK_BATCH)
+    Task.objects.filter(pk__in=[task.pk for task in tasks]).update(queue_seq=F("pk"))
+    for task in tasks:
+        task.queue_seq = task.pk
+    TaskEvent.objects.bulk_create(
+        (
+            TaskEvent(
+                task=task,
+                at=at,
+                kind=TaskEvent.Kind.SUBMITTED,
+                actor=task.user,
+                detail={
+                    "channel": task.channel,
+                    "gpus": str(task.gpus),
+                    **({"nodes": task.nodes} if task.nodes > 1 else {}),
+                    **({"kind": task.kind} if task.kind != Task.Kind.BATCH else {}),
+                },
+            )
+            for task in tasks
+        ),
+        batch_size=BULK_BATCH,
     )
-    return task
+    wake.request_pass()
+    return tasks
+
+
+@transaction.atomic
+def submit(*, user: User, compute_resource: ComputeResource, command: str, **fields) -> Task:
+    """Submit a task (the fields of ``check_submission``). A session (``kind="session"``) is
+    started through ``apps.sessions.services``, which calls this and adds its session row in the
+    same transaction."""
+    return _create(
+        [check_submission(user=user, compute_resource=compute_resource, command=command, **fields)]
+    )[0]
+
+
+class SubmissionsRefused(Exception):
+    """Items of a bulk submission were refused: ``errors`` maps each refused item's index to its
+    field errors ({field: [reason, ...]})."""
+
+    def __init__(self, errors: dict[int, dict[str, list[str]]]):
+        super().__init__(f"{len(errors)} of the tasks were refused")
+        self.errors = errors
+
+
+def bulk_count_error(count: int) -> str | None:
+    """Why a bulk submission of ``count`` tasks is refused as a whole, or None."""
+    if count < 1:
+        return "Give at least one task."
+    limit = settings.TASKS_BULK_MAX
+    if count > limit:
+        return (
+            f"At most {limit} tasks per request (TASKS_BULK_MAX); this one has {count}. Send them in batches."
+        )
+    return None
+
+
+@transaction.atomic
+def submit_many(*, user: User, items: list[dict], channel: str = Channel.API) -> list[Task]:
+    """Submit many tasks at once, all or none: each item (the fields of ``check_submission``) is
+    checked by the same rules as ``submit``; when any is refused, ``SubmissionsRefused`` names
+    every refused item and nothing is written. The tasks are created in the items' order (ids and
+    queue seqs ascending) with one request for an engine pass."""
+    error = bulk_count_error(len(items))
+    if error:
+        raise ValidationError({"tasks": error})
+    tasks, errors = [], {}
+    for index, item in enumerate(items):
+        try:
+            tasks.append(check_submission(user=user, channel=channel, **item))
+        except ValidationError as refused:
+            errors[index] = refused.message_dict
+    if errors:
+        raise SubmissionsRefused(errors)
+    return _create(tasks)
 
 
 # The task lifecycle. Every state change of a task after submission goes through these functions;
@@ -166,48 +240,104 @@ LIFECYCLE_FIELDS = [
 ]
 
 
+def _lifecycle_values(task: Task) -> dict:
+    """The task's ``LIFECYCLE_FIELDS`` as ``save(update_fields=LIFECYCLE_FIELDS)`` writes them."""
+    return {
+        field.attname: getattr(task, field.attname)
+        for field in (Task._meta.get_field(name) for name in LIFECYCLE_FIELDS)
+    }
+
+
+def _postgres() -> bool:
+    return connection.vendor == "postgresql"
+
+
 def _events(tasks, kind: str, at, *, reason: str | None = "", actor=None, detail=None):
-    """One event per task; ``reason=None`` takes each task's own stop reason."""
-    TaskEvent.objects.bulk_create(
-        TaskEvent(
-            task_id=task.pk,
-            at=at,
-            kind=kind,
-            pool_id=task.pool_id,
-            actor=actor,
-            detail=detail or {},
-            reason=task.stop_reason if reason is None else reason,
+    """One event per task, in the tasks' order; ``reason=None`` takes each task's own stop reason.
+    On PostgreSQL one ``INSERT ... SELECT FROM unnest(...)`` whatever the number of tasks."""
+    if not tasks:
+        return
+    if not _postgres():
+        TaskEvent.objects.bulk_create(
+            TaskEvent(
+                task_id=task.pk,
+                at=at,
+                kind=kind,
+                pool_id=task.pool_id,
+                actor=actor,
+                detail=detail or {},
+                reason=task.stop_reason if reason is None else reason,
+            )
+            for task in tasks
         )
-        for task in tasks
-    )
+        return
+    ids = array_literal(task.pk for task in tasks)
+    pools = array_literal(task.pool_id for task in tasks)
+    actor_id, document = (actor.pk if actor is not None else None), json.dumps(detail or {})
+    if reason is None:
+        reasons = "u.reason"
+        params = [at, kind, actor_id, document, ids, pools, [task.stop_reason for task in tasks]]
+        arrays = "%s::bigint[], %s::bigint[], %s::text[]) WITH ORDINALITY AS u(task, pool, reason, n)"
+    else:
+        reasons, params = "%s", [at, kind, reason, actor_id, document, ids, pools]
+        arrays = "%s::bigint[], %s::bigint[]) WITH ORDINALITY AS u(task, pool, n)"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO tasks_taskevent (task_id, at, kind, pool_id, reason, actor_id, detail) "
+            f"SELECT u.task, %s, %s, u.pool, {reasons}, %s, %s::jsonb FROM unnest({arrays} ORDER BY u.n",
+            params,
+        )
 
 
-def _update(tasks, **fields) -> None:
-    """Write the same field values to many tasks in one UPDATE (the engine moves thousands)."""
-    if tasks:
+def _update(tasks, *, count_preemption: bool = False, pools=None, **fields) -> None:
+    """Write the same field values to many tasks in one UPDATE (the engine moves thousands):
+    ``count_preemption`` adds one to their preemption count, ``pools`` gives each its own pool.
+    On PostgreSQL the ids (and pools) go as arrays, whatever their number."""
+    if not tasks:
+        return
+    if not _postgres():
+        if count_preemption:
+            fields["preemption_count"] = F("preemption_count") + 1
+        if pools is not None:
+            by_pool = defaultdict(list)
+            for task, pool in zip(tasks, pools, strict=True):
+                by_pool[pool].append(task.pk)
+            fields["pool_id"] = Case(*(When(pk__in=ids, then=Value(p)) for p, ids in by_pool.items()))
         Task.objects.filter(pk__in=[t.pk for t in tasks]).update(**fields)
+        return
+    sets, params = [], []
+    for name, value in fields.items():
+        field = Task._meta.get_field(name)
+        sets.append(f"{connection.ops.quote_name(field.column)} = %s")
+        params.append(field.get_db_prep_save(value, connection))
+    if count_preemption:
+        sets.append("preemption_count = preemption_count + 1")
+    ids = array_literal(task.pk for task in tasks)
+    if pools is None:
+        where, params = "WHERE id = ANY(%s::bigint[])", [*params, ids]
+    else:
+        sets.append("pool_id = u.pool")
+        where = "FROM unnest(%s::bigint[], %s::bigint[]) AS u(id, pool) WHERE tasks_task.id = u.id"
+        params = [*params, ids, array_literal(pools)]
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE tasks_task SET {', '.join(sets)} {where}", params)
 
 
 @transaction.atomic
 def place_many(placements, at) -> None:
     """Place waiting tasks on pools: ``placements`` is a list of (task, pool). The meter starts now."""
-    by_pool = defaultdict(list)
     for task, pool in placements:
         if task.state != Task.State.QUEUED:
             raise ValueError(f"task {task.pk} is {task.state}, not waiting")
         task.state, task.pool, task.placed_at, task.verdict = Task.State.PLACED, pool, at, {}
         task.stop_reason, task.worker, task.claimed_at, task.started_at = "", None, None, None
-        by_pool[pool].append(task)
-    if not by_pool:
+    if not placements:
         return
     tasks = [task for task, _ in placements]
-    pool_of = Case(
-        *(When(pk__in=[t.pk for t in group], then=Value(pool.pk)) for pool, group in by_pool.items())
-    )
     _update(
         tasks,
+        pools=[pool.pk for _, pool in placements],
         state=Task.State.PLACED,
-        pool_id=pool_of,
         placed_at=at,
         verdict={},
         stop_reason="",
@@ -238,7 +368,7 @@ def request_stop_many(tasks, reason: str, at, *, actor=None, detail=None) -> Non
             task.last_preemption_reason = reason
         task.stop_reason = reason
         task.state = Task.State.STOPPING
-    counted = {"preemption_count": F("preemption_count") + 1, "last_preemption_reason": reason}
+    counted = {"count_preemption": True, "last_preemption_reason": reason}
     _update(tasks, state=Task.State.STOPPING, stop_reason=reason, **(counted if preempting else {}))
     if preempting:
         kind = TaskEvent.Kind.PREEMPTED
@@ -295,26 +425,30 @@ def requeue_lost(tasks, reason: str, at, *, ended_at) -> None:
         task.preemption_count += 1
         task.last_preemption_reason = task.stop_reason = reason
         task.state = Task.State.STOPPING
-    _update(lost, preemption_count=F("preemption_count") + 1, last_preemption_reason=reason)
+    _update(lost, count_preemption=True, last_preemption_reason=reason)
     _events(lost, TaskEvent.Kind.PREEMPTED, at, reason=reason)
     stopped_many(tasks, at, ended_at=ended_at)
 
 
-@transaction.atomic
 def finish(task: Task, *, exit_code: int, at) -> Task:
     """The work ended on its own: succeeded with exit code 0, failed otherwise. Work that ends on
     its own while a stop is pending (it finished before its worker got the stop) is done, not
-    requeued: running it again would redo finished work."""
+    requeued: running it again would redo finished work.
+
+    Its writes (interval, task, event) are one transaction: the caller's without a savepoint (a
+    daemon's sync reports many ends, each savepoint two more round trips), else its own. The
+    checks come first, so a refused call leaves the caller's transaction usable."""
     if task.state in Task.FINAL_STATES:
         return task
     if task.state not in Task.ACTIVE_STATES:
         raise ValueError(f"task {task.pk} is {task.state}: no work of it runs")
-    ledger.close_intervals([task.pk], at)
-    task.state = Task.State.SUCCEEDED if exit_code == 0 else Task.State.FAILED
-    task.exit_code, task.ended_at, task.stop_reason = exit_code, at, ""
-    task.save(update_fields=LIFECYCLE_FIELDS)
-    kind = TaskEvent.Kind.SUCCEEDED if exit_code == 0 else TaskEvent.Kind.FAILED
-    _events([task], kind, at, detail={"exit_code": exit_code})
+    with transaction.atomic(savepoint=False):
+        ledger.close_intervals([task.pk], at)
+        task.state = Task.State.SUCCEEDED if exit_code == 0 else Task.State.FAILED
+        task.exit_code, task.ended_at, task.stop_reason = exit_code, at, ""
+        _update([task], **_lifecycle_values(task))
+        kind = TaskEvent.Kind.SUCCEEDED if exit_code == 0 else TaskEvent.Kind.FAILED
+        _events([task], kind, at, detail={"exit_code": exit_code})
     return task
 
 
@@ -335,6 +469,7 @@ def cancel(task: Task, *, actor=None, at=None) -> Task:
         _events([task], TaskEvent.Kind.CANCEL_REQUESTED, at, actor=actor)
     else:
         request_stop_many([task], Task.StopReason.CANCELED, at, actor=actor)
+    wake.request_pass()
     return task
 
 
@@ -375,7 +510,15 @@ def claim_many(worker, tasks, at, slots=None) -> None:
         task.worker, task.claimed_at, task.slots = worker, at, list(chosen)
     if not tasks:
         return
-    Task.objects.bulk_update(tasks, ["worker", "claimed_at", "slots"])
+    if _postgres():
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "UPDATE tasks_task SET worker_id = %s, claimed_at = %s, slots = u.slots::jsonb "
+                "FROM unnest(%s::bigint[], %s::text[]) AS u(id, slots) WHERE tasks_task.id = u.id",
+                [worker.pk, at, array_literal(t.pk for t in tasks), [json.dumps(t.slots) for t in tasks]],
+            )
+    else:
+        Task.objects.bulk_update(tasks, ["worker", "claimed_at", "slots"])
     ledger.claim_intervals([task.pk for task in tasks], worker)
     _events(tasks, TaskEvent.Kind.CLAIMED, at, detail={"worker": worker.hostname, "worker_id": worker.pk})
 
@@ -385,7 +528,7 @@ def mark_started(task: Task, at, *, detail=None) -> Task:
     if task.state != Task.State.PLACED or task.worker_id is None:
         raise ValueError(f"task {task.pk} is {task.state}, not placed and claimed")
     task.state, task.started_at = Task.State.RUNNING, at
-    task.save(update_fields=LIFECYCLE_FIELDS)
+    _update([task], **_lifecycle_values(task))
     _events([task], TaskEvent.Kind.STARTED, at, detail=detail)
     return task
 

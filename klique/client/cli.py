@@ -184,7 +184,99 @@ def wait_for(args, client: Client, task: Task) -> int:
     return {"succeeded": OK, "failed": FAILED, "canceled": TASK_CANCELED}[final.state]
 
 
+class BadInput(Exception):
+    """A task file that cannot be read: the message names the item and what is wrong."""
+
+
+def read_items(source: str) -> list:
+    """The tasks of a file (``-``: standard input): a JSON array of objects, or one object a line
+    (JSON lines; blank lines skipped)."""
+    try:
+        if source == "-":
+            text = sys.stdin.read()
+        else:
+            with open(source, encoding="utf-8") as handle:
+                text = handle.read()
+    except (OSError, UnicodeDecodeError) as error:
+        raise BadInput(f"cannot read {source}: {error}") from error
+    if text.lstrip().startswith("["):
+        try:
+            items = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise BadInput(f"{source} is not a JSON array: {error}") from error
+        where = "item {}"
+    else:
+        items, where = [], "item {} (line {})"
+        lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+        for index, (number, line) in enumerate(lines):
+            try:
+                items.append(json.loads(line))
+            except json.JSONDecodeError as error:
+                raise BadInput(f"{where.format(index, number)}: not JSON: {error}") from error
+        where = "item {}"
+    for index, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise BadInput(f"{where.format(index)}: a task is a JSON object, not {type(item).__name__}")
+    if not items:
+        raise BadInput(f"{source} holds no tasks")
+    return items
+
+
+def submit_from(args, client: Client) -> int:
+    """Submit the tasks of ``--from`` in batches of ``--batch``, each all or none; print the ids.
+    A refused batch stops there: the ids of the batches before it were printed (and submitted)."""
+    try:
+        items = read_items(args.from_file)
+    except BadInput as error:
+        print(f"klique submit: {error}", file=sys.stderr)
+        return INVALID
+    created: list[Task] = []
+    for start in range(0, len(items), args.batch):
+        try:
+            batch = client.submit_many(items[start : start + args.batch])
+        except InvalidRequest as error:
+            print(
+                f"klique: the server refused the input ({len(created)} tasks submitted before):",
+                file=sys.stderr,
+            )
+            for field, reasons in error.errors.items():
+                print(f"  {item_field(field, start)}: {' '.join(map(str, reasons))}", file=sys.stderr)
+            if created and args.json:
+                show(args, [t.id for t in created], "")
+            return INVALID
+        created.extend(batch)
+        if not args.json:
+            print("\n".join(str(task.id) for task in batch), flush=True)
+    if args.json:
+        show(args, created, "")
+    return OK
+
+
+def item_field(field: str, offset: int) -> str:
+    """``tasks.3.gpus`` of a batch starting at ``offset`` as ``item 1003: gpus``."""
+    parts = field.split(".", 2)
+    if len(parts) == 3 and parts[0] == "tasks" and parts[1].isdigit():
+        return f"item {offset + int(parts[1])}: {parts[2]}"
+    return field
+
+
 def cmd_submit(args, client: Client) -> int:
+    if args.from_file is not None:
+        template = (args.resource, args.command, args.gpus, args.nodes, args.project, args.name)
+        if any(template) or args.checkpoint or args.wait:
+            print(
+                "klique submit --from FILE takes every field of each task from the file; give no "
+                "RESOURCE, command, --gpus, --nodes, --project, --name, --checkpoint or --wait",
+                file=sys.stderr,
+            )
+            return USAGE
+        if args.batch < 1:
+            print("klique submit: --batch takes 1 or more", file=sys.stderr)
+            return USAGE
+        return submit_from(args, client)
+    if not args.resource:
+        print("klique submit: give the compute resource (or --from FILE)", file=sys.stderr)
+        return USAGE
     if not args.command:
         print(
             "klique submit: give the command after --: klique submit vision/a100 -- python train.py",
@@ -469,9 +561,12 @@ def parser() -> argparse.ArgumentParser:
         sub.set_defaults(handler=handler)
         return sub
 
-    def task_template(sub):
+    def task_template(sub, resource_nargs=None):
         sub.add_argument(
-            "resource", metavar="RESOURCE", help="compute resource name (see `klique resources`)"
+            "resource",
+            metavar="RESOURCE",
+            nargs=resource_nargs,
+            help="compute resource name (see `klique resources`)",
         )
         sub.add_argument("--gpus", help="GPUs (per node), for a profile that takes the size from the task")
         sub.add_argument(
@@ -494,10 +589,28 @@ def parser() -> argparse.ArgumentParser:
     login.add_argument("--token", help="the token ('-' reads it from standard input); asked for if left out")
     command("resources", cmd_resources, "the compute resources you may submit to")
     submit = command(
-        "submit", cmd_submit, "submit a task", usage="klique submit [options] RESOURCE -- COMMAND..."
+        "submit",
+        cmd_submit,
+        "submit a task, or many from a file",
+        usage="klique submit [options] RESOURCE -- COMMAND...\n"
+        "       klique submit --from FILE [--batch N] [--json]",
     )
-    task_template(submit)
+    task_template(submit, resource_nargs="?")
     submit.add_argument("--name", default="", help="a name for the task")
+    submit.add_argument(
+        "--from",
+        dest="from_file",
+        metavar="FILE",
+        help="submit the tasks of FILE ('-': standard input), a JSON array or JSON lines of tasks "
+        "as POST /api/v1/tasks/ takes them, in batches (each all or none); prints their ids",
+    )
+    submit.add_argument(
+        "--batch",
+        type=whole_number,
+        default=1000,
+        metavar="N",
+        help="with --from: tasks per request (default 1000, the server's default TASKS_BULK_MAX)",
+    )
     waiting(submit)
     ls = command("ls", cmd_ls, "your tasks (and your groups' if you lead them), newest first")
     ls.add_argument("--state", action="append", help="only this state (repeat for several)")

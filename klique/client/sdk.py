@@ -73,6 +73,10 @@ class ServerError(ApiError):
     """5xx."""
 
 
+class BulkUnsupported(NotFound):
+    """The server has no bulk submission endpoint (an older Klique)."""
+
+
 ERRORS_BY_STATUS = {400: InvalidRequest, 401: AuthenticationFailed, 403: PermissionDenied, 404: NotFound}
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
 # Nothing reached the server: safe to repeat any request.
@@ -308,6 +312,31 @@ def _command_text(command: str | Sequence[str]) -> str:
     return command if isinstance(command, str) else shlex.join(command)
 
 
+def _bulk_item(item: dict) -> dict:
+    """One task of a bulk body: a command given as words is joined as ``submit`` joins it, GPUs
+    go as text (exact decimals)."""
+    if not isinstance(item, dict):
+        return item
+    body = dict(item)
+    if isinstance(body.get("command"), list | tuple):
+        body["command"] = _command_text(body["command"])
+    if isinstance(body.get("gpus"), Decimal | int) and not isinstance(body["gpus"], bool):
+        body["gpus"] = str(body["gpus"])
+    return body
+
+
+def _flat_errors(body: dict, prefix: str = "") -> dict[str, list[str]]:
+    """Field errors with nested fields joined by dots: a bulk submission's
+    ``{"tasks": {"3": {"gpus": [...]}}}`` reads ``{"tasks.3.gpus": [...]}``."""
+    errors: dict[str, list[str]] = {}
+    for key, value in body.items():
+        if isinstance(value, dict):
+            errors.update(_flat_errors(value, f"{prefix}{key}."))
+        else:
+            errors[f"{prefix}{key}"] = value if isinstance(value, list) else [str(value)]
+    return errors
+
+
 def _error_from(response: httpx.Response) -> ApiError:
     try:
         body = response.json()
@@ -317,7 +346,7 @@ def _error_from(response: httpx.Response) -> ApiError:
         body = f"HTTP {response.status_code}: {' '.join(text.split())[:300] or response.reason_phrase}"
     errors: dict[str, list[str]] = {}
     if isinstance(body, dict) and set(body) != {"detail"}:
-        errors = {k: v if isinstance(v, list) else [str(v)] for k, v in body.items()}
+        errors = _flat_errors(body)
         message = "; ".join(f"{field}: {' '.join(map(str, reasons))}" for field, reasons in errors.items())
     elif isinstance(body, dict):
         message = str(body["detail"])
@@ -448,6 +477,25 @@ class Client:
             "spec": spec or {},
         }
         return Task.from_api(self._request("POST", "tasks/", json=body))
+
+    def submit_many(self, items: Sequence[dict]) -> list[Task]:
+        """Submit many tasks in one request, all or none (``POST tasks/bulk/``): each item is a
+        task as ``POST tasks/`` takes it (``compute_resource``, ``command`` as text or a list of
+        words, ``gpus``, ``nodes``, ``project``, ``name``, ``checkpoint``, ``spec``). At most the
+        server's TASKS_BULK_MAX (1000 by default) per call. Returns the tasks in the items' order.
+        A refused item raises ``InvalidRequest`` whose ``errors`` name the item's index and field,
+        ``{"tasks.3.gpus": [...]}``; nothing was created. A server without
+        the bulk endpoint raises ``BulkUnsupported`` (no fallback to one submit per task)."""
+        body = {"tasks": [_bulk_item(item) for item in items]}
+        try:
+            created = self._request("POST", "tasks/bulk/", json=body)
+        except NotFound as error:
+            raise BulkUnsupported(
+                404,
+                f"The server at {self.url} has no bulk submission (POST /api/v1/tasks/bulk/): "
+                "upgrade it, or submit the tasks one by one.",
+            ) from error
+        return [Task.from_api(t) for t in created]
 
     def tasks(
         self,

@@ -234,6 +234,8 @@ ENGINE_PASS_INTERVAL_S = float(os.environ.get("ENGINE_PASS_INTERVAL_S", "1"))
 LOW_WATERMARK_S = int(os.environ.get("LOW_WATERMARK_S", "900"))
 PASS_LOG_DAYS = int(os.environ.get("PASS_LOG_DAYS", "7"))
 SCHEDULE_INTERVAL_S = float(os.environ.get("SCHEDULE_INTERVAL_S", "15"))
+# The most tasks one POST /api/v1/tasks/bulk/ may submit (docs/channels.md).
+TASKS_BULK_MAX = int(os.environ.get("TASKS_BULK_MAX", "1000"))
 # Worker daemons (docs/workers.md): how often they heartbeat, when a silent one is lost, how long a
 # placement may wait for a claim, and the grace between SIGTERM and SIGKILL on a stop.
 WORKER_HEARTBEAT_S = float(os.environ.get("WORKER_HEARTBEAT_S", "5"))
@@ -242,6 +244,8 @@ WORKER_CLAIM_TIMEOUT_S = float(os.environ.get("WORKER_CLAIM_TIMEOUT_S", "120"))
 # The longest a daemon may wait at POST /api/v1/workers/wait for placed work; 0 turns waiting off.
 WORKER_WAIT_MAX_S = float(os.environ.get("WORKER_WAIT_MAX_S", "20"))
 WORKER_STOP_GRACE_S = int(os.environ.get("WORKER_STOP_GRACE_S", "30"))
+# The most reports one POST /api/v1/workers/sync may carry.
+WORKER_SYNC_MAX_REPORTS = int(os.environ.get("WORKER_SYNC_MAX_REPORTS", "1000"))
 # A task whose work fails to start this many times (on any workers) ends failed (docs/workers.md).
 WORKER_START_ATTEMPTS = int(os.environ.get("WORKER_START_ATTEMPTS", "3"))
 # How often the usage ledger's hourly and daily rollups are brought up to date (docs/ledger.md).
@@ -345,6 +349,7 @@ THROTTLE_RATES = {
     "worker": os.environ.get("THROTTLE_WORKER", "600/min"),
     "heartbeat": os.environ.get("THROTTLE_HEARTBEAT", "120/min"),
     "wait": os.environ.get("THROTTLE_WAIT", "600/min"),
+    "sync": os.environ.get("THROTTLE_SYNC", "600/min"),
     "enrol": os.environ.get("THROTTLE_ENROL", "300/min"),
     "token": os.environ.get("THROTTLE_TOKEN", "30/hour"),
 }

@@ -94,6 +94,19 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--poll-max", type=float, default=float(env("KLIQUE_WORKER_POLL_MAX_S", 10)))
     p.add_argument("--retry-max", type=float, default=float(env("KLIQUE_WORKER_RETRY_MAX_S", 30)))
     p.add_argument("--tick", type=float, default=float(env("KLIQUE_WORKER_TICK_S", 0.5)))
+    p.add_argument(
+        "--wait",
+        type=float,
+        default=float(env("KLIQUE_WORKER_WAIT_S", 10)),
+        help="seconds one long-poll for placed work lasts at most (the server allows up to its "
+        "WORKER_WAIT_MAX_S); 0 turns waiting off [KLIQUE_WORKER_WAIT_S]",
+    )
+    p.add_argument(
+        "--max-claim",
+        type=int,
+        default=int(env("KLIQUE_WORKER_MAX_CLAIM", 100)),
+        help="tasks one claim may take at most, 1 to 100 [KLIQUE_WORKER_MAX_CLAIM]",
+    )
     p.add_argument("--log-format", choices=["text", "json"], default=env("KLIQUE_LOG_FORMAT", "text"))
     p.add_argument(
         "--keep-work-on-exit",
@@ -170,6 +183,10 @@ def main(argv: list[str] | None = None) -> int:
     token = enrolment_token(args)
     if not args.server or not token:
         parser().error("--server and an enrolment token (--enrolment-token, its file or variable) are needed")
+    if not 1 <= args.max_claim <= 100:
+        parser().error(f"--max-claim: {args.max_claim} is not from 1 to 100")
+    if args.wait < 0:
+        parser().error(f"--wait: {args.wait:g} is less than 0")
     try:
         cls = runner_class(args.mode)
     except ImportError as error:
@@ -191,6 +208,8 @@ def main(argv: list[str] | None = None) -> int:
         poll_max_s=args.poll_max,
         retry_max_s=args.retry_max,
         tick_s=args.tick,
+        wait_s=args.wait,
+        max_claim=args.max_claim,
         keep_work_on_exit=args.keep_work_on_exit,
         session_host=args.session_host or default_host(socket.gethostname()),
     )

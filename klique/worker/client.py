@@ -1,4 +1,9 @@
-"""The control plane's worker API, over HTTPS with httpx."""
+"""The control plane's worker API, over HTTPS with httpx.
+
+``wait`` long-polls on a connection of its own (a second ``httpx.Client`` whose read timeout
+outlasts the wait), so the waker thread waiting there never holds up the daemon's ``sync``."""
+
+import threading
 
 import httpx
 
@@ -22,25 +27,38 @@ class Rejected(Exception):
         self.status = status
 
 
+# How much longer than the wait itself its request may take to answer before it is a timeout.
+WAIT_MARGIN_S = 10.0
+
+
 class ControlPlane:
     def __init__(self, server: str, *, verify: bool | str = True, timeout_s: float = 10, transport=None):
-        self._http = httpx.Client(
-            base_url=server.rstrip("/") + "/api/v1/workers/",
-            verify=verify,
-            timeout=timeout_s,
-            transport=transport,
-            headers={"User-Agent": f"klique-worker/{__version__}"},
-        )
+        self._options = {
+            "base_url": server.rstrip("/") + "/api/v1/workers/",
+            "verify": verify,
+            "transport": transport,
+            "headers": {"User-Agent": f"klique-worker/{__version__}"},
+        }
+        self._http = httpx.Client(timeout=timeout_s, **self._options)
+        self._waiting: httpx.Client | None = None
+        self._waiting_lock = threading.Lock()
         self.token = ""
 
     def close(self) -> None:
         self._http.close()
+        with self._waiting_lock:
+            if self._waiting is not None:
+                self._waiting.close()
 
     def _post(self, path: str, body: dict, token: str) -> dict:
         try:
             answer = self._http.post(path, json=body, headers={"Authorization": f"Bearer {token}"})
         except httpx.HTTPError as error:
             raise Unreachable(f"{type(error).__name__}: {error}") from error
+        return self._answer(answer)
+
+    @staticmethod
+    def _answer(answer: httpx.Response) -> dict:
         if answer.status_code == 401:
             raise Refused(answer.text[:300])
         if answer.status_code in (408, 429) or answer.status_code >= 500:
@@ -72,3 +90,26 @@ class ControlPlane:
 
     def report(self, task_id: int, what: str, body: dict) -> dict:
         return self._post(f"tasks/{task_id}/{what}", body, self.token)
+
+    def sync(self, body: dict) -> dict:
+        """Reports, the heartbeat and a claim in one round trip (``POST sync``); a 404 (a control
+        plane from before it) is a Rejected with status 404."""
+        return self._post("sync", body, self.token)
+
+    def wait(self, timeout_s: float) -> bool:
+        """Block up to ``timeout_s`` until the control plane says work was placed in the pool."""
+        timeout = httpx.Timeout(10.0, read=timeout_s + WAIT_MARGIN_S)
+        with self._waiting_lock:
+            if self._waiting is None:
+                self._waiting = httpx.Client(timeout=timeout, **self._options)
+            http = self._waiting
+        try:
+            answer = http.post(
+                "wait",
+                json={"timeout_s": timeout_s},
+                headers={"Authorization": f"Bearer {self.token}"},
+                timeout=timeout,
+            )
+        except (httpx.HTTPError, RuntimeError) as error:  # RuntimeError: closed at shutdown
+            raise Unreachable(f"{type(error).__name__}: {error}") from error
+        return bool(self._answer(answer).get("placed"))

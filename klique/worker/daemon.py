@@ -1,5 +1,9 @@
 """The daemon's loop: enrol, then each tick follow the work, send what is due (reports first, in
-order, then the heartbeat and its commands, then a claim when GPUs are free) and sleep.
+order, then the heartbeat and its commands, then a claim when GPUs are free) in one ``sync``
+round trip, and sleep until the next tick or until something wakes it: a process of its own
+ending (a runner with ``on_change``) or the waker thread, which long-polls ``wait`` while GPUs
+are free and hears at once when work is placed in the pool. A control plane without ``sync``
+(404) gets the separate calls from then on; one without ``wait`` leaves the loop to its polling.
 
 Nothing is lost while the control plane is unreachable: the work keeps running, reports wait in
 order and are sent when it answers again, and the daemon retries with exponential backoff and
@@ -39,18 +43,19 @@ the daemon builds its command on a free port, reports its URL once it answers an
 in each heartbeat (``sessions``); the control plane decides when it is idle and stops it as any task.
 """
 
+import itertools
 import logging
 import random
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from decimal import Decimal
 
 from klique.worker import sessions
 from klique.worker import slots as gpu_slots
 from klique.worker.client import ControlPlane, Refused, Rejected, Unreachable
-from klique.worker.runs import StartFailed
+from klique.worker.runs import StartFailed, utc_now
 from klique.worker.text import storable
 
 log = logging.getLogger("klique.worker")
@@ -64,8 +69,9 @@ class Settings:
     poll_min_s: float = 1.0
     poll_max_s: float = 10.0
     retry_max_s: float = 30.0
-    tick_s: float = 0.5
-    max_claim: int = 8
+    tick_s: float = 0.5  # the longest sleep between two ticks; a wake-up ends it sooner
+    wait_s: float = 10.0  # how long one ``wait`` long-poll lasts at most; 0: no waker thread
+    max_claim: int = 100  # the most one claim may take (the server's bound); it takes what fits
     shutdown_grace_s: float = 30.0
     keep_work_on_exit: bool = False
     session_host: str = "127.0.0.1"  # where session servers bind (sessions.py)
@@ -92,6 +98,10 @@ class Held:
 
 
 MAX_ERROR_CHARS = 1000
+MAX_SYNC_REPORTS = 100  # reports per sync; a longer queue goes in several, one after the other
+# The least time between the starts of two ticks when wake-ups come thick and fast (many short
+# tasks ending): at most about 8 syncs a second, below the server's sync throttle (600/min).
+MIN_TICK_GAP_S = 0.12
 # What a report must carry for the control plane to act on it; anything else may be left out.
 ESSENTIAL = {"exited": ("exit_code",)}
 
@@ -114,10 +124,6 @@ class Report:
             if body != self.body:
                 return Report(self.task_id, self.what, body)
         return None
-
-
-def utc_now() -> str:
-    return datetime.now(UTC).isoformat()
 
 
 class Daemon:
@@ -148,6 +154,17 @@ class Daemon:
         # Work an earlier daemon left here, named at enrolment: task id -> the pool label of its work.
         self.found: dict[int, str] = {}
         self.pool_id = None
+        self.syncs = True  # False once the control plane answered sync with 404: separate calls
+        self.wake = threading.Event()  # ends the sleep between two ticks
+        self.placed = threading.Event()  # the waker heard of placed work: claim at the next tick
+        self.roomy = threading.Event()  # GPUs were given back: the waker may wait again
+        self.freed = False  # GPUs were given back since the last claim: claim in the next sync
+        self.stopping = threading.Event()
+        self.claim_answers = threading.Condition()
+        self.claims_answered = self.claimed_last = 0
+        self.waker: threading.Thread | None = None
+        if hasattr(runner, "on_change"):
+            runner.on_change = self.wake.set
 
     # The loop.
 
@@ -156,14 +173,23 @@ class Daemon:
         try:
             self.found = self.runner.recover()
             self.enrol()
-            while not (self.draining_since is not None and self.drained()):
+            self.start_waker()
+            while not self.done():
+                self.wake.clear()
+                started = time.monotonic()
                 self.tick()
-                time.sleep(self.settings.tick_s)
+                if self.done():
+                    break
+                if self.wake.wait(self.settings.tick_s) and self.draining_since is None:
+                    time.sleep(max(0.0, started + MIN_TICK_GAP_S - time.monotonic()))
         except Refused as error:
             log.error("refused by the control plane; stopping", extra={"fields": {"error": str(error)}})
             self.abandon()
             return 3
         finally:
+            self.stopping.set()
+            with self.claim_answers:
+                self.claim_answers.notify_all()
             self.client.close()
         log.info("stopped", extra={"fields": {"reports_unsent": len(self.reports)}})
         return 0
@@ -229,23 +255,157 @@ class Daemon:
         while self.draining_since is None and time.monotonic() < end:
             time.sleep(min(self.settings.tick_s, max(0.0, end - time.monotonic())))
 
+    def start_waker(self) -> None:
+        if self.settings.wait_s > 0 and self.waker is None and self.draining_since is None:
+            self.waker = threading.Thread(target=self.waken, name="klique-worker-waker", daemon=True)
+            self.waker.start()
+
+    def waken(self) -> None:
+        """The waker thread: while GPUs are free, long-poll ``wait`` and, when work is placed in
+        the pool, have the loop claim at once. When that claim gets nothing (the work does not
+        fit here, or another daemon took it) it waits the claim interval before waiting again, so
+        work that fits nowhere here does not keep it asking. Errors back off as the loop does; a
+        control plane without ``wait`` (404) stops it, and the loop polls as before."""
+        rng, failures, timeout_s = random.Random(), 0, self.settings.wait_s
+        while not self.stopping.is_set() and self.draining_since is None:
+            if not self.has_room():
+                self.roomy.clear()
+                if not self.has_room():
+                    self.roomy.wait(self.settings.poll_max_s)
+                continue
+            asked = time.monotonic()
+            try:
+                placed = self.client.wait(timeout_s)
+            except Rejected as error:
+                fields = {"error": str(error)}
+                if error.status == 404:
+                    log.info("the control plane cannot wake this daemon: polling", extra={"fields": fields})
+                    return
+                if error.status == 400 and timeout_s > 1:
+                    timeout_s = max(1.0, timeout_s / 2)  # above the control plane's WORKER_WAIT_MAX_S
+                    continue
+                self.stopping.wait(self.settings.poll_min_s)  # 409, lost: the loop heartbeats
+                continue
+            except (Unreachable, Refused) as error:
+                failures += 1
+                if not self.stopping.is_set():
+                    log.debug("wait failed", extra={"fields": {"error": str(error)}})
+                self.stopping.wait(rng.uniform(0, self.backoff_cap(failures)))
+                continue
+            failures = 0
+            if not placed:
+                if time.monotonic() - asked < timeout_s / 2:  # the control plane does not hold waits
+                    self.stopping.wait(max(self.claim_every, self.settings.poll_min_s))
+                continue
+            if not self.claim_placed():
+                self.stopping.wait(max(self.claim_every, self.settings.poll_min_s))
+
+    def claim_placed(self) -> int:
+        """Have the loop claim now and wait for its answer: how many tasks it got."""
+        with self.claim_answers:
+            before = self.claims_answered
+            self.placed.set()
+            self.wake.set()
+            self.claim_answers.wait_for(
+                lambda: self.claims_answered > before or self.stopping.is_set(),
+                timeout=self.settings.poll_max_s,
+            )
+            return self.claimed_last if self.claims_answered > before else 0
+
     def tick(self) -> None:
         now = self.clock()
         self.follow(now)
         if now < self.retry_at:
             return
         try:
-            self.send_reports()
-            if now >= self.next_heartbeat:
-                self.heartbeat(now)
-            if now >= self.next_claim and self.draining_since is None:
-                self.claim(now)
+            if self.syncs:
+                self.sync(now)
+            else:
+                self.exchange(now)
         except Unreachable as error:
             self.retry_at = self.clock() + self.backoff(error)
         except Refused:
             log.warning("token refused; enrolling again (the old work is no longer ours)")
             self.abandon()
             self.enrol()
+
+    def exchange(self, now: float) -> None:
+        """What is due by separate calls, for a control plane without ``sync``."""
+        self.send_reports()
+        if now >= self.next_heartbeat:
+            self.heartbeat(now)
+        if self.draining_since is None and (now >= self.next_claim or self.placed.is_set()):
+            self.claim(now)
+
+    def sync(self, now: float) -> None:
+        """What is due in one round trip: the queued reports (in order), the heartbeat when due and
+        a claim when due or when work was placed or GPUs freed. A report refused and reduced, or a
+        queue longer than one sync takes, goes in another sync at once, as separate reports did.
+        Unreachable leaves every report queued (a whole sync is safe to send again); a sync the
+        control plane does not know (404) turns to separate calls for good, and one it refuses
+        otherwise (a bad heartbeat, say) is sent as separate calls this once."""
+        heartbeat = self.heartbeat_body() if now >= self.next_heartbeat else None
+        claim = None
+        if self.draining_since is None and (now >= self.next_claim or self.placed.is_set() or self.freed):
+            claim = self.claim_body(now)
+        if not self.reports and heartbeat is None and claim is None:
+            return
+        while True:
+            sent = list(itertools.islice(self.reports, MAX_SYNC_REPORTS))
+            body = {
+                "reports": [{"task": r.task_id, "what": r.what, "body": r.body} for r in sent],
+                "heartbeat": heartbeat,
+                "claim": claim,
+            }
+            try:
+                answer = self.client.sync(body)
+            except Rejected as error:
+                fields = {"error": str(error)}
+                if error.status == 404:
+                    log.info("no sync on the control plane: separate calls", extra={"fields": fields})
+                    self.syncs = False
+                else:
+                    log.warning("sync refused; sending this one as separate calls", extra={"fields": fields})
+                if heartbeat is not None:
+                    self.next_heartbeat = now
+                if claim is not None:
+                    self.next_claim = now
+                self.exchange(now)
+                return
+            self.recovered()
+            more = self.take_reports(sent, answer.get("reports") or [])
+            if heartbeat is not None:
+                self.heartbeat_answered(answer.get("heartbeat") or {}, now)
+            if claim is not None:
+                error = answer.get("claim_error")
+                if error:
+                    status = error.get("status")
+                    self.claim_refused(status, f"HTTP {status}: {error.get('error')}", now)
+                else:
+                    self.claimed(answer.get("tasks") or [], now)
+            if not more:
+                return
+            heartbeat = claim = None
+
+    def take_reports(self, sent: list[Report], answers: list) -> bool:
+        """Act on the sync's answer to each report sent, in order, as on a separate report's
+        answer; stop at the first one it did not answer. True when more is queued to send now."""
+        moved = False
+        for report, answer in zip(sent, answers, strict=False):
+            if not isinstance(answer, dict) or answer.get("task") != report.task_id:
+                break
+            if not self.reports or self.reports[0] is not report:
+                break
+            status = answer.get("status")
+            if isinstance(status, int) and (status in (408, 429) or status >= 500):
+                break  # not this report's fault: it goes again with the next sync
+            moved = True
+            if status is not None:
+                if self.refused(report, f"HTTP {status}: {answer.get('error')}"):
+                    break  # the reduced report goes first, then the rest again, in order
+                continue
+            self.sent(report)
+        return moved and bool(self.reports)
 
     def backoff(self, error: Exception) -> float:
         """Full jitter: the n-th failure in a row waits uniformly in [0, min(retry_max, 2**n)] s."""
@@ -290,7 +450,7 @@ class Daemon:
                 continue
             if change.kind == "running":
                 held.started = True
-                self.queue(held, "started", {"at": utc_now(), "detail": change.detail})
+                self.queue(held, "started", {"at": change.at or utc_now(), "detail": change.detail})
                 log.info("started", extra={"fields": {"task": change.task_id, **change.detail}})
                 continue
             self.release_gpus(held)
@@ -302,7 +462,7 @@ class Daemon:
                 "stop": held.stop,
             }
             log.info("ended", extra={"fields": fields})
-            body = {"at": utc_now(), "log_tail": storable(self.runner.log_tail(change.task_id))}
+            body = {"at": change.at or utc_now(), "log_tail": storable(self.runner.log_tail(change.task_id))}
             if change.kind == "exited" and not held.stop:
                 self.queue(held, "exited", {**body, "exit_code": change.exit_code})
             else:
@@ -344,27 +504,42 @@ class Daemon:
                 self.client.report(report.task_id, report.what, report.body)
             except Rejected as error:
                 self.recovered()
-                fields = {"task": report.task_id, "report": report.what, "error": str(error)}
-                reduced = report.reduced()
-                if reduced is not None:
-                    log.warning("report refused; sending it again reduced", extra={"fields": fields})
-                    self.reports[0] = reduced
-                    continue
-                log.error("report refused; given up", extra={"fields": fields})
-            else:
-                self.recovered()
-            self.reports.popleft()
-            held = self.held.get(report.task_id)
-            if held is not None and held.ended and not any(r.task_id == report.task_id for r in self.reports):
-                del self.held[report.task_id]
+                self.refused(report, str(error))
+                continue
+            self.recovered()
+            self.sent(report)
 
-    def heartbeat(self, now: float) -> None:
+    def refused(self, report: Report, error: str) -> bool:
+        """The first queued report was refused (a 4xx): put it back reduced (True), or give it
+        up once nothing is left to leave out."""
+        fields = {"task": report.task_id, "report": report.what, "error": error}
+        reduced = report.reduced()
+        if reduced is not None:
+            log.warning("report refused; sending it again reduced", extra={"fields": fields})
+            self.reports[0] = reduced
+            return True
+        log.error("report refused; given up", extra={"fields": fields})
+        self.sent(report)
+        return False
+
+    def sent(self, report: Report) -> None:
+        """The first queued report is done with; a task that ended is forgotten with its last one."""
+        self.reports.popleft()
+        held = self.held.get(report.task_id)
+        if held is not None and held.ended and not any(r.task_id == report.task_id for r in self.reports):
+            del self.held[report.task_id]
+
+    def heartbeat_body(self) -> dict:
         body = {"tasks": sorted(self.held), "gpus": str(len(self.free)), "free_gpus": self.free_gpus()}
         if self.nvml is not None:
             body["gpu_stats"] = self.nvml.stats()
         running = self.sessions.reports(self.held)
         if running:
             body["sessions"] = running
+        return body
+
+    def heartbeat(self, now: float) -> None:
+        body = self.heartbeat_body()
         try:
             answer = self.client.heartbeat(body)
         except Rejected as error:
@@ -375,6 +550,9 @@ class Daemon:
             log.error("heartbeat refused; sent again without sessions", extra={"fields": fields})
             answer = self.client.heartbeat({k: v for k, v in body.items() if k != "sessions"})
         self.recovered()
+        self.heartbeat_answered(answer, now)
+
+    def heartbeat_answered(self, answer: dict, now: float) -> None:
         self.heartbeat_s = float(answer.get("heartbeat_s", self.heartbeat_s))
         self.next_heartbeat = now + self.heartbeat_s * self.rng.uniform(0.9, 1.1)
         for command in answer.get("commands", []):
@@ -413,11 +591,30 @@ class Daemon:
         held.stop = "orphaned"
 
     def claim(self, now: float) -> None:
-        """Claim what fits the free GPUs; poll less often while there is nothing to claim. A worker
-        whose every GPU is busy does not ask."""
-        if self.free and not any(self.free):
-            self.next_claim = now + self.settings.poll_min_s
+        """Claim what fits the free GPUs (a separate call)."""
+        body = self.claim_body(now)
+        if body is None:
             return
+        try:
+            tasks = self.client.claim(body)
+        except Rejected as error:
+            self.recovered()
+            self.claim_refused(error.status, str(error), now)
+            return
+        self.recovered()
+        self.claimed(tasks, now)
+
+    def has_room(self) -> bool:
+        return not self.free or any(self.free)
+
+    def claim_body(self, now: float) -> dict | None:
+        """What a claim asks for, or None: a worker whose every GPU is busy does not ask."""
+        self.placed.clear()
+        self.freed = False
+        if not self.has_room():
+            self.next_claim = now + self.settings.poll_min_s
+            self.claim_done(0)
+            return None
         if self.runner.claims_total:
             # A fraction takes a whole GPU where the scheduler allocates whole GPUs, which the
             # control plane does not know: there, claim one task at a time.
@@ -428,27 +625,37 @@ class Daemon:
             body = {"slots": shares, "max_tasks": self.settings.max_claim}
         if self.runner.multi_node:
             body["multi_node"] = True
-        try:
-            tasks = self.client.claim(body)
-        except Rejected as error:
-            self.recovered()
-            if error.status == 409:
-                # A lost worker is refused work until it heartbeats again: heartbeat now.
-                log.warning("claim refused: marked lost", extra={"fields": {"error": str(error)}})
-                self.next_heartbeat = 0.0
-                self.next_claim = now + self.settings.poll_min_s
-            else:
-                log.error("claim rejected", extra={"fields": {"error": str(error)}})
-                self.next_claim = now + self.settings.poll_max_s
-            return
-        self.recovered()
+        return body
+
+    def claim_refused(self, status, error: str, now: float) -> None:
+        if status == 409:
+            # A lost worker is refused work until it heartbeats again: heartbeat now.
+            log.warning("claim refused (409): marked lost", extra={"fields": {"error": error}})
+            self.next_heartbeat = 0.0
+            self.next_claim = now + self.settings.poll_min_s
+        else:
+            log.error("claim rejected", extra={"fields": {"error": error}})
+            self.next_claim = now + self.settings.poll_max_s
+        self.claim_done(0)
+
+    def claimed(self, tasks: list[dict], now: float) -> None:
+        """Start what the claim handed out; poll less often while there is nothing to claim."""
         for task in tasks:
             self.launch(task, now)
         if tasks:
             self.claim_every = self.settings.poll_min_s
+            self.wake.set()  # look at the new work at once: its start is reported in the next tick
         else:
             self.claim_every = min(self.claim_every * 2, self.settings.poll_max_s)
         self.next_claim = now + self.claim_every * self.rng.uniform(0.8, 1.2)
+        self.claim_done(len(tasks))
+
+    def claim_done(self, count: int) -> None:
+        """Tell the waker what the claim it may be waiting on got."""
+        with self.claim_answers:
+            self.claims_answered += 1
+            self.claimed_last = count
+            self.claim_answers.notify_all()
 
     def launch(self, task: dict, now: float) -> None:
         """Take the claimed task's GPUs and start it, or, while an earlier run of the same task
@@ -552,6 +759,9 @@ class Daemon:
         return per_node * nodes
 
     def release_gpus(self, held: Held) -> None:
+        if held.taken:
+            self.freed = True
+            self.roomy.set()
         gpu_slots.give_back(self.free, held.taken)
         held.taken = {}
 
@@ -566,10 +776,12 @@ class Daemon:
             return
         now = self.clock()
         self.draining_since = now
+        self.roomy.set()
         if self.settings.keep_work_on_exit:
             self.leaving = True
             fields = {"tasks": len(self.held)}
             log.info("shutting down: work left running for the next daemon", extra={"fields": fields})
+            self.wake.set()
             return
         log.info("shutting down: stopping every task", extra={"fields": {"tasks": len(self.held)}})
         grace = self.settings.shutdown_grace_s
@@ -578,6 +790,10 @@ class Daemon:
                 held.stop, held.kill_at = "shutdown", now + grace
                 if not held.waiting:
                     self.runner.terminate(task_id, grace)
+        self.wake.set()
+
+    def done(self) -> bool:
+        return self.draining_since is not None and self.drained()
 
     def drained(self) -> bool:
         if not self.reports and (self.leaving or (not self.held and not self.orphans)):

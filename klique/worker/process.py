@@ -1,16 +1,29 @@
 """Process mode: each task runs as ``/bin/sh -c COMMAND`` in its own process group, with
 ``CUDA_VISIBLE_DEVICES`` set to the GPUs the claim gave it. A stop sends SIGTERM to the group,
 then SIGKILL when the grace is over. The groups are written to ``running.json`` so that a daemon
-restarted after a crash kills what its predecessor left running (that work was requeued)."""
+restarted after a crash kills what its predecessor left running (that work was requeued).
+
+A thread per process waits for it to end and calls ``on_change`` (the daemon's wake-up), so an
+exit is reported at once rather than at the next tick."""
 
 import json
 import logging
 import os
 import signal
 import subprocess
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
-from klique.worker.runs import Change, clean_environ, exit_code, start_failure, tail, task_variables
+from klique.worker.runs import (
+    Change,
+    clean_environ,
+    exit_code,
+    start_failure,
+    tail,
+    task_variables,
+    utc_now,
+)
 
 log = logging.getLogger("klique.worker")
 
@@ -26,6 +39,8 @@ class ProcessRunner:
         self.processes: dict[int, subprocess.Popen] = {}
         self.announced: set[int] = set()
         self.ledger = state_dir / "running.json"
+        self.on_change: Callable[[], None] | None = None  # called from another thread when work ends
+        self.seen_at: dict[tuple[int, str], str] = {}  # when a start or an exit happened, till reported
 
     def task_dir(self, task_id: int) -> Path:
         return self.state_dir / "tasks" / str(task_id)
@@ -73,7 +88,7 @@ class ProcessRunner:
             workdir.mkdir(parents=True, exist_ok=True)
             checkpoints.mkdir(parents=True, exist_ok=True)
             with (workdir / "output.log").open("ab") as output:
-                self.processes[task_id] = subprocess.Popen(
+                process = self.processes[task_id] = subprocess.Popen(
                     ["/bin/sh", "-c", task["command"]],
                     cwd=workdir,
                     env=env,
@@ -84,20 +99,33 @@ class ProcessRunner:
                 )
         except OSError as error:
             raise start_failure(error) from error
+        self.seen_at[(task_id, "running")] = utc_now()
         self._save()
+        watcher = threading.Thread(
+            target=self._watch, args=(task_id, process), name=f"exit-{task_id}", daemon=True
+        )
+        watcher.start()
+
+    def _watch(self, task_id: int, process: subprocess.Popen) -> None:
+        process.wait()
+        self.seen_at[(task_id, "exited")] = utc_now()
+        if self.on_change is not None:
+            self.on_change()
 
     def poll(self) -> list[Change]:
         changes = []
         for task_id, process in list(self.processes.items()):
             if task_id not in self.announced:
                 self.announced.add(task_id)
-                changes.append(Change(task_id, "running", detail={"pid": str(process.pid)}))
+                at = self.seen_at.pop((task_id, "running"), "")
+                changes.append(Change(task_id, "running", detail={"pid": str(process.pid)}, at=at))
             status = process.poll()
             if status is not None:
                 _signal_group(process.pid, signal.SIGKILL)
                 del self.processes[task_id]
                 self.announced.discard(task_id)
-                changes.append(Change(task_id, "exited", exit_code(status)))
+                at = self.seen_at.pop((task_id, "exited"), "")
+                changes.append(Change(task_id, "exited", exit_code(status), at=at))
         if any(change.kind == "exited" for change in changes):
             self._save()
         return changes

@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import ClassVar, Protocol
 
@@ -30,6 +31,7 @@ class Change:
     kind: str
     exit_code: int | None = None
     detail: dict = field(default_factory=dict)
+    at: str = ""  # when the runner saw it happen (ISO 8601, UTC), where it knows; else the report's time
 
 
 class Runner(Protocol):
@@ -149,3 +151,7 @@ def tail(path: Path, limit: int = 16_000) -> str:
             return handle.read().decode(errors="replace")
     except OSError:
         return ""
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).isoformat()

@@ -2,6 +2,7 @@
 and no GPU: a pynvml module, a control plane that answers from a script, a runner that only
 records, and a clock the test moves."""
 
+import threading
 import types
 
 from klique.worker.client import Rejected, Unreachable
@@ -42,18 +43,35 @@ class Clock:
 class ScriptedControlPlane:
     """Answers claims from ``claims`` (a list of task lists, then nothing), heartbeats with no
     commands, and raises Unreachable for everything while ``down``. Every call is recorded with
-    the clock's time."""
+    the clock's time.
 
-    def __init__(self, clock: Clock, claims=(), heartbeat_s: float = 5.0, refuse=None):
+    ``sync`` answers as the control plane's one round trip does, from the same parts: each report,
+    the heartbeat and the claim it carries is recorded as if sent on its own (after a ``sync``
+    entry with the whole body), so tests that count heartbeats or claims hold either way. With
+    ``syncs=False`` it answers 404, as a control plane from before it; ``separate`` lists the
+    calls made on their own. ``wait`` answers from ``placed`` (a list of booleans; when empty it
+    blocks until ``place()``, ``release()`` or its timeout), or 404 with ``waits=False``."""
+
+    def __init__(
+        self, clock: Clock, claims=(), heartbeat_s: float = 5.0, refuse=None, syncs=True, waits=True
+    ):
         self.clock, self.claims, self.heartbeat_s = clock, list(claims), heartbeat_s
         self.refuse = refuse  # refuse(what, body) -> True: the report is answered 400
+        self.syncs, self.waits = syncs, waits
         self.down = False
         self.calls: list[tuple[str, float, dict]] = []
         self.adopted: list[dict] = []  # the enrol answer's tasks handed back
         self.commands: list[dict] = []  # the next heartbeat's commands
+        self.placed: list[bool] = []  # what the next waits answer
+        self.waits_asked: list[float] = []  # the clock's time of each wait
+        self.separate: list[str] = []  # the reports, heartbeats and claims sent without sync
+        self._in_sync = False
+        self._wakeup = threading.Event()
 
     def _call(self, what: str, body: dict) -> None:
         self.calls.append((what, self.clock(), body))
+        if not self._in_sync and what != "enrol":
+            self.separate.append(what)
         if self.down:
             raise Unreachable("connection refused")
 
@@ -86,8 +104,58 @@ class ScriptedControlPlane:
             raise Rejected("HTTP 400: refused", 400)
         return {"task": task_id, "state": "running", "yours": True}
 
+    def sync(self, body: dict) -> dict:
+        if not self.syncs:
+            self.calls.append(("sync-404", self.clock(), body))
+            raise Rejected("HTTP 404: not found", 404)
+        self.calls.append(("sync", self.clock(), body))
+        self._in_sync = True
+        try:
+            return self._sync(body)
+        finally:
+            self._in_sync = False
+
+    def _sync(self, body: dict) -> dict:
+        answer = {"reports": [], "heartbeat": None, "tasks": [], "claim_error": None}
+        for item in body["reports"]:
+            task_id, what = item["task"], item["what"]
+            try:
+                answer["reports"].append({"what": what, **self.report(task_id, what, item["body"])})
+            except Rejected as error:
+                answer["reports"].append(
+                    {"task": task_id, "what": what, "status": error.status, "error": str(error)}
+                )
+        if body["heartbeat"] is not None:
+            answer["heartbeat"] = self.heartbeat(body["heartbeat"])
+        if body["claim"] is not None:
+            try:
+                answer["tasks"] = self.claim(body["claim"])
+            except Rejected as error:
+                answer["claim_error"] = {"status": error.status, "error": str(error)}
+        return answer
+
+    def wait(self, timeout_s: float) -> bool:
+        self.waits_asked.append(self.clock())
+        if not self.waits:
+            raise Rejected("HTTP 404: not found", 404)
+        if self.down:
+            raise Unreachable("connection refused")
+        if not self.placed:
+            self._wakeup.wait(timeout_s)
+            self._wakeup.clear()
+        return self.placed.pop(0) if self.placed else False
+
+    def place(self) -> None:
+        """Work was placed: the wait in progress (or the next) answers true."""
+        self.placed.append(True)
+        self._wakeup.set()
+
+    def release(self) -> None:
+        """End the wait in progress with nothing placed."""
+        self._wakeup.set()
+
     def close(self) -> None:
-        pass
+        self._wakeup.set()
 
 
 class RecordingRunner:

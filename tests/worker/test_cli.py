@@ -72,6 +72,27 @@ def test_no_gpus_and_no_nvml_is_a_usage_error(monkeypatch, capsys):
     assert "--gpus N" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--max-claim", "0"], "--max-claim"),
+        (["--max-claim", "101"], "--max-claim"),
+        (["--wait", "-1"], "--wait"),
+    ],
+)
+def test_a_claim_bound_or_wait_out_of_range_is_a_usage_error(capsys, flags, named):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["--server", "http://x", "--enrolment-token", "kqe_x", "--gpus", "1", *flags])
+    assert exit_.value.code == 2 and named in capsys.readouterr().err
+
+
+def test_the_claim_bound_and_wait_come_from_the_environment(monkeypatch):
+    monkeypatch.setenv("KLIQUE_WORKER_MAX_CLAIM", "12")
+    monkeypatch.setenv("KLIQUE_WORKER_WAIT_S", "0")
+    parsed = cli.parser().parse_args([])
+    assert parsed.max_claim == 12 and parsed.wait == 0
+
+
 def record(message, **fields):
     entry = logging.LogRecord("klique.worker", logging.INFO, __file__, 1, message, None, None)
     entry.fields = fields

@@ -271,6 +271,8 @@ def test_a_report_the_server_refuses_is_sent_again_reduced_and_the_work_is_not_r
     handle = network.handle_request
 
     def refuse_log_tails(request):
+        if request.url.path.endswith("/sync"):  # an older server: no sync, separate reports
+            return httpx.Response(404, json={"detail": "Not found."})
         if request.url.path.endswith("/exited") and b"log_tail" in request.content:
             refused.append(request.url.path)
             return httpx.Response(400, json={"log_tail": ["Refused, as an older server did."]})

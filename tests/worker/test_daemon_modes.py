@@ -80,7 +80,7 @@ def test_a_runner_of_slots_claims_per_gpu_and_not_multi_node_work():
     daemon.enrol()
     daemon.tick()
     (body,) = calls(control, "claim")
-    assert body == {"slots": ["1", "1"], "max_tasks": 8}
+    assert body == {"slots": ["1", "1"], "max_tasks": 100}
 
 
 def test_a_multi_node_task_takes_its_gpus_on_every_node():

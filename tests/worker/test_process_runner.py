@@ -75,3 +75,21 @@ def test_a_restarted_daemon_kills_what_the_last_one_left_running_and_nothing_els
     finally:
         stranger.kill()
         stranger.wait()
+
+
+def test_a_start_and_an_exit_carry_the_time_they_happened_not_the_time_they_were_seen(tmp_path):
+    from klique.worker.runs import utc_now
+
+    runner = ProcessRunner(tmp_path, tmp_path / "ck")
+    before = utc_now()
+    runner.start(task(3, "true"), [])
+    started = utc_now()
+    deadline = time.monotonic() + 10
+    while runner.seen_at.get((3, "exited")) is None:
+        assert time.monotonic() < deadline, "the exit was never seen"
+        time.sleep(0.02)
+    ended = utc_now()
+    time.sleep(0.2)  # the daemon looks later: the changes keep the earlier times
+    changes = {change.kind: change for change in runner.poll()}
+    assert before <= changes["running"].at <= started
+    assert started <= changes["exited"].at <= ended

@@ -497,7 +497,7 @@ def test_the_server_accepts_the_sessions_a_heartbeat_carries(make_daemon, pool, 
     def recording(request):
         response = handle(request)
         path = request.url.path
-        if path.endswith("/claim"):
+        if path.endswith(("/claim", "/sync")) and response.status_code == 200:
             answer = json.loads(response.content)
             for claimed in answer["tasks"]:
                 claimed.setdefault("session", None)
@@ -505,6 +505,8 @@ def test_the_server_accepts_the_sessions_a_heartbeat_carries(make_daemon, pool, 
             response = httpx.Response(response.status_code, json=answer)
         if path.endswith("/heartbeat"):
             sent.append((json.loads(request.content), response.status_code))
+        if path.endswith("/sync") and json.loads(request.content).get("heartbeat") is not None:
+            sent.append((json.loads(request.content)["heartbeat"], response.status_code))
         return response
 
     network.handle_request = recording

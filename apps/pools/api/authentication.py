@@ -2,11 +2,14 @@
 enrolment, a worker token (``kqw_``) everywhere else. Used only on the worker endpoints, so a
 personal token is refused here, and these tokens are refused everywhere else."""
 
+import time
+
 from django.contrib.auth.models import AnonymousUser
 from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions, permissions
 
+from apps.accounts.services import hash_token
 from apps.pools import selectors, services
 from apps.pools.models import EnrolmentToken, Worker
 
@@ -43,12 +46,34 @@ class EnrolmentTokenAuthentication(_PrefixedBearer):
         return selectors.enrolment_token_by_raw(raw, timezone.now())
 
 
+WORKER_CACHE_S = 5.0
+WORKER_CACHE_SIZE = 20_000
+_workers: dict[str, tuple[float, Worker]] = {}
+
+
 class WorkerTokenAuthentication(_PrefixedBearer):
+    """The worker a token names, remembered by this process for ``WORKER_CACHE_S`` (a query less
+    on each of the calls every daemon makes every few seconds). Safe for a retired worker: every
+    write a worker token can make checks the worker's state in its own transaction (a heartbeat,
+    a sync and a claim answer 401 for a retired worker, a wait too; a report of a retired worker
+    finds its work requeued and changes nothing), so only the 401 of a report comes up to
+    ``WORKER_CACHE_S`` late. A token of a worker that does not exist is never remembered."""
+
     prefix = services.WORKER_PREFIX
     what = "a worker token"
 
     def lookup(self, raw: str):
-        return selectors.worker_by_token(raw)
+        now = time.monotonic()
+        key = hash_token(raw)
+        cached = _workers.get(key)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        worker = selectors.worker_by_token(raw)
+        if worker is not None:
+            if len(_workers) >= WORKER_CACHE_SIZE:
+                _workers.clear()
+            _workers[key] = (now + WORKER_CACHE_S, worker)
+        return worker
 
 
 class HasEnrolmentToken(permissions.BasePermission):

@@ -1,12 +1,13 @@
 from django.urls import path
 
-from apps.pools.api import views, wait
+from apps.pools.api import sync, views, wait
 
 urlpatterns = [
     path("enrol", views.EnrolView.as_view(), name="worker-enrol"),
     path("heartbeat", views.HeartbeatView.as_view(), name="worker-heartbeat"),
     path("claim", views.ClaimView.as_view(), name="worker-claim"),
     path("wait", wait.WaitView.as_view(), name="worker-wait"),
+    path("sync", sync.SyncView.as_view(), name="worker-sync"),
     path("tasks/<int:task_id>/started", views.started, name="worker-started"),
     path("tasks/<int:task_id>/exited", views.exited, name="worker-exited"),
     path("tasks/<int:task_id>/stopped", views.stopped, name="worker-stopped"),

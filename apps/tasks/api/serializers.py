@@ -6,7 +6,7 @@ from apps.accounts.models import Project
 from apps.core.fields import PlainIntegerField, StrictBooleanField, StrictCharField
 from apps.policies.api.serializers import gpus_field
 from apps.policies.models import ComputeResource
-from apps.policies.selectors import resource_is_visible
+from apps.policies.selectors import may_submit, resource_is_visible
 from apps.sessions.api.serializers import SessionSerializer
 from apps.sessions.models import SessionKind
 from apps.sessions.selectors import session_view
@@ -19,6 +19,14 @@ VERDICT_HELP = (
     "behind_higher_priority, cloud_cap_reached (with reset_at). Empty when it does not wait or no "
     "pass has run yet."
 )
+
+
+def submit_allowed(context: dict, resource: ComputeResource) -> bool:
+    """``may_submit`` for the request's user, asked once per resource and request."""
+    known = context.setdefault("may_submit", {})
+    if resource.pk not in known:
+        known[resource.pk] = may_submit(context["request"].user, resource)
+    return known[resource.pk]
 
 
 class ComputeResourceField(StrictCharField):
@@ -34,12 +42,21 @@ class ComputeResourceField(StrictCharField):
 
     def run_validation(self, data=serializers.empty):
         name = super().run_validation(data)
-        resource = (
-            ComputeResource.objects.select_related("policy__group", "profile").filter(name=name).first()
-        )
-        if resource is None or not resource_is_visible(self.context["request"].user, resource):
+        # Looked up once per name and request: the items of a bulk submission share the context.
+        found = self.context.setdefault("resources_by_name", {})
+        if name not in found:
+            resource = (
+                ComputeResource.objects.select_related("policy__group", "profile").filter(name=name).first()
+            )
+            # Whoever may submit to a resource sees it, so the wider question is asked only then.
+            visible = resource is not None and (
+                submit_allowed(self.context, resource)
+                or resource_is_visible(self.context["request"].user, resource)
+            )
+            found[name] = resource if visible else None
+        if found[name] is None:
             self.fail("unknown", name=name)
-        return resource
+        return found[name]
 
     def to_representation(self, value):
         return value.name
@@ -66,10 +83,17 @@ def nodes_field(**kwargs) -> serializers.IntegerField:
     )
 
 
-def project_in_group(name: str | None, resource: ComputeResource) -> Project | None:
+def project_in_group(
+    name: str | None, resource: ComputeResource, found: dict | None = None
+) -> Project | None:
+    """The group's project of that name; ``found`` keeps the lookups of one request."""
     if not name:
         return None
-    project = Project.objects.filter(group_id=resource.policy.group_id, name=name).first()
+    found = {} if found is None else found
+    key = (resource.policy.group_id, name)
+    if key not in found:
+        found[key] = Project.objects.filter(group_id=resource.policy.group_id, name=name).first()
+    project = found[key]
     if project is None:
         raise serializers.ValidationError(
             {"project": f"No project {name!r} in group {resource.policy.group} of {resource}."}
@@ -222,8 +246,19 @@ class SubmitSerializer(serializers.Serializer):
             )
         elif not data.get("command"):
             raise serializers.ValidationError({"command": "This field is required."})
-        data["project"] = project_in_group(data.get("project"), data["compute_resource"])
+        found = self.context.setdefault("projects_by_name", {})
+        data["project"] = project_in_group(data.get("project"), data["compute_resource"], found)
         return data
+
+
+class BulkSubmitSerializer(serializers.Serializer):
+    """The body of ``POST tasks/bulk/`` (read by the view item by item, for errors by index)."""
+
+    tasks = SubmitSerializer(
+        many=True,
+        help_text="1 to TASKS_BULK_MAX (default 1000) batch tasks, each as POST tasks/ takes it; "
+        "created in this order, all or none.",
+    )
 
 
 class ScheduleRunSerializer(serializers.Serializer):

@@ -10,17 +10,18 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 
-from apps.policies.selectors import may_submit
 from apps.sessions import services as sessions
 from apps.sessions.selectors import sessions_of
 from apps.tasks import selectors, services
 from apps.tasks.api.filters import ScheduleFilter, TaskFilter
 from apps.tasks.api.serializers import (
+    BulkSubmitSerializer,
     ScheduleDetailSerializer,
     ScheduleSerializer,
     SubmitSerializer,
     TaskDetailSerializer,
     TaskSerializer,
+    submit_allowed,
 )
 from apps.tasks.models import Channel, Schedule, Task
 
@@ -52,12 +53,23 @@ def refusals_as_400():
         raise serializers.ValidationError(detail) from error
 
 
-def check_may_submit(user, resource) -> None:
-    if not may_submit(user, resource):
-        raise PermissionDenied(
-            f"You may submit only to compute resources of groups you belong to; {resource} "
-            f"belongs to {resource.policy.group}."
-        )
+def submit_refusal(resource) -> str:
+    return (
+        f"You may submit only to compute resources of groups you belong to; {resource} "
+        f"belongs to {resource.policy.group}."
+    )
+
+
+def check_may_submit(context: dict, resource) -> None:
+    """403 unless the request's user may submit to the resource (the serializer's context keeps
+    the answer it already got)."""
+    if not submit_allowed(context, resource):
+        raise PermissionDenied(submit_refusal(resource))
+
+
+BULK_SESSION_REFUSED = (
+    "A session is started on its own (POST /api/v1/tasks/); a bulk submission takes batch tasks."
+)
 
 
 @extend_schema_view(
@@ -85,6 +97,18 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         }
         return Response(TaskDetailSerializer(task, context=context).data, status=status_code)
 
+    def _submitted(self, tasks) -> list[dict]:
+        """Just-submitted tasks as ``_detail`` shows them, from the objects the service wrote (with
+        the user, resource, group, profile and project the request read): a new task has no
+        pool and no preemptions yet."""
+        context = {
+            **self.get_serializer_context(),
+            "positions": selectors.queue_positions(tasks),
+            "preemptions": [],
+            "sessions": sessions_of(tasks),
+        }
+        return TaskDetailSerializer(tasks, many=True, context=context).data
+
     def list(self, request):
         page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
         context = {
@@ -105,12 +129,61 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
     )
     def create(self, request):
         channel = channel_of(request)
-        submission = SubmitSerializer(data=request.data, context=self.get_serializer_context())
+        context = self.get_serializer_context()
+        submission = SubmitSerializer(data=request.data, context=context)
         submission.is_valid(raise_exception=True)
-        check_may_submit(request.user, submission.validated_data["compute_resource"])
+        check_may_submit(context, submission.validated_data["compute_resource"])
         with refusals_as_400():
             task = sessions.submit_task(user=request.user, channel=channel, **submission.validated_data)
-        return self._detail(self.get_queryset().get(pk=task.pk), status.HTTP_201_CREATED)
+        return Response(self._submitted([task])[0], status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        summary="Submit many batch tasks at once, all or none",
+        request=BulkSubmitSerializer,
+        responses={201: TaskDetailSerializer(many=True)},
+        parameters=[CHANNEL_PARAMETER],
+    )
+    @action(detail=False, methods=["post"])
+    def bulk(self, request):
+        """Each item as ``POST tasks/`` takes it (batch tasks only), checked by the same rules; a
+        refused item answers 400 ``{"tasks": {"<index>": {"<field>": [...]}}}`` and nothing is
+        created. The tasks are created in the items' order and answered in it."""
+        channel = channel_of(request)
+        items = request.data.get("tasks") if isinstance(request.data, dict) else None
+        if not isinstance(items, list):
+            raise serializers.ValidationError(
+                {"tasks": ['Give the tasks as a list: {"tasks": [{...}, ...]}.']}
+            )
+        error = services.bulk_count_error(len(items))
+        if error:
+            raise serializers.ValidationError({"tasks": [error]})
+        context = self.get_serializer_context()
+        # One serializer reads every item (as a ListSerializer's child does): its fields are built once.
+        submission = SubmitSerializer(context=context)
+        checked, errors = [], {}
+        for index, item in enumerate(items):
+            submission.initial_data = item
+            try:
+                data = submission.run_validation(item)
+            except serializers.ValidationError as refused:
+                errors[str(index)] = refused.detail
+                continue
+            if data["kind"] == Task.Kind.SESSION:
+                errors[str(index)] = {"kind": [BULK_SESSION_REFUSED]}
+            else:
+                checked.append({k: v for k, v in data.items() if k != "session_kind"})
+        if errors:
+            raise serializers.ValidationError({"tasks": errors})
+        for index, item in enumerate(checked):
+            if not submit_allowed(context, item["compute_resource"]):
+                raise PermissionDenied(f"Task {index}: {submit_refusal(item['compute_resource'])}")
+        try:
+            with refusals_as_400():
+                tasks = services.submit_many(user=request.user, items=checked, channel=channel)
+        except services.SubmissionsRefused as refused:
+            by_index = {str(index): fields for index, fields in refused.errors.items()}
+            raise serializers.ValidationError({"tasks": by_index}) from refused
+        return Response(self._submitted(tasks), status=status.HTTP_201_CREATED)
 
     @extend_schema(summary="Cancel a task", request=None, responses=TaskDetailSerializer)
     @action(detail=True, methods=["post"])
@@ -143,7 +216,7 @@ class ScheduleViewSet(viewsets.ModelViewSet):
 
     def perform_create(self, serializer):
         data = serializer.validated_data
-        check_may_submit(self.request.user, data["compute_resource"])
+        check_may_submit(serializer.context, data["compute_resource"])
         with refusals_as_400():
             serializer.instance = services.create_schedule(owner=self.request.user, **data)
 
@@ -152,7 +225,7 @@ class ScheduleViewSet(viewsets.ModelViewSet):
         serializer = self.get_serializer(schedule, data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
         if "compute_resource" in serializer.validated_data:
-            check_may_submit(request.user, serializer.validated_data["compute_resource"])
+            check_may_submit(serializer.context, serializer.validated_data["compute_resource"])
         with refusals_as_400():
             schedule = services.update_schedule(schedule, **serializer.validated_data)
         return Response(self.get_serializer(self.get_queryset().get(pk=schedule.pk)).data)
