@@ -44,6 +44,21 @@ def fresh_database(url: str) -> None:
         conn.execute(f'CREATE DATABASE "{name}"')
 
 
+def django_on_a_fresh_database() -> None:
+    """Drop and create the PostgreSQL database of DATABASE_URL, set Django up on it, migrate."""
+    url = os.environ.get("DATABASE_URL", "")
+    if not url.startswith("postgres"):
+        sys.exit("set DATABASE_URL to a PostgreSQL database that may be dropped (e.g. .../klique_bench)")
+    fresh_database(url)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "klique.settings.base")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
 def build(waiting: int, running: int, n_policies: int, n_pools: int, seed: int = 7) -> None:
     from django.db.models import Sum
     from django.utils import timezone
@@ -216,17 +231,7 @@ def main() -> None:
     parser.add_argument("--passes", type=int, default=30, help="steady passes, and as many churn passes")
     parser.add_argument("--churn", type=int, help="tasks finished before each churn pass (live 50, kueue 10)")
     args = parser.parse_args()
-    url = os.environ.get("DATABASE_URL", "")
-    if not url.startswith("postgres"):
-        sys.exit("set DATABASE_URL to a PostgreSQL database that may be dropped (e.g. .../klique_bench)")
-    fresh_database(url)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "klique.settings.base")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
+    django_on_a_fresh_database()
     t0 = time.perf_counter()
     if args.shape == "kueue":
         build_kueue()

@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from engine_live import fresh_database  # noqa: E402
+from engine_live import django_on_a_fresh_database  # noqa: E402
 
 
 def build(tasks: int) -> list:
@@ -143,20 +143,11 @@ def main() -> None:
         "--verdicts", type=int, default=10_000, help="waiting tasks whose verdict is rewritten"
     )
     args = parser.parse_args()
-    url = os.environ.get("DATABASE_URL", "")
-    if not url.startswith("postgres"):
-        sys.exit("set DATABASE_URL to a PostgreSQL database that may be dropped (e.g. .../klique_bench)")
-    fresh_database(url)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "klique.settings.base")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
+    django_on_a_fresh_database()
     from django.db import connection
 
     from apps.tasks.models import Task
 
-    call_command("migrate", verbosity=0)
     if args.fillfactor:
         with connection.cursor() as cursor:
             cursor.execute(f"ALTER TABLE tasks_task SET (fillfactor = {int(args.fillfactor)})")

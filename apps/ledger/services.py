@@ -14,7 +14,7 @@ from apps.ledger.models import UsageInterval
 def open_intervals(tasks: Iterable, at: datetime) -> int:
     """Open one interval per placed task, of its counted GPUs (GPUs x nodes). Each task must come
     with ``compute_resource__policy``, ``compute_resource__profile`` and ``pool`` loaded (the
-    engine's loader does so). Returns the intervals opened.
+    engine's loader does so). Returns how many were opened.
 
     On PostgreSQL one ``INSERT ... SELECT FROM unnest(...)`` whatever the number of tasks, fed from
     the loaded tasks; elsewhere a bulk insert of the same rows."""

@@ -26,6 +26,14 @@ def klique(env: dict, *args: str, stdin: str | None = None) -> subprocess.Comple
     return subprocess.run([KLIQUE, *args], env=env, input=stdin, capture_output=True, text=True, timeout=60)
 
 
+def logged_in(tmp_path: Path, url: str, token: str) -> dict[str, str]:
+    """The environment of a CLI logged in at ``url`` with ``token``."""
+    env = cli_env(tmp_path)
+    result = klique(env, "login", "--url", url, "--token", "-", stdin=token + "\n")
+    assert result.returncode == 0, result.stderr
+    return env
+
+
 class Follower:
     """A running ``klique`` process whose output lines are read with a timeout."""
 

@@ -11,7 +11,7 @@ from apps.tasks.models import Task
 from klique.client import Client, InvalidRequest
 from klique.client.sdk import BulkUnsupported
 from tests.channels.conftest import token_for
-from tests.channels.live import cli_env, klique
+from tests.channels.live import klique, logged_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -28,12 +28,7 @@ def sdk(live_server, estate):
 
 @pytest.fixture
 def env(live_server, estate, tmp_path):
-    env = cli_env(tmp_path)
-    result = klique(
-        env, "login", "--url", live_server.url, "--token", "-", stdin=token_for(estate.member) + "\n"
-    )
-    assert result.returncode == 0, result.stderr
-    return env
+    return logged_in(tmp_path, live_server.url, token_for(estate.member))
 
 
 def test_submit_many_returns_typed_tasks_in_order_on_the_sdk_channel(sdk):

@@ -13,7 +13,7 @@ from apps.tasks import services
 from apps.tasks.api.views import TaskViewSet
 from apps.tasks.models import Task
 from tests.channels.conftest import token_for
-from tests.channels.live import KLIQUE, Follower, cli_env, finish, klique, loaded, place, preempt
+from tests.channels.live import KLIQUE, Follower, cli_env, finish, klique, loaded, logged_in, place, preempt
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -21,12 +21,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def env(live_server, estate, tmp_path):
     """A CLI logged in as the member vera."""
-    env = cli_env(tmp_path)
-    result = klique(
-        env, "login", "--url", live_server.url, "--token", "-", stdin=token_for(estate.member) + "\n"
-    )
-    assert result.returncode == 0, result.stderr
-    return env
+    return logged_in(tmp_path, live_server.url, token_for(estate.member))
 
 
 def test_login_checks_the_token_and_stores_it_readable_by_the_user_only(live_server, estate, tmp_path):

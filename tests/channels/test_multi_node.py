@@ -14,7 +14,7 @@ from apps.pools.models import Pool
 from apps.tasks.models import Schedule, Task
 from klique.client import Client, InvalidRequest
 from tests.channels.conftest import token_for
-from tests.channels.live import KLIQUE, cli_env, klique
+from tests.channels.live import KLIQUE, klique, logged_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -22,12 +22,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def env(live_server, estate, tmp_path):
     """A CLI logged in as the member vera."""
-    env = cli_env(tmp_path)
-    result = klique(
-        env, "login", "--url", live_server.url, "--token", "-", stdin=token_for(estate.member) + "\n"
-    )
-    assert result.returncode == 0, result.stderr
-    return env
+    return logged_in(tmp_path, live_server.url, token_for(estate.member))
 
 
 @pytest.fixture
