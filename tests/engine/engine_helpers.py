@@ -22,17 +22,31 @@ def pool(id, gpus, profiles, enabled=True):
     return Pool(id, round(gpus * G), tuple(profiles), enabled)
 
 
-def profile(id, gpus, pools, policies, weight=1, size_from_task=False):
-    return Profile(id, round(gpus * G), tuple(pools), tuple(policies), round(weight * G), size_from_task)
-
-
-def policy(id, reservation, limit, parent=None, budget_h=None, used_h=0, period="day"):
-    budget = (
-        None
-        if budget_h is None
-        else Budget(hours_to_units(str(budget_h)), period, hours_to_units(str(used_h)))
+def profile(id, gpus, pools, policies, weight=1, size_from_task=False, min_runtime_s=0):
+    return Profile(
+        id, round(gpus * G), tuple(pools), tuple(policies), round(weight * G), size_from_task, min_runtime_s
     )
-    return Policy(id, round(reservation * G), round(limit * G), parent, budget)
+
+
+def window(budget_h, used_h=0, period="day"):
+    return Budget(hours_to_units(str(budget_h)), period, hours_to_units(str(used_h)))
+
+
+def policy(
+    id,
+    reservation,
+    limit,
+    parent=None,
+    budget_h=None,
+    used_h=0,
+    period="day",
+    windows=(),
+    cap=None,
+    reclaims=(),
+):
+    """A policy; `budget_h`/`used_h`/`period` give one budget window, `windows` more (see window())."""
+    budgets = (() if budget_h is None else (window(budget_h, used_h, period),)) + tuple(windows)
+    return Policy(id, round(reservation * G), round(limit * G), parent, budgets, cap, tuple(reclaims))
 
 
 def cr(id, policy_id, profile_id):

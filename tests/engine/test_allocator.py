@@ -2,10 +2,10 @@
 
 from collections.abc import Sequence
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
-from engine_helpers import cr, placed, policy, pool, profile, snapshot, two_groups, waiting
+from engine_helpers import NOW, cr, placed, policy, pool, profile, snapshot, two_groups, waiting, window
 
 from apps.engine.core import SnapshotError, allocate, validate
 
@@ -169,7 +169,7 @@ def test_a_task_that_does_not_fit_does_not_block_smaller_tasks_behind_it():
     )
     d = allocate(s)
     assert placed_ids(d) == ["one", "two"]
-    assert (d.verdict("four").rule, d.verdict("four").position) == ("policy_limit", 1)
+    assert (d.verdict("four").rule, d.verdict("four").position) == ("never_fits", 1)
     assert (d.verdict("one-more").rule, d.verdict("one-more").position) == ("behind_higher_priority", 2)
 
 
@@ -312,7 +312,7 @@ def test_weekly_and_monthly_reset_times_follow_the_utc_calendar():
         s = replace(
             s,
             policies=(
-                replace(s.policies[0], budget=replace(s.policies[0].budget, period=period)),
+                replace(s.policies[0], budgets=(replace(s.policies[0].budgets[0], period=period),)),
                 s.policies[1],
             ),
         )
@@ -343,8 +343,18 @@ def test_behind_higher_priority_when_room_was_taken_this_pass():
 
 
 def test_no_capacity_names_the_profile_pools():
-    d = allocate(two_groups(capacity=0, a_waiting=1))
+    d = allocate(two_groups(capacity=1, b_running=1, a_waiting=1))
     assert (d.verdict("a0").rule, d.verdict("a0").pools) == ("no_capacity", ("onprem",))
+
+
+def test_never_fits_names_the_largest_enabled_pool_or_says_none_is_enabled():
+    d = allocate(two_groups(capacity=2, a_waiting=1, a_size=3))
+    v = d.verdict("a0")
+    assert (v.rule, v.cause, v.pools) == ("never_fits", "capacity", ("onprem",))
+    s = two_groups(capacity=8, a_waiting=1)
+    s = replace(s, pools=(replace(s.pools[0], enabled=False),))
+    v = allocate(s).verdict("a0")
+    assert (v.rule, v.cause, v.pools) == ("never_fits", "no_pool", ("onprem",))
 
 
 # -- scale ----------------------------------------------------------------------------------
@@ -513,3 +523,107 @@ def test_a_spend_cap_naming_an_unknown_pool_or_policy_is_refused():
         validate(_capped_estate(caps=(SpendCap("c", ("nowhere",), frozenset({"A"}), when),)))
     with pytest.raises(SnapshotError, match="spend cap c: unknown policy Z"):
         validate(_capped_estate(caps=(SpendCap("c", ("cloud",), frozenset({"Z"}), when),)))
+
+
+# -- several budget windows ---------------------------------------------------------------
+
+
+def windows_estate(windows, running, queue, parent_windows=()):
+    return snapshot(
+        [pool("p", 8, ["gpu"])],
+        [profile("gpu", 1, ["p"], ["A"])],
+        [
+            policy("A", 8, 8, parent="org", windows=windows),
+            policy("org", 0, 8, windows=parent_windows),
+        ],
+        [cr("a", "A", "gpu")],
+        {"a": tuple(waiting(t, i + 100, 1) for i, t in enumerate(queue))},
+        [placed(t, "a", "p", 1, i, ago_s=100 - i) for i, t in enumerate(running)],
+    )
+
+
+def test_the_start_check_must_pass_in_every_window():
+    # day: 0.8 h left; month: 0.5 h left; 2 running: a third needs 0.25 h x 3 = 0.75 h.
+    d = allocate(windows_estate([window(1, 0.2, "day"), window(10, 9.5, "month")], ["r0", "r1"], ["w0"]))
+    v = d.verdict("w0")
+    assert placed_ids(d) == []
+    assert (v.rule, v.cause, v.hours_left, v.hours_needed) == ("budget_start_check", "month", 0.5, 0.75)
+    d = allocate(windows_estate([window(1, 0.2, "day"), window(10, 9, "month")], ["r0", "r1"], ["w0"]))
+    assert placed_ids(d) == ["w0"]
+
+
+def test_one_used_up_window_stops_the_work_and_the_event_names_it():
+    d = allocate(windows_estate([window(1, 1, "day"), window(10, 2, "month")], ["r0", "r1"], ["w0"]))
+    assert [(p.task, p.reason, p.window) for p in d.preemptions] == [
+        ("r1", "budget", "day"),
+        ("r0", "budget", "day"),
+    ]
+    v = d.verdict("w0")
+    assert (v.rule, v.cause, v.reset_at) == ("budget_used_up", "day", datetime(2025, 1, 9, tzinfo=UTC))
+
+
+def test_with_several_windows_used_up_the_one_that_resets_last_is_named():
+    d = allocate(windows_estate([window(1, 1, "day"), window(10, 10, "month")], ["r0"], ["w0"]))
+    assert [p.window for p in d.preemptions] == ["month"]
+    v = d.verdict("w0")
+    assert (v.cause, v.reset_at) == ("month", datetime(2025, 2, 1, tzinfo=UTC))
+
+
+def test_an_ancestor_window_applies_to_its_subtree():
+    d = allocate(
+        windows_estate(
+            [window(1, 0, "day")], ["r0"], ["w0"], parent_windows=[window(5, 1, "day"), window(5, 5, "week")]
+        )
+    )
+    assert [(p.task, p.window) for p in d.preemptions] == [("r0", "week")]
+    v = d.verdict("w0")
+    assert (v.rule, v.policy, v.cause) == ("budget_used_up", "org", "week")
+
+
+# -- anti-thrash ----------------------------------------------------------------------------
+
+
+def guarded(min_runtime_s=0, cap=None, reclaims=(), a_waiting=1):
+    """A reserves 2 of pool onprem (4); B (reservation 2) borrows all 4: b0..b3 placed 100..97 s ago."""
+    return snapshot(
+        [pool("onprem", 4, ["gpu"])],
+        [profile("gpu", 1, ["onprem"], ["A", "B"], min_runtime_s=min_runtime_s)],
+        [policy("A", 2, 4), policy("B", 2, 4, cap=cap, reclaims=reclaims)],
+        [cr("a", "A", "gpu"), cr("b", "B", "gpu")],
+        {"a": tuple(waiting(f"a{i}", 100 + i, 1) for i in range(a_waiting))},
+        [placed(f"b{i}", "b", "onprem", 1, i, ago_s=100 - i) for i in range(4)],
+    )
+
+
+def test_reclaim_waits_while_every_victim_is_within_its_minimum_runtime():
+    d = allocate(guarded(min_runtime_s=600))
+    assert d.preemptions == () and d.placements == ()
+    v = d.verdict("a0")
+    assert (v.rule, v.cause, v.pools) == ("reclaim_held", "min_runtime", ("onprem",))
+    assert v.reset_at == NOW + timedelta(seconds=600 - 97)
+
+
+def test_reclaim_takes_an_older_victim_past_its_minimum_runtime_instead():
+    d = allocate(guarded(min_runtime_s=98))
+    assert preempted_ids(d) == ["b2"] and placed_ids(d) == ["a0"]
+
+
+def test_a_policy_at_its_preemption_cap_is_not_a_victim_until_the_hour_has_passed():
+    d = allocate(guarded(cap=1, reclaims=[NOW - timedelta(seconds=1800)]))
+    assert d.preemptions == ()
+    v = d.verdict("a0")
+    assert (v.rule, v.cause, v.reset_at) == ("reclaim_held", "max_preemptions", NOW + timedelta(seconds=1800))
+    d = allocate(guarded(cap=1, reclaims=[NOW - timedelta(seconds=3601)]))
+    assert preempted_ids(d) == ["b3"]
+
+
+def test_the_cap_counts_the_reclaims_of_this_pass():
+    d = allocate(guarded(cap=1, a_waiting=2))
+    assert preempted_ids(d) == ["b3"] and placed_ids(d) == ["a0"]
+    v = d.verdict("a1")
+    assert (v.rule, v.cause, v.reset_at) == ("reclaim_held", "max_preemptions", NOW + timedelta(hours=1))
+
+
+def test_a_cap_of_zero_means_never_a_victim():
+    d = allocate(guarded(cap=0))
+    assert d.preemptions == () and d.verdict("a0").rule == "no_capacity"

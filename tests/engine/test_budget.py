@@ -163,7 +163,7 @@ def test_the_simulator_budget_meter_equals_usage_recomputed_from_its_intervals(s
     end = start + timedelta(seconds=120)
     total = sum(iv.weight * charged_us(iv.start, iv.end or end, windows) for iv in intervals)
     assert lines[-1]["summary"]["policies"]["A"]["budget_hours"] == round(total / UNITS_PER_HOUR, 6)
-    acc = sim.accounts[0]
+    acc = sim.accounts[0][0]
     assert acc.used(sim.enabled_clock(120_000_000)) == budget_used(intervals, end, "day", windows)
 
 

@@ -51,6 +51,7 @@ def estates(draw):
                 sft=sft,
                 weight=draw(st.sampled_from([0, 500, 1000, 2000])),
                 pools=tuple(order[: draw(st.integers(1, len(order)))]),
+                min_runtime_s=draw(st.sampled_from([0, 0, 600, 3000])),
             )
         )
 
@@ -61,14 +62,38 @@ def estates(draw):
         pid = f"Q{i}"
         parent[pid] = draw(st.sampled_from([None] + [p["id"] for p in policies]))
         res = draw(st.integers(0, 12)) * 250
-        budget = None
+        budgets = ()
         if draw(st.integers(0, 3)) == 0:
-            budget = Budget(
-                draw(st.integers(0, 4)) * UNITS_PER_HOUR // 4,
-                draw(st.sampled_from(["day", "week", "month"])),
-                draw(st.integers(0, 5)) * UNITS_PER_HOUR // 4,
+            periods = draw(
+                st.lists(st.sampled_from(["day", "week", "month"]), min_size=1, max_size=3, unique=True)
             )
-        policies.append(dict(id=pid, res=res, lim=res + draw(st.integers(0, 12)) * 250, budget=budget))
+            budgets = tuple(
+                Budget(
+                    draw(st.integers(0, 4)) * UNITS_PER_HOUR // 4,
+                    period,
+                    draw(st.integers(0, 5)) * UNITS_PER_HOUR // 4,
+                )
+                for period in periods
+            )
+        cap, reclaims = None, ()
+        if draw(st.integers(0, 3)) == 0:
+            cap = draw(st.integers(0, 3))
+            reclaims = tuple(
+                sorted(
+                    NOW - timedelta(seconds=draw(st.integers(0, 3599)))
+                    for _ in range(draw(st.integers(0, 3)))
+                )
+            )
+        policies.append(
+            dict(
+                id=pid,
+                res=res,
+                lim=res + draw(st.integers(0, 12)) * 250,
+                budgets=budgets,
+                cap=cap,
+                reclaims=reclaims,
+            )
+        )
     has_children = {parent[p["id"]] for p in policies}
     if zero_parent_reservations:
         for p in policies:
@@ -149,10 +174,14 @@ def estates(draw):
                 tuple(draw(st.permutations(list(by_id)))),
                 f["weight"],
                 f["sft"],
+                f["min_runtime_s"],
             )
             for f in profiles
         ),
-        tuple(Policy(p["id"], p["res"], p["lim"], parent[p["id"]], p["budget"]) for p in policies),
+        tuple(
+            Policy(p["id"], p["res"], p["lim"], parent[p["id"]], p["budgets"], p["cap"], p["reclaims"])
+            for p in policies
+        ),
         tuple(resources),
         {rid: tuple(sorted(q, key=lambda t: t.seq)) for rid, q in queues.items()},
         tuple(sorted(placed, key=lambda t: (t.placed_at, t.seq))),
@@ -199,20 +228,18 @@ class State:
     def weight(self, rid):
         return self.prof[self.res[rid].profile].time_weight
 
-    def rem(self, q):
-        b = self.pol[q].budget
-        return None if b is None else b.limit - b.used
+    def windows_left(self, q):
+        return [b.limit - b.used for b in self.pol[q].budgets]
 
     def budget_ok(self, rid):
+        """The start check, in every window of the policy and of each budgeted ancestor."""
         w = self.weight(rid)
         if not w:
             return True
         for q in self.chain(self.res[rid].policy):
-            r = self.rem(q)
-            if r is not None and (
-                r <= 0 or (self.rw[q] and r < self.s.low_watermark_s * 1_000_000 * (self.rw[q] + w))
-            ):
-                return False
+            for r in self.windows_left(q):
+                if r <= 0 or (self.rw[q] and r < self.s.low_watermark_s * 1_000_000 * (self.rw[q] + w)):
+                    return False
         return True
 
     def limits_ok(self, rid, size):
@@ -231,11 +258,17 @@ class State:
 
 def freeable(st: State, pid: str, policy_id: str) -> int:
     """Borrowed GPUs on pool pid that reclaim may take, per policy newest first, for a task of
-    `policy_id` (valid when no policy with children has a reservation)."""
+    `policy_id` (valid when no policy with children has a reservation); a lower bound where
+    protection applies: work under its minimum runtime and all work of capped policies is left
+    out."""
     total = 0
     by_policy = defaultdict(list)
     for t in st.running:
-        if t.pool == pid and t.size:
+        protected = st.s.now - t.placed_at < timedelta(
+            seconds=st.prof[st.res[t.resource].profile].min_runtime_s
+        )
+        capped = st.pol[st.res[t.resource].policy].max_preemptions_per_hour is not None
+        if t.pool == pid and t.size and not protected and not capped:
             by_policy[st.res[t.resource].policy].append(t)
     for q, tasks in by_policy.items():
         if q in set(st.chain(policy_id)):
@@ -275,7 +308,7 @@ def check_pass(s: Snapshot):
 
     # Budgets: nothing weighted starts under a used-up budget; each start passed the start check
     # (checked against a lower bound of the rate: reclaim victims counted as already stopped).
-    used_up = {q for q in st_.pol if st_.rem(q) is not None and st_.rem(q) <= 0}
+    used_up = {q for q in st_.pol if any(r <= 0 for r in st_.windows_left(q))}
     rate = defaultdict(int)
     for t in s.placed:
         if not t.preempting and t.id not in st_.preempted:
@@ -286,8 +319,7 @@ def check_pass(s: Snapshot):
         w = st_.weight(rid)
         if w:
             for q in st_.chain(st_.res[rid].policy):
-                r = st_.rem(q)
-                if r is not None:
+                for r in st_.windows_left(q):
                     assert r > 0 and (rate[q] == 0 or r >= s.low_watermark_s * 1_000_000 * (rate[q] + w))
                 rate[q] += w
     budget_stops = [p for p in d.preemptions if p.reason == "budget"]
@@ -310,7 +342,26 @@ def check_pass(s: Snapshot):
         assert after_reclaim.U[policy_id] <= st_.pol[policy_id].reservation, (
             f"{task_id} reclaimed while its policy {policy_id} was not reservation-eligible"
         )
+    # Anti-thrash: no reclaim victim before its profile's minimum runtime; no policy loses more
+    # than its cap of reclaims in the sliding hour.
+    placed_at = {t.id: t.placed_at for t in s.placed}
+    lost = defaultdict(int)
     for p in d.preemptions:
+        if p.reason == "reclaim":
+            min_run = st_.prof[st_.res[p.resource].profile].min_runtime_s
+            assert s.now - placed_at[p.task] >= timedelta(seconds=min_run), f"{p.task} reclaimed too soon"
+            lost[st_.res[p.resource].policy] += 1
+    for q, n in lost.items():
+        cap = st_.pol[q].max_preemptions_per_hour
+        if cap is not None:
+            recent = [at for at in st_.pol[q].reclaims if at > s.now - timedelta(hours=1)]
+            assert len(recent) + n <= max(cap, len(recent)), f"{q} lost more than {cap} in an hour"
+            assert n == 0 or len(recent) + n <= cap
+    for p in d.preemptions:
+        if p.reason == "budget":
+            assert p.window in {
+                b.period for q in st_.chain(st_.res[p.resource].policy) for b in st_.pol[q].budgets
+            }
         if p.reason == "reclaim":
             assert p.for_task in reclaimers
             victim = st_.res[p.resource].policy
@@ -364,6 +415,11 @@ def check_pass(s: Snapshot):
             assert v.reset_at == s.caps[0].resets_at
         if v.rule == "budget_used_up":
             assert v.policy in used_up
+            assert v.cause in {b.period for b in st_.pol[v.policy].budgets if b.limit <= b.used}
+        sizes = [st_.pool[p].capacity for p in st_.prof[st_.res[rid].profile].pools if st_.pool[p].enabled]
+        assert (v.rule == "never_fits") == (not sizes or max(sizes) < t.size), f"{t.id}: never_fits is wrong"
+        if v.rule == "reclaim_held":
+            assert v.reset_at > s.now and v.cause in ("min_runtime", "max_preemptions")
     for got in positions.values():
         assert got == list(range(1, len(got) + 1))
     return d
@@ -389,6 +445,7 @@ def scenarios(draw):
                 "time_weight": draw(st.sampled_from([0, 1, 2])),
                 "size_from_task": draw(st.booleans()),
                 "pools": order[: draw(st.integers(1, len(order)))],
+                "min_runtime_s": draw(st.sampled_from([0, 0, 5, 20])),
             }
         )
     policies = []
@@ -402,6 +459,13 @@ def scenarios(draw):
         }
         if draw(st.integers(0, 2)) == 0:
             p["budget"] = {"hours": draw(st.sampled_from([0.01, 0.02, 0.05])), "period": "day"}
+        elif draw(st.integers(0, 3)) == 0:
+            p["budgets"] = [
+                {"hours": draw(st.sampled_from([0.01, 0.02])), "period": "day"},
+                {"hours": draw(st.sampled_from([0.01, 0.03])), "period": "week"},
+            ]
+        if draw(st.integers(0, 2)) == 0:
+            p["max_preemptions_per_hour"] = draw(st.integers(0, 2))
         policies.append(p)
     resources = [
         {"name": f"{p['name']}-{f['name']}", "policy": p["name"], "profile": f["name"]}
@@ -456,5 +520,18 @@ def test_every_invariant_holds_on_every_pass_of_random_simulated_runs(data):
     assert set(summary["tasks"]) == submitted
     for e in lines[:-1]:
         assert e["task"] in submitted
+    # The run is shorter than an hour: a capped policy loses at most its cap to reclaim in all.
+    policy_of = {r["name"]: r["policy"] for r in data["compute_resources"]}
+    resource_of = {e["submit"]["id"]: e["submit"]["resource"] for e in data["events"] if "submit" in e}
+    lost = defaultdict(int)
+    for e in lines[:-1]:
+        if e["event"] == "preempted" and e["reason"] == "reclaim":
+            lost[policy_of[resource_of[e["task"]]]] += 1
+    for p in data["policies"]:
+        if "max_preemptions_per_hour" in p:
+            assert lost[p["name"]] <= p["max_preemptions_per_hour"], f"{p['name']} lost more than its cap"
+    for task, line in summary["tasks"].items():
+        if line["state"] == "rejected":
+            assert any(e.get("event") == "rejected" and e["task"] == task for e in lines[:-1])
     for pool in summary["pools"].values():
         assert 0 <= pool["utilization"] <= 1

@@ -180,3 +180,23 @@ def test_scenario_output_is_in_time_order_with_the_summary_last(path):
     assert times == sorted(times)
     assert set(lines[-1]) == {"summary"}
     assert json.loads(path.read_text())["description"]
+
+
+def test_several_budget_windows_each_stop_the_work_and_the_event_names_the_window():
+    lines = check("budget_windows")
+    stops = [(e["at"], e["window"]) for e in lines if e.get("event") == "preempted"]
+    assert stops == [(36, "day"), (78, "week"), (118, "day")]
+    assert [e["at"] for e in lines if e.get("event") == "placed"] == [0, 60, 100]
+
+
+def test_reclaim_waits_for_the_minimum_runtime_and_stops_at_the_preemption_cap():
+    lines = check("min_runtime")
+    assert [(e["at"], e["task"]) for e in lines if e.get("event") == "preempted"] == [(30, "b4")]
+    assert lines[-1]["summary"]["tasks"]["a2"]["state"] == "waiting"
+
+
+def test_a_submit_that_can_never_fit_is_rejected_and_not_queued():
+    lines = check("never_fits")
+    assert [(e["at"], e["task"]) for e in lines if e.get("event") == "rejected"] == [(0, "big"), (8, "late")]
+    assert all(e["reason"] == "never_fits" for e in lines if e.get("event") == "rejected")
+    assert lines[-1]["summary"]["tasks"]["big"] == {"state": "rejected", "preemptions": 0, "wait_s": 0}

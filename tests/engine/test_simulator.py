@@ -128,6 +128,44 @@ BAD = [
         "events[1].set_budget.hours: must be >= 0",
     ),
     (with_event({"at": 1, "engine": "pause"}), "events[1].engine: must be"),
+    (
+        changed(["policies", 0, "budgets"], [{"hours": 1, "period": "day"}]),
+        "policies[0].budgets: give budget (one window) or budgets (a list), not both",
+    ),
+    (
+        changed(
+            ["policies", 0],
+            {
+                "name": "A",
+                "reservation": 1,
+                "limit": 2,
+                "budgets": [{"hours": 1, "period": "day"}, {"hours": 2, "period": "day"}],
+            },
+        ),
+        "policies[0].budgets[1].period: a policy has one window per period",
+    ),
+    (
+        changed(
+            ["policies", 0],
+            {
+                "name": "A",
+                "reservation": 1,
+                "limit": 2,
+                "budgets": [{"hours": 1, "period": "day"}, {"hours": 9, "period": "month"}],
+            },
+        )
+        | {"events": [{"at": 1, "set_budget": {"policy": "A", "hours": 2}}]},
+        "events[0].set_budget.period: policy 'A' has several budget windows (day, month); name the one",
+    ),
+    (
+        with_event({"at": 1, "set_budget": {"policy": "A", "hours": 2, "period": "week"}}),
+        "events[1].set_budget.period: policy 'A' has no 'week' budget window",
+    ),
+    (changed(["profiles", 0, "min_runtime_s"], -5), "profiles[0].min_runtime_s: must be a whole number >= 0"),
+    (
+        changed(["policies", 0, "max_preemptions_per_hour"], 1.5),
+        "policies[0].max_preemptions_per_hour: must be a whole number >= 0",
+    ),
     (with_event({"at": 1}), "events[1]: needs exactly one of"),
 ]
 

@@ -9,6 +9,13 @@ order; on a pool, profiles in its execution order; in a profile, policies in its
 in a compute resource, seq order. A task that does not fit does not block smaller ones behind it.
 A reached spend cap keeps its policies' new work off its pools; work already there goes on.
 
+A policy's time budget may have several windows (day, week, month): a start must pass the check in
+every window, which is the check on the window with the least left, since all share the policy's
+running weight; a used-up window stops the policy's weighted work, and the event names the used-up
+window that resets last. Reclaim spares a victim that has not yet held its placement for its
+profile's minimum runtime, and the work of a policy that has lost its cap of preemptions in the
+sliding hour; when only such victims could have made room, the waiting task's verdict says so.
+
 Beyond a setup proportional to the estate (policies, compute resources, running work), cost follows
 the queues touched and the placements made, not queue depth: a queue is read lazily, one per-size
 head at a time, and a full pool, a policy without room or a budget that forbids starts ends the
@@ -18,14 +25,17 @@ visit before any task is read. docs/engine.md gives the rules in plain words.
 from __future__ import annotations
 
 from collections import deque
+from datetime import datetime, timedelta
 from heapq import heapify, heappop, heappush
 
-from .budget import US_PER_S
+from .budget import US_PER_S, period_bounds
 from .decisions import Decisions, Placement, Preemption
 from .snapshot import Snapshot, SpendCap, WaitingTask
 from .verdicts import VerdictBook
 
 FILL, RECLAIM, LEND = "fill", "reclaim", "lend"
+HOUR = timedelta(hours=1)
+MIN_RUNTIME, MAX_PREEMPTIONS = "min_runtime", "max_preemptions"
 
 
 def allocate(snapshot: Snapshot) -> Decisions:
@@ -125,7 +135,11 @@ class _Pass:
                 self.children[up].append(i)
         self.chain = [self._chain(i, parent) for i in range(len(policies))]
         self.anc = [c[1:] for c in self.chain]
-        self.rem = [None if p.budget is None else p.budget.limit - p.budget.used for p in policies]
+        self.rem: list[int | None] = [None] * len(policies)
+        self.window: list[str | None] = [None] * len(policies)
+        for i, p in enumerate(policies):
+            if p.budgets:
+                self.rem[i], self.window[i] = self._binding(p.budgets)
         budgeted = any(r is not None for r in self.rem)
         self.bchain = [tuple(j for j in c if self.rem[j] is not None) if budgeted else () for c in self.chain]
         self.U = U = [0] * len(policies)
@@ -193,6 +207,35 @@ class _Pass:
         self.borrowed: list[int] | None = None
         self.version = 0
         self.freeable_at: dict[int, tuple[int, int]] = {}
+
+        # Anti-thrash: each profile's minimum runtime, each capped policy's reclaims left now and
+        # the recent reclaim times that free them; `held` records, per (compute resource, size),
+        # what protected the victims when only protected work could have made room.
+        self.min_run = [timedelta(seconds=f.min_runtime_s) if f.min_runtime_s else None for f in profiles]
+        self.cap_left: list[int | None] = [None] * len(policies)
+        for i, p in enumerate(policies):
+            if p.max_preemptions_per_hour is not None:
+                recent = [at for at in p.reclaims if at > s.now - HOUR]
+                self.cap_left[i] = p.max_preemptions_per_hour - len(recent)
+        self.never_victim = {i for i, p in enumerate(policies) if p.max_preemptions_per_hour == 0}
+        self.guarded = any(self.min_run) or any(c is not None for c in self.cap_left)
+        self.reclaimed = [0] * len(policies)
+        self.held: dict[tuple[int, int], tuple[str, datetime, str]] = {}
+
+    def _binding(self, budgets) -> tuple[int, str]:
+        """The budget left in the window with the least left, and the period of the window that
+        binds: the used-up window that resets last when any is used up, else the one with the
+        least left (ties: the first listed)."""
+        if len(budgets) == 1:
+            b = budgets[0]
+            return b.limit - b.used, b.period
+        left = min(b.limit - b.used for b in budgets)
+        used_up = [b.period for b in budgets if b.limit <= b.used]
+        if len(used_up) > 1:
+            return left, max(used_up, key=lambda period: period_bounds(self.s.now, period)[1])
+        if used_up:
+            return left, used_up[0]
+        return left, next(b.period for b in budgets if b.limit - b.used == left)
 
     def _chain(self, i: int, parent: list[int]) -> tuple[int, ...]:
         chain = [i]
@@ -286,7 +329,7 @@ class _Pass:
         self.gone[k] = sign < 0
         self.version += 1
 
-    def _preempt(self, k: int, reason: str, for_task: str | None) -> None:
+    def _preempt(self, k: int, reason: str, for_task: str | None, window: str | None = None) -> None:
         t = self.s.placed[k]
         c = self.run_cr[k]
         self._take(k, -1)
@@ -294,8 +337,10 @@ class _Pass:
         if w:
             for j in self.bchain[self.cr_pol[c]]:
                 self.rw[j] -= w
+        if reason == RECLAIM:
+            self.reclaimed[self.cr_pol[c]] += 1
         self.stopping.setdefault(c, []).append((t.seq, t.size))
-        self.preemptions.append(Preemption(t.id, t.resource, t.pool, reason, for_task))
+        self.preemptions.append(Preemption(t.id, t.resource, t.pool, reason, for_task, window))
 
     # -- phases -------------------------------------------------------------------------------
 
@@ -304,12 +349,13 @@ class _Pass:
         used_up = {j for j, r in enumerate(self.rem) if r is not None and r <= 0}
         if not used_up:
             return
-        stopped = [any(j in used_up for j in b) for b in self.bchain]
+        stopped = [next((j for j in b if j in used_up), -1) for b in self.bchain]
         placed = self.s.placed
         for k in range(len(placed) - 1, -1, -1):
             c = self.run_cr[k]
-            if not self.gone[k] and stopped[self.cr_pol[c]] and self.weight[self.cr_prof[c]]:
-                self._preempt(k, "budget", None)
+            j = stopped[self.cr_pol[c]]
+            if not self.gone[k] and j >= 0 and self.weight[self.cr_prof[c]]:
+                self._preempt(k, "budget", None, self.window[j])
 
     def _active(self, fi: int) -> list[int]:
         """The profile's compute resources with waiting work, in its queuing order."""
@@ -403,7 +449,7 @@ class _Pass:
                         if reach < task.size:
                             continue
                     fits = room >= task.size and all(U[a] + task.size <= lim[a] for a in anc[p])
-                    if fits or self._reclaim(p, task.size, pi, task.id):
+                    if fits or self._reclaim(p, task.size, pi, task.id, c):
                         self._place(c, q, i, task, pi, RECLAIM)
                         reach = None
                     else:
@@ -494,7 +540,7 @@ class _Pass:
         U, lim = self.U, self.lim
         return self.occ[pi] + size <= self.cap[pi] and all(U[a] + size <= lim[a] for a in ancestors)
 
-    def _reclaim(self, p: int, s: int, pi: int, for_task: str) -> bool:
+    def _reclaim(self, p: int, s: int, pi: int, for_task: str, c: int) -> bool:
         """Preempt borrowed work so that a task of policy p and size s fits on pool pi; all or
         nothing.
 
@@ -504,12 +550,33 @@ class _Pass:
         first, skipping work that would not help or would take its policy, or an ancestor not
         shared with the task's policy, below its reservation (a shared ancestor's GPUs stay in its
         subtree: a team takes back from its sibling what the sibling borrowed of its reservation,
-        even while their department as a whole is below its own). Victims that turn out not to be
-        needed are handed back, last taken first.
+        even while their department as a whole is below its own), and work that is protected
+        (minimum runtime, preemption cap). When that fails only because of protected work, the
+        compute resource c's tasks of size s are recorded as held (for their verdict).
         """
         key = (pi, p)
-        if self.reclaim_failed.get(key, s + 1) <= s:
+        failed = self.reclaim_failed.get(key)
+        if failed is not None and failed[0] <= s:
+            if failed[0] == s and failed[1] is not None:
+                self.held.setdefault((c, s), failed[1])
             return False
+        needed, skipped = self._select(p, s, pi, True)
+        if needed is None:
+            held = None
+            if skipped:
+                free, _ = self._select(p, s, pi, False)
+                if free is not None:
+                    held = self._protection(free, pi)
+                    self.held.setdefault((c, s), held)
+            self.reclaim_failed[key] = (s, held)
+            return False
+        for k in reversed(needed):
+            self._preempt(k, RECLAIM, for_task)
+        return True
+
+    def _select(self, p: int, s: int, pi: int, honour: bool) -> tuple[list[int] | None, bool]:
+        """The victims to preempt (newest last), or None when no choice makes room; state is left
+        as it was. `honour`: skip protected work; the flag says whether any was skipped."""
         U, res = self.U, self.res
         ancestors = self.anc[p]
         needy = [a for a in ancestors if U[a] + s > self.lim[a]]
@@ -523,26 +590,31 @@ class _Pass:
             for q in self._subtree(a):
                 if U[q] > res[q] and q in by_policy:
                     lists[q] = by_policy[q]
+        if self.guarded:
+            lists = {q: ks for q, ks in lists.items() if q not in self.never_victim}
         heap = [(res[q] - U[q], q) for q in lists]
         heapify(heap)
         cursor = {q: len(ks) - 1 for q, ks in lists.items()}
         taken: list[int] = []
+        took: dict[int, int] = {}
+        skipped = [False]
         while not self._room(pi, s, ancestors):
             if not heap:
                 for k in taken:
                     self._take(k, +1)
-                self.reclaim_failed[key] = s
-                return False
+                return None, skipped[0]
             excess, q = heappop(heap)
             if excess != res[q] - U[q]:
                 if U[q] > res[q]:
                     heappush(heap, (res[q] - U[q], q))
                 continue
-            k = self._victim(q, lists[q], cursor, pi, s, self.chain[p], needy)
+            guard = (took, skipped) if honour and self.guarded else None
+            k = self._victim(q, lists[q], cursor, pi, s, self.chain[p], needy, guard)
             if k < 0:
                 continue
             self._take(k, -1)
             taken.append(k)
+            took[q] = took.get(q, 0) + 1
             if U[q] > res[q]:
                 heappush(heap, (res[q] - U[q], q))
         needed = []
@@ -553,12 +625,43 @@ class _Pass:
                 needed.append(k)
         for k in needed:
             self._take(k, +1)
-        for k in reversed(needed):
-            self._preempt(k, "reclaim", for_task)
-        return True
+        return needed, skipped[0]
 
-    def _victim(self, q, ks, cursor, pi, s, inside, needy) -> int:
-        """q's newest running task that helps and keeps reservations whole, or -1."""
+    def _guard(self, k: int, q: int, took: int) -> tuple[str, datetime] | None:
+        """Why running task k of policy q may not be a reclaim victim now, and until when; None if
+        it may. `took`: q's victims already taken in this attempt."""
+        mr = self.min_run[self.cr_prof[self.run_cr[k]]]
+        if mr is not None:
+            until = self.s.placed[k].placed_at + mr
+            if until > self.s.now:
+                return MIN_RUNTIME, until
+        left = self.cap_left[q]
+        if left is not None:
+            more = self.reclaimed[q] + took
+            if more >= left:
+                cap = self.s.policies[q].max_preemptions_per_hour
+                recent = [at for at in self.s.policies[q].reclaims if at > self.s.now - HOUR]
+                recent += [self.s.now] * more
+                return MAX_PREEMPTIONS, recent[len(recent) - cap] + HOUR
+        return None
+
+    def _protection(self, victims: list[int], pi: int) -> tuple[str, datetime, str]:
+        """What protects the victims an unguarded reclaim would take: the cause whose protection
+        lasts longest among them, until when, and the pool."""
+        took: dict[int, int] = {}
+        worst = None
+        for k in victims:
+            q = self.cr_pol[self.run_cr[k]]
+            why = self._guard(k, q, took.get(q, 0))
+            took[q] = took.get(q, 0) + 1
+            if why is not None and (worst is None or why[1] > worst[1]):
+                worst = why
+        cause, until = worst
+        return cause, until, self.s.pools[pi].id
+
+    def _victim(self, q, ks, cursor, pi, s, inside, needy, guard=None) -> int:
+        """q's newest running task that helps and keeps reservations whole, or -1. With `guard`
+        (victims taken per policy, a flag to set), protected work is skipped and flagged."""
         U, res, lim, gone, sizes = self.U, self.res, self.lim, self.gone, self.run_size
         chain = self.chain[q]
         pool_short = self.occ[pi] + s > self.cap[pi]
@@ -574,6 +677,9 @@ class _Pass:
             )
             keeps = U[q] - size >= res[q] and all(U[b] - size >= res[b] for b in chain if b not in inside)
             if helps and keeps:
+                if guard is not None and self._guard(k, q, guard[0].get(q, 0)) is not None:
+                    guard[1][0] = True
+                    continue
                 cursor[q] = i
                 return k
         cursor[q] = i

@@ -18,7 +18,9 @@ RULES = (
     "budget_start_check",
     "behind_higher_priority",
     "cloud_cap_reached",
+    "reclaim_held",
     "no_capacity",
+    "never_fits",
 )
 
 
@@ -32,13 +34,15 @@ class Placement:
 
 @dataclass(frozen=True, slots=True)
 class Preemption:
-    """Stop placed work and requeue it; `for_task` is the task a reclaim made room for."""
+    """Stop placed work and requeue it; `for_task` is the task a reclaim made room for; `window`
+    the period of the used-up budget window that stopped it (reason budget)."""
 
     task: str
     resource: str
     pool: str
     reason: str
     for_task: str | None = None
+    window: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +54,10 @@ class Verdict:
     pools that have or had room; cloud_cap_reached: the capped pools). `policy` is the policy whose
     limit or budget holds the task (cloud_cap_reached: the cap's id). Budget figures are in budget
     units; `reset_at` is the end of the used-up budget's period, or when the spend cap resets.
+    `cause` says more: budget_used_up and budget_start_check, the window's period ("day");
+    reclaim_held, what protects the victims ("min_runtime" or "max_preemptions", `reset_at` when
+    the first of them is free again); never_fits, "capacity" (every enabled pool of its list is
+    smaller, `pools` names the largest) or "no_pool" (no enabled pool in its list).
     """
 
     task: str
@@ -61,6 +69,7 @@ class Verdict:
     budget_left: int | None = None
     budget_needed: int | None = None
     reset_at: datetime | None = None
+    cause: str | None = None
 
     @property
     def hours_left(self) -> float | None:

@@ -78,16 +78,19 @@ class ProfileSpec:
     pools: tuple[str, ...]
     size_from_task: bool
     idle_limits: IdleLimitsSpec = NO_LIMITS
+    min_runtime_s: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class PolicySpec:
+    """`budgets`: (period, budget units) per time budget window, in the order given."""
+
     name: str
     parent: str | None
     reservation: int
     limit: int
-    budget: int | None
-    period: str | None
+    budgets: tuple[tuple[str, int], ...] = ()
+    max_preemptions_per_hour: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,11 +120,13 @@ class Submit:
 @dataclass(frozen=True, slots=True)
 class Change:
     """cancel (target = task id), set_budget / set_capacity / set_reservation / set_limit
-    (target = policy or pool, value in budget units or milli-GPUs), engine (value 1 = enable)."""
+    (target = policy or pool, value in budget units or milli-GPUs), engine (value 1 = enable).
+    `period`: the budget window a set_budget changes."""
 
     kind: str
     target: str | None
     value: int
+    period: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,7 +302,9 @@ def _check_nodes(profiles: tuple[ProfileSpec, ...], pools: tuple[PoolSpec, ...])
 
 
 def _profile(v, field: str, pool_names: set[str]) -> ProfileSpec:
-    o = _object(v, field, ("name", "gpus", "pools"), ("time_weight", "size_from_task", "idle_limits"))
+    o = _object(
+        v, field, ("name", "gpus", "pools"), ("time_weight", "size_from_task", "idle_limits", "min_runtime_s")
+    )
     pools = tuple(_name(p, f"{field}.pools[{i}]") for i, p in enumerate(_list(o["pools"], f"{field}.pools")))
     for i, p in enumerate(pools):
         if p not in pool_names:
@@ -311,6 +318,7 @@ def _profile(v, field: str, pool_names: set[str]) -> ProfileSpec:
         pools,
         _bool(o.get("size_from_task", False), f"{field}.size_from_task"),
         _idle_limits(o.get("idle_limits"), f"{field}.idle_limits", NO_LIMITS),
+        _count(o.get("min_runtime_s", 0), f"{field}.min_runtime_s"),
     )
 
 
@@ -340,7 +348,8 @@ def _idle_limits(v, field: str, default: IdleLimitsSpec) -> IdleLimitsSpec:
 
 
 def _policy(v, field: str) -> PolicySpec:
-    o = _object(v, field, ("name", "reservation", "limit"), ("parent", "budget"))
+    optional = ("parent", "budget", "budgets", "max_preemptions_per_hour")
+    o = _object(v, field, ("name", "reservation", "limit"), optional)
     reservation = _gpus(o["reservation"], f"{field}.reservation")
     limit = _gpus(o["limit"], f"{field}.limit")
     if limit < reservation:
@@ -348,14 +357,36 @@ def _policy(v, field: str) -> PolicySpec:
     parent = o.get("parent")
     if parent is not None:
         parent = _name(parent, f"{field}.parent")
-    budget = period = None
+    if o.get("budget") is not None and o.get("budgets") is not None:
+        raise ScenarioError(f"{field}.budgets: give budget (one window) or budgets (a list), not both")
     if o.get("budget") is not None:
-        b = _object(o["budget"], f"{field}.budget", ("hours", "period"), ())
-        budget = _hours(b["hours"], f"{field}.budget.hours")
-        period = b["period"]
-        if period not in PERIODS:
-            raise ScenarioError(f"{field}.budget.period: must be one of {', '.join(PERIODS)}")
-    return PolicySpec(_name(o["name"], f"{field}.name"), parent, reservation, limit, budget, period)
+        budgets = (_window(o["budget"], f"{field}.budget"),)
+    else:
+        items = _list(o.get("budgets") or [], f"{field}.budgets")
+        budgets = tuple(_window(b, f"{field}.budgets[{i}]") for i, b in enumerate(items))
+        periods = [period for period, _ in budgets]
+        for i, period in enumerate(periods):
+            if period in periods[:i]:
+                raise ScenarioError(f"{field}.budgets[{i}].period: a policy has one window per period")
+    cap = o.get("max_preemptions_per_hour")
+    if cap is not None:
+        cap = _count(cap, f"{field}.max_preemptions_per_hour")
+    return PolicySpec(_name(o["name"], f"{field}.name"), parent, reservation, limit, budgets, cap)
+
+
+def _window(v, field: str) -> tuple[str, int]:
+    b = _object(v, field, ("hours", "period"), ())
+    hours = _hours(b["hours"], f"{field}.hours")
+    if b["period"] not in PERIODS:
+        raise ScenarioError(f"{field}.period: must be one of {', '.join(PERIODS)}")
+    return b["period"], hours
+
+
+def _count(v, field: str) -> int:
+    """A whole number >= 0 (seconds or a count)."""
+    if isinstance(v, bool) or not isinstance(v, int | Decimal) or v < 0 or v != int(v):
+        raise ScenarioError(f"{field}: must be a whole number >= 0")
+    return int(v)
 
 
 def _check_parents(policies: tuple[PolicySpec, ...], by: dict[str, PolicySpec]) -> None:
@@ -438,7 +469,7 @@ def _events(v, pools, profiles, policies, resources) -> tuple[Event, ...]:
     cloud = {p.name: p.cloud for p in pools if p.cloud is not None}
     reservation = {p.name: p.reservation for p in policies}
     limit = {p.name: p.limit for p in policies}
-    budgeted = {p.name for p in policies if p.budget is not None}
+    windows = {p.name: [period for period, _ in p.budgets] for p in policies}
     submitted: set[str] = set()
     events = []
     for at_us, _, kind, body, field in parsed:
@@ -463,11 +494,21 @@ def _events(v, pools, profiles, policies, resources) -> tuple[Event, ...]:
                 )
             what = Change(kind, pool, _gpus(o["capacity"], f"{field}.capacity"))
         elif kind == "set_budget":
-            o = _object(body, field, ("policy", "hours"), ())
+            o = _object(body, field, ("policy", "hours"), ("period",))
             policy = _known(o["policy"], f"{field}.policy", limit, "policy")
-            if policy not in budgeted:
+            if not windows[policy]:
                 raise ScenarioError(f"{field}.policy: policy {policy!r} has no budget to change")
-            what = Change(kind, policy, _hours(o["hours"], f"{field}.hours"))
+            period = o.get("period")
+            if period is None:
+                if len(windows[policy]) > 1:
+                    raise ScenarioError(
+                        f"{field}.period: policy {policy!r} has several budget windows "
+                        f"({', '.join(windows[policy])}); name the one to change"
+                    )
+                period = windows[policy][0]
+            elif period not in windows[policy]:
+                raise ScenarioError(f"{field}.period: policy {policy!r} has no {period!r} budget window")
+            what = Change(kind, policy, _hours(o["hours"], f"{field}.hours"), period)
         else:
             key = kind.removeprefix("set_")
             o = _object(body, field, ("policy", key), ())

@@ -9,13 +9,16 @@ Steps at which nothing can change (no event, completion, period end, budget runn
 or idle deadline, and the last pass decided nothing) are skipped: a pass there would decide
 nothing, so the output is the same as running every step.
 
-Budgets are metered from usage intervals: per budgeted policy, the closed intervals' charge in
-the current period plus, for the running ones, weight x enabled time since max(start, period
-start), using an "enabled clock" that stops while the engine is disabled. Tasks complete at the
-exact moment `duration_s` after they start (at placement; on a cloud pool, when a node has room),
-charged from placement until then; the engine sees it at the next step, and the output reports
-that step's time. A session (`sessions.py`) is scheduled the same way at its first stop: its
-duration, or the moment an idle limit fires, from its activity profile; it is never requeued.
+Budgets are metered from usage intervals: per window of each budgeted policy, the closed
+intervals' charge in the window's current period plus, for the running ones, weight x enabled
+time since max(start, period start), using an "enabled clock" that stops while the engine is
+disabled. Tasks complete at the exact moment `duration_s` after they start (at placement; on a
+cloud pool, when a node has room), charged from placement until then; the engine sees it at the
+next step, and the output reports that step's time. A submit larger than every pool of its
+profile's list (at their capacity then) is rejected, not queued. Reclaim times of policies with
+a preemption cap are kept for the sliding hour. A session (`sessions.py`) is scheduled the same
+way at its first stop: its duration, or the moment an idle limit fires, from its activity
+profile; it is never requeued.
 """
 
 from __future__ import annotations
@@ -79,7 +82,7 @@ class _Session:
 
 @dataclass(slots=True)
 class _Account:
-    """A budgeted policy's meter for the current period, in budget units."""
+    """One time budget window's meter for its current period, in budget units."""
 
     limit: int
     period: str
@@ -114,6 +117,7 @@ class Simulation:
         self.pol_ix = {p.name: i for i, p in enumerate(sc.policies)}
         self.cr_ix = {r.name: i for i, r in enumerate(sc.resources)}
         prof = {f.name: f for f in sc.profiles}
+        self.prof_ix = {f.name: i for i, f in enumerate(sc.profiles)}
         self.cr_pol = [self.pol_ix[r.policy] for r in sc.resources]
         self.cr_weight = [prof[r.profile].time_weight for r in sc.resources]
         parent = [None if p.parent is None else self.pol_ix[p.parent] for p in sc.policies]
@@ -129,13 +133,34 @@ class Simulation:
         self.reservation = [p.reservation for p in sc.policies]
         self.limit = [p.limit for p in sc.policies]
         self.accounts = {
-            i: _Account(p.budget, p.period) for i, p in enumerate(sc.policies) if p.budget is not None
+            i: [_Account(hours, period) for period, hours in p.budgets]
+            for i, p in enumerate(sc.policies)
+            if p.budgets
         }
         self.bchain = [tuple(j for j in c if j in self.accounts) for c in self.chain]
+        self.named_window = [any(len(self.accounts[j]) > 1 for j in b) for b in self.bchain]
         self.profiles = tuple(
-            Profile(f.name, f.size, f.pools, sc.queuing_order[f.name], f.time_weight, f.size_from_task)
+            Profile(
+                f.name,
+                f.size,
+                f.pools,
+                sc.queuing_order[f.name],
+                f.time_weight,
+                f.size_from_task,
+                f.min_runtime_s,
+            )
             for f in sc.profiles
         )
+        self.profile_pools = {f.name: [self.pool_ix[p] for p in f.pools] for f in sc.profiles}
+        self.capped = {
+            i: p.max_preemptions_per_hour
+            for i, p in enumerate(sc.policies)
+            if p.max_preemptions_per_hour is not None
+        }
+        self.reclaims: dict[int, list[int]] = {i: [] for i in self.capped}
+        self.min_run_us = [f.min_runtime_s * US_PER_S for f in sc.profiles]
+        self.cr_min_run = [self.min_run_us[self.prof_ix[r.profile]] for r in sc.resources]
+        self.unguard: list[int] = []  # when a minimum runtime or a reclaim in the sliding hour ends
         self.resources = tuple(ComputeResource(r.name, r.policy, r.profile) for r in sc.resources)
         self._pools()
         self._policies = [self._policy(i) for i in range(len(sc.policies))]
@@ -213,7 +238,7 @@ class Simulation:
             due.append(self.completions[0][0])
         if self.enabled:
             e_now = self.enabled_clock(t)
-            for acc in self.accounts.values():
+            for acc in self._windows():
                 due.append(acc.end_us)
                 left = acc.limit - acc.used(e_now)
                 if acc.open_w and left > 0:
@@ -222,13 +247,21 @@ class Simulation:
             at = cloud.due()
             if at is not None:
                 due.append(at)
+        while self.unguard and self.unguard[0] <= t:
+            heapq.heappop(self.unguard)
+        if self.unguard:
+            due.append(self.unguard[0])
         if not due:
             return self.end_us + self.step
         nxt = max(min(due), t + self.step)
         return -(-nxt // self.step) * self.step
 
+    def _windows(self):
+        for windows in self.accounts.values():
+            yield from windows
+
     def _roll_periods(self, t: int) -> None:
-        for acc in self.accounts.values():
+        for acc in self._windows():
             if t >= acc.end_us:
                 start, end = period_bounds(self.at(t), acc.period)
                 acc.start_us = us_between(self.sc.start, start)
@@ -283,6 +316,15 @@ class Simulation:
         return changed
 
     def _submit(self, s: Submit, t: int) -> None:
+        profile = self.sc.resources[self.cr_ix[s.resource]].profile
+        if s.size > max((self.capacity[i] for i in self.profile_pools[profile]), default=0):
+            self.tasks[s.id] = _Task(
+                s.id, self.cr_ix[s.resource], s.size, s.duration_us, s.checkpoint, 0, None, "rejected"
+            )
+            self.lines.append(
+                {"at": self.seconds(t), "task": s.id, "event": "rejected", "reason": "never_fits"}
+            )
+            return
         self.seq += 1
         task = _Task(
             s.id,
@@ -327,7 +369,7 @@ class Simulation:
         else:
             i = self.pol_ix[c.target]
             if c.kind == "set_budget":
-                self.accounts[i].limit = c.value
+                next(acc for acc in self.accounts[i] if acc.period == c.period).limit = c.value
             elif c.kind == "set_reservation":
                 self.reservation[i] = c.value
             else:
@@ -346,6 +388,8 @@ class Simulation:
         task.placed_us = t
         task.e_start = self.enabled_clock(t)
         task.wait_us += t - task.since_us
+        if self.cr_min_run[task.cr]:
+            heapq.heappush(self.unguard, t + self.cr_min_run[task.cr])
         self.tokens += 1
         task.token = self.tokens  # a completion queued for an earlier placement no longer counts
         if pool in self.clouds:
@@ -360,9 +404,9 @@ class Simulation:
         self.own_queued[p] -= 1
         w = self.cr_weight[task.cr]
         for j in self.bchain[p]:
-            acc = self.accounts[j]
-            acc.open_w += w
-            acc.open_s += w * max(task.e_start, acc.e0)
+            for acc in self.accounts[j]:
+                acc.open_w += w
+                acc.open_s += w * max(task.e_start, acc.e0)
 
     def _run(self, task: _Task, t: int) -> None:
         """The task runs from t (its placement, or when its cloud node had room): it completes
@@ -392,11 +436,11 @@ class Simulation:
             self.gpu_us[j] += task.size * (end_us - task.placed_us)
             self.charged[j] += w * (e_end - task.e_start)
         for j in self.bchain[p]:
-            acc = self.accounts[j]
-            begin = max(task.e_start, acc.e0)
-            acc.open_w -= w
-            acc.open_s -= w * begin
-            acc.closed += w * max(0, e_end - begin)
+            for acc in self.accounts[j]:
+                begin = max(task.e_start, acc.e0)
+                acc.open_w -= w
+                acc.open_s -= w * begin
+                acc.closed += w * max(0, e_end - begin)
         task.state = state
         if task.session is not None:
             task.session.ended_us = end_us
@@ -430,11 +474,21 @@ class Simulation:
             Pool(p.name, self.capacity[i], sc.execution_order[p.name]) for i, p in enumerate(sc.pools)
         )
 
-    def _policy(self, i: int, used: int = 0) -> Policy:
+    def _policy(self, i: int, e_now: int | None = None, t: int = 0) -> Policy:
+        """Policy i; with `e_now` (the enabled clock), its budget use and recent reclaims at t."""
         p = self.sc.policies[i]
-        acc = self.accounts.get(i)
-        budget = None if acc is None else Budget(acc.limit, acc.period, used)
-        return Policy(p.name, self.reservation[i], self.limit[i], p.parent, budget)
+        budgets = tuple(
+            Budget(acc.limit, acc.period, 0 if e_now is None else acc.used(e_now))
+            for acc in self.accounts.get(i, ())
+        )
+        reclaims = ()
+        if i in self.capped:
+            times = self.reclaims[i]
+            while times and times[0] <= t - US_PER_HOUR:
+                times.pop(0)
+            reclaims = tuple(self.at(x) for x in times)
+        cap = p.max_preemptions_per_hour
+        return Policy(p.name, self.reservation[i], self.limit[i], p.parent, budgets, cap, reclaims)
 
     def snapshot(self, t: int) -> Snapshot:
         for c in self.dirty_queues:
@@ -442,8 +496,8 @@ class Simulation:
         self.dirty_queues.clear()
         e_now = self.enabled_clock(t)
         policies = list(self._policies)
-        for i, acc in self.accounts.items():
-            policies[i] = self._policy(i, acc.used(e_now))
+        for i in self.accounts.keys() | self.capped.keys():
+            policies[i] = self._policy(i, e_now, t)
         return Snapshot(
             self.at(t),
             self.pools,
@@ -467,7 +521,13 @@ class Simulation:
             if task.session is not None:
                 task.session.reason = pre.reason
             self._stop(task, t, "waiting")
-            self.lines.append({"at": at, "task": task.id, "event": "preempted", "reason": pre.reason})
+            line = {"at": at, "task": task.id, "event": "preempted", "reason": pre.reason}
+            if pre.window is not None and self.named_window[self.cr_pol[task.cr]]:
+                line["window"] = pre.window
+            self.lines.append(line)
+            if pre.reason == "reclaim" and self.cr_pol[task.cr] in self.capped:
+                self.reclaims[self.cr_pol[task.cr]].append(t)
+                heapq.heappush(self.unguard, t + US_PER_HOUR)
         started = []
         for pl in d.placements:
             task = self.tasks[pl.task]

@@ -34,7 +34,8 @@ class Profile:
     """A GPU size with a time weight, its pool order and its queuing priority (`policies`).
 
     With `size_from_task`, each task carries its own size and `size` is only the default the
-    loader applies.
+    loader applies. A placed task of the profile is not a reclaim victim until it has held its
+    placement for `min_runtime_s`.
     """
 
     id: str
@@ -43,6 +44,7 @@ class Profile:
     policies: tuple[str, ...]
     time_weight: int = 1000
     size_from_task: bool = False
+    min_runtime_s: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,13 +62,21 @@ class Budget:
 
 @dataclass(frozen=True, slots=True)
 class Policy:
-    """A resource policy: reservation and limit in milli-GPUs, an optional time budget."""
+    """A resource policy: reservation and limit in milli-GPUs, and any number of time budget
+    windows (at most one per period), all enforced at once.
+
+    With `max_preemptions_per_hour`, reclaim takes at most that many of the policy's own tasks in
+    any sliding hour: `reclaims` holds the times of those it took in the hour before `now`, oldest
+    first (the loader gives them only when the cap is set).
+    """
 
     id: str
     reservation: int
     limit: int
     parent: str | None = None
-    budget: Budget | None = None
+    budgets: tuple[Budget, ...] = ()
+    max_preemptions_per_hour: int | None = None
+    reclaims: tuple[datetime, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +160,7 @@ def validate(snapshot: Snapshot) -> None:
     for f in s.profiles:
         _check(f.size >= 0, f"profile {f.id}: size must be >= 0")
         _check(f.time_weight >= 0, f"profile {f.id}: time_weight must be >= 0")
+        _check(f.min_runtime_s >= 0, f"profile {f.id}: min_runtime_s must be >= 0")
         _distinct(f"profile {f.id}: pools", f.pools)
         _distinct(f"profile {f.id}: policies", f.policies)
         for p in f.pools:
@@ -160,10 +171,15 @@ def validate(snapshot: Snapshot) -> None:
     for p in s.policies:
         _check(0 <= p.reservation <= p.limit, f"policy {p.id}: needs 0 <= reservation <= limit")
         _check(p.parent is None or p.parent in policies, f"policy {p.id}: unknown parent {p.parent}")
-        if p.budget is not None:
-            b = p.budget
+        for b in p.budgets:
             _check(b.period in PERIODS, f"policy {p.id}: budget period must be one of {PERIODS}")
             _check(b.limit >= 0 and b.used >= 0, f"policy {p.id}: budget limit and used must be >= 0")
+        _distinct(f"policy {p.id}: budget periods", tuple(b.period for b in p.budgets))
+        _check(
+            p.max_preemptions_per_hour is None or p.max_preemptions_per_hour >= 0,
+            f"policy {p.id}: max_preemptions_per_hour must be >= 0",
+        )
+        _check(list(p.reclaims) == sorted(p.reclaims), f"policy {p.id}: reclaims not in time order")
     for p in s.policies:
         seen = {p.id}
         parent = p.parent

@@ -3,16 +3,22 @@
 All tasks of one size in one compute resource share a rule, so the rule is computed once per
 (compute resource, size) and each task adds only its position. Rules, first match wins:
 
+- never_fits: its size is larger than every enabled pool of its profile's list (cause "capacity",
+  `pools` names the largest), or no pool of the list is enabled (cause "no_pool").
 - budget_used_up: its profile has a weight and its policy's or an ancestor's budget is used up;
-  `reset_at` is the end of that budget's UTC period.
+  `cause` is the used-up window that resets last, `reset_at` the end of its UTC period.
 - policy_limit: its size would take its policy above its limit.
 - ancestor_limit: ... an ancestor above its limit (`policy` names the nearest such ancestor).
 - budget_start_check: the budget left would not last the low watermark at the policy's (or the
-  budgeted ancestor's) combined rate with this task; hours left and needed are given.
+  budgeted ancestor's) combined rate with this task; hours left and needed are given, `cause` is
+  the window with the least left.
 - behind_higher_priority: every limit and budget rule allows it, but either no pool of its list
   has room now while one had room when the pass began (work ahead of it in the pass order took
   it), or a pool has room and work ahead of it in its own queue, of the same or smaller size, is
   still stopping and goes first.
+- reclaim_held: it could take its reservation back only from work that is protected (minimum
+  runtime or the victims' preemption cap): `cause` says which, `reset_at` when the last of the
+  victims it needs is free, `pools` the pool.
 - cloud_cap_reached: no pool of its list open to it has room, and reached spend caps keep it off
   others (`pools` names them; `reset_at` is the earliest time one of them opens again to it, a
   pool opening when the last cap closing it resets; `policy` is that cap's id).
@@ -97,11 +103,15 @@ class VerdictBook:
         p, fi = run.cr_pol[c], run.cr_prof[c]
         w = run.weight[fi]
         U, lim, rem, rw = run.U, run.lim, run.rem, run.rw
+        never = self._never_fits(fi, size)
+        if never is not None:
+            return never
         if w:
             for j in run.bchain[p]:
                 if rem[j] <= 0:
-                    reset = period_bounds(s.now, s.policies[j].budget.period)[1]
-                    return ("budget_used_up", (), s.policies[j].id, rem[j], None, reset)
+                    period = run.window[j]
+                    reset = period_bounds(s.now, period)[1]
+                    return ("budget_used_up", (), s.policies[j].id, rem[j], None, reset, period)
         if U[p] + size > lim[p]:
             return ("policy_limit", (), s.policies[p].id)
         for a in run.anc[p]:
@@ -111,7 +121,8 @@ class VerdictBook:
             for j in run.bchain[p]:
                 needed = run.lw * (rw[j] + w)
                 if rw[j] and rem[j] < needed:
-                    return ("budget_start_check", (), s.policies[j].id, rem[j], needed)
+                    period = run.window[j]
+                    return ("budget_start_check", (), s.policies[j].id, rem[j], needed, None, period)
         listed = s.profiles[fi].pools
         reopens = {}
         for pid in listed:
@@ -130,8 +141,26 @@ class VerdictBook:
             )
             if room:
                 return ("behind_higher_priority", room)
+        held = run.held.get((c, size))
+        if held is not None:
+            cause, until, pool = held
+            return ("reclaim_held", (pool,), None, None, None, until, cause)
         if reopens:
             first = min(reopens, key=lambda pid: (reopens[pid], listed.index(pid)))
             cap = max(run.capped(run.pool_ix[first], p), key=lambda cap: (cap.resets_at, cap.id))
             return ("cloud_cap_reached", tuple(reopens), cap.id, None, None, reopens[first])
         return ("no_capacity", listed)
+
+    def _never_fits(self, fi: int, size: int) -> tuple | None:
+        run = self.run
+        listed = run.s.profiles[fi].pools
+        best = None
+        for pid in listed:
+            pi = run.pool_ix[pid]
+            if run.enabled[pi] and (best is None or run.cap[pi] > run.cap[best]):
+                best = pi
+        if best is None:
+            return ("never_fits", listed, None, None, None, None, "no_pool")
+        if run.cap[best] < size:
+            return ("never_fits", (run.s.pools[best].id,), None, None, None, None, "capacity")
+        return None
