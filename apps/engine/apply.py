@@ -61,9 +61,10 @@ def verdict_json(verdict: core.Verdict, loaded: Loaded) -> dict:
         # would rewrite the verdict of every waiting task of the group every few seconds.
         data["hours_left"] = round(verdict.hours_left, 1)
         data["hours_needed"] = round(verdict.hours_needed, 1)
+        data["window"] = verdict.cause
         message = (
-            f"The time budget of {group} has {data['hours_left']} h left; starting needs "
-            f"{data['hours_needed']} h (the low watermark at the group's rate with this task)."
+            f"The {_window(verdict.cause)}time budget of {group} has {data['hours_left']} h left; starting "
+            f"needs {data['hours_needed']} h (the low watermark at the group's rate with this task)."
         )
     elif verdict.rule == "cloud_cap_reached":
         data["reset_at"] = verdict.reset_at.isoformat()
@@ -73,9 +74,32 @@ def verdict_json(verdict: core.Verdict, loaded: Loaded) -> dict:
         )
     elif verdict.rule == "budget_used_up":
         data["reset_at"] = verdict.reset_at.isoformat()
+        data["window"] = verdict.cause
         message = (
-            f"The time budget of {group} is used up; it resets at {verdict.reset_at:%Y-%m-%d %H:%M} UTC."
+            f"The {_window(verdict.cause)}time budget of {group} is used up; it resets at "
+            f"{verdict.reset_at:%Y-%m-%d %H:%M} UTC."
         )
+    elif verdict.rule == "reclaim_held":
+        data["reset_at"] = verdict.reset_at.isoformat()
+        data["cause"] = verdict.cause
+        protected = (
+            "minimum runtime"
+            if verdict.cause == "min_runtime"
+            else "their group's cap on preemptions per hour"
+        )
+        message = (
+            f"Reclaim waits: the work it would take back in {', '.join(pools)} is protected by "
+            f"{protected} until {verdict.reset_at:%H:%M} UTC."
+        )
+    elif verdict.rule == "never_fits":
+        data["cause"] = verdict.cause
+        if verdict.cause == "no_pool":
+            message = "Never fits now: no pool of its profile is enabled. IT must enable or add a pool."
+        else:
+            message = (
+                f"Never fits now: it is larger than the largest enabled pool of its profile "
+                f"({', '.join(pools)}). IT must raise a pool's capacity or add a larger pool."
+            )
     else:
         message = f"Room in {', '.join(pools)} goes to higher-priority work first."
     data["message"] = message
@@ -89,9 +113,15 @@ def verdict_json(verdict: core.Verdict, loaded: Loaded) -> dict:
             data.get("hours_left", ""),
             data.get("hours_needed", ""),
             data.get("reset_at", ""),
+            data.get("window", data.get("cause", "")),
         )
     )
     return data
+
+
+def _window(period: str | None) -> str:
+    """The window's adjective with its space ("daily "), or nothing for an unnamed window."""
+    return {"day": "daily ", "week": "weekly ", "month": "monthly "}.get(period or "", "")
 
 
 def apply(loaded: Loaded, decisions: core.Decisions, now) -> Applied:
@@ -120,27 +150,30 @@ def _preempt(preemptions, now) -> list[Task]:
     for preemption in preemptions:
         task = found.get(int(preemption.task))
         if task is not None:
-            by_reason[preemption.reason].append(task)
-    for reason, group in by_reason.items():
-        tasks.request_stop_many(group, reason, now)
+            by_reason[(preemption.reason, preemption.window)].append(task)
+    for (reason, window), group in by_reason.items():
+        tasks.request_stop_many(group, reason, now, detail={"window": window} if window else None)
         Notification.objects.bulk_create(
             Notification(
                 user_id=task.user_id,
                 kind=Notification.Kind.PREEMPTED,
                 link=f"/work/tasks/{task.pk}/",  # the portal's portal:task
-                message=_preempted_message(task, reason),
+                message=_preempted_message(task, reason, window),
             )
             for task in group
         )
     return [task for group in by_reason.values() for task in group]
 
 
-def _preempted_message(task: Task, reason: str) -> str:
-    """Sent when the stop is requested. A session is never requeued: it ends, and its user may
-    start another."""
+def _preempted_message(task: Task, reason: str, window: str | None = None) -> str:
+    """Sent when the stop is requested, naming the used-up window of a budget stop. A session is
+    never requeued: it ends, and its user may start another."""
+    words = REASON_WORDS[reason]
+    if reason == "budget" and window:
+        words = f"its group's {_window(window)}time budget is used up"
     if task.kind == Task.Kind.SESSION:
-        return f"Session {task} is being stopped and will end: {REASON_WORDS[reason]}."
-    return f"Task {task} was preempted and requeued at the front of its queue: {REASON_WORDS[reason]}."
+        return f"Session {task} is being stopped and will end: {words}."
+    return f"Task {task} was preempted and requeued at the front of its queue: {words}."
 
 
 def _place(placements, now) -> int:

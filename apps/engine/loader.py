@@ -13,6 +13,9 @@ A task's size in the snapshot is its counted size, GPUs x nodes (``apps.tasks.mo
 so reservation, limit, pool capacity, lending and reclaim all count every node, and the core places
 it whole on one pool. A fixed-size profile with multi-node work waiting is handed to the core as
 one whose sizes come from its tasks: its queue then holds sizes other than the profile's.
+
+Anti-thrash: profiles carry their minimum runtime; a policy with a cap on preemptions per hour
+carries the times of its own tasks' reclaim preemptions in the last hour (``_reclaims``).
 """
 
 from collections import defaultdict
@@ -30,12 +33,13 @@ from apps.core.gpus import to_milli
 from apps.engine import core
 from apps.ledger.budgets import budget_units_used
 from apps.policies.models import ComputeResource, Profile, ProfilePool, ResourcePolicy
-from apps.policies.selectors import parent_policy_ids
+from apps.policies.selectors import budget_windows, parent_policy_ids
 from apps.pools.models import Pool, Worker
-from apps.tasks.models import Task, counted_milli
+from apps.tasks.models import Task, TaskEvent, counted_milli
 from apps.tasks.selectors import with_queue_rank
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+RECLAIM_CAP_WINDOW = timedelta(seconds=3600)
 
 
 class EpochMicros(Func):
@@ -101,13 +105,17 @@ def load(now) -> Loaded:
     autoscaled = set(CloudPool.objects.values_list("pool_id", flat=True))
     out_of_service = _pools_without_workers() - autoscaled
     links = list(ProfilePool.objects.values("profile_id", "pool_id", "pool_rank", "profile_rank"))
-    profiles = list(Profile.objects.order_by("pk").values("pk", "gpus", "size_from_task", "time_weight"))
+    profiles = list(
+        Profile.objects.order_by("pk").values("pk", "gpus", "size_from_task", "time_weight", "min_runtime_s")
+    )
     resources = list(
         ComputeResource.objects.order_by("pk").values("pk", "policy_id", "profile_id", "queuing_rank")
     )
     policies = list(ResourcePolicy.objects.order_by("pk").select_related("group"))
     parents = parent_policy_ids()
-    used = budget_units_used(policies, now, parents)
+    windows = budget_windows(policies)
+    used = budget_units_used(policies, now, parents, windows)
+    reclaims = _reclaims(policies, now)
 
     execution = defaultdict(list)
     pool_order = defaultdict(list)
@@ -148,6 +156,7 @@ def load(now) -> Loaded:
                 policies=tuple(str(policy) for _, _, policy in sorted(queuing[f["pk"]])),
                 time_weight=to_milli(f["time_weight"]),
                 size_from_task=f["size_from_task"] or f["pk"] in sizes_from_tasks,
+                min_runtime_s=f["min_runtime_s"],
             )
             for f in profiles
         ),
@@ -157,11 +166,12 @@ def load(now) -> Loaded:
                 reservation=to_milli(p.reservation),
                 limit=to_milli(p.limit),
                 parent=str(parents[p.pk]) if parents.get(p.pk) else None,
-                budget=core.Budget(
-                    limit=core.hours_to_units(p.budget_hours), period=p.budget_period, used=used.get(p.pk, 0)
-                )
-                if p.has_budget
-                else None,
+                max_preemptions_per_hour=p.max_preemptions_per_hour,
+                reclaims=reclaims.get(p.pk, ()),
+                budgets=tuple(
+                    core.Budget(limit=core.hours_to_units(hours), period=period, used=used[p.pk][period])
+                    for period, hours in windows.get(p.pk, {}).items()
+                ),
             )
             for p in policies
         ),
@@ -181,6 +191,30 @@ def load(now) -> Loaded:
         pool_names={str(p["pk"]): p["name"] for p in pools},
         group_names=group_names,
     )
+
+
+def _reclaims(policies, now) -> dict[int, tuple[datetime, ...]]:
+    """For each policy with a cap on preemptions per hour, the times of the reclaim preemptions of
+    its own tasks (those of its compute resources) in the sliding hour before ``now``, oldest
+    first. One query on the ``task_event_kind_at_idx`` range; none when no policy has a cap."""
+    capped = [p.pk for p in policies if p.max_preemptions_per_hour is not None]
+    if not capped:
+        return {}
+    rows = (
+        TaskEvent.objects.filter(
+            kind=TaskEvent.Kind.PREEMPTED,
+            reason=Task.StopReason.RECLAIM,
+            at__gt=now - RECLAIM_CAP_WINDOW,
+            at__lte=now,
+            task__compute_resource__policy_id__in=capped,
+        )
+        .order_by("at", "pk")
+        .values_list("task__compute_resource__policy_id", "at")
+    )
+    times = defaultdict(list)
+    for policy_id, at in rows:
+        times[policy_id].append(at)
+    return {policy_id: tuple(at) for policy_id, at in times.items()}
 
 
 def _pools_without_workers() -> set[int]:

@@ -88,13 +88,32 @@ class KliqueCollector:
         budgeted = ResourcePolicy.objects.filter(budget_hours__isnull=False).select_related("group")
         slugs = {p.pk: p.group.slug for p in budgeted}
         used = GaugeMetricFamily(
-            "klique_budget_hours_used", "Budget hours used this period.", labels=["policy"]
+            "klique_budget_hours_used",
+            "Budget hours used this period (the binding window's).",
+            labels=["policy"],
         )
         left = GaugeMetricFamily(
-            "klique_budget_hours_left", "Budget hours left this period.", labels=["policy"]
+            "klique_budget_hours_left",
+            "Budget hours left this period (the binding window's).",
+            labels=["policy"],
+        )
+        window_used = GaugeMetricFamily(
+            "klique_budget_window_hours_used",
+            "Budget hours used this period, per time budget window.",
+            labels=["policy", "period"],
+        )
+        window_left = GaugeMetricFamily(
+            "klique_budget_window_hours_left",
+            "Budget hours left this period, per time budget window.",
+            labels=["policy", "period"],
         )
         for pk, status in budget_status(budgeted).items():
             used.add_metric([slugs[pk]], float(status.used_hours))
             left.add_metric([slugs[pk]], float(status.left_hours))
+            for window in status.windows:
+                window_used.add_metric([slugs[pk], window.period], float(window.used_hours))
+                window_left.add_metric([slugs[pk], window.period], float(window.left_hours))
         yield used
         yield left
+        yield window_used
+        yield window_left

@@ -61,7 +61,8 @@ def _alert_recipients(policy):
 
 
 def _send_alert(policy, status, kind: str, at) -> bool:
-    """Record the alert once per policy, period and kind; warn the group and the IT admins.
+    """Record the alert once per policy, window, period and kind; warn the group and the IT admins.
+    ``status``: the window's own status (one of a policy's ``BudgetStatus.windows``).
 
     The alert row and its notifications are written in one transaction, so a crash leaves both or
     neither (and the next meter sends it). The emails go once that transaction has committed, and a
@@ -69,25 +70,28 @@ def _send_alert(policy, status, kind: str, at) -> bool:
     from apps.accounts.models import Notification
     from apps.ledger.models import BudgetAlert
 
+    window = status.window_name
     if kind == BudgetAlert.Kind.USED_UP:
-        subject = f"Time budget of {policy.group} used up"
+        subject = f"The {window} time budget of {policy.group} used up"
         message = (
             f"{policy.group} has used {status.used_hours} of its {status.budget_hours} budget hours this "
-            f"{status.period}. New budgeted work waits and running budgeted work is requeued until "
-            f"{status.resets_at:%Y-%m-%d %H:%M} UTC or until the budget is raised."
+            f"{status.period} ({window} time budget). New budgeted work waits and running budgeted work "
+            f"is requeued until {status.resets_at:%Y-%m-%d %H:%M} UTC or until the budget is raised."
         )
         notification_kind = Notification.Kind.BUDGET_USED_UP
     else:
-        subject = f"Time budget of {policy.group} at {status.used_fraction * 100:.0f}%"
+        subject = f"The {window} time budget of {policy.group} at {status.used_fraction * 100:.0f}%"
         message = (
             f"{policy.group} has used {status.used_hours} of its {status.budget_hours} budget hours this "
-            f"{status.period} (alert threshold {policy.alert_threshold}%); {status.run_out_text()}."
+            f"{status.period} ({window} time budget, alert threshold {policy.alert_threshold}%); "
+            f"{status.run_out_text()}."
         )
         notification_kind = Notification.Kind.BUDGET_ALERT
     try:
         with transaction.atomic():
             BudgetAlert.objects.create(
                 policy=policy,
+                period=status.period,
                 period_start=status.period_start,
                 kind=kind,
                 used_hours=status.used_hours,
@@ -119,8 +123,9 @@ def _mail_alert(subject: str, message: str, emails: list[str], policy, kind: str
 
 
 def run_meter(now=None) -> dict[str, int]:
-    """The budget meter: between passes, detect budgets that crossed their alert threshold or
-    were used up, and warn once per period. The pass itself stops used-up work."""
+    """The budget meter: between passes, detect time budget windows that crossed their alert
+    threshold or were used up, and warn once per window and period. The pass itself stops used-up
+    work."""
     from apps.ledger.budgets import budget_status
     from apps.ledger.models import BudgetAlert
     from apps.policies.models import ResourcePolicy
@@ -130,11 +135,11 @@ def run_meter(now=None) -> dict[str, int]:
     sent = {"threshold": 0, "used_up": 0}
     statuses = budget_status(budgeted, now=now)
     for policy in budgeted:
-        status = statuses[policy.pk]
-        if status.used_up and _send_alert(policy, status, BudgetAlert.Kind.USED_UP, now):
-            sent["used_up"] += 1
-        if status.over_threshold and _send_alert(policy, status, BudgetAlert.Kind.THRESHOLD, now):
-            sent["threshold"] += 1
+        for window in statuses[policy.pk].windows:
+            if window.used_up and _send_alert(policy, window, BudgetAlert.Kind.USED_UP, now):
+                sent["used_up"] += 1
+            if window.over_threshold and _send_alert(policy, window, BudgetAlert.Kind.THRESHOLD, now):
+                sent["threshold"] += 1
     return sent
 
 

@@ -8,7 +8,7 @@ meter tick changes nothing.
 """
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 
@@ -21,7 +21,7 @@ from apps.engine.core import UNITS_PER_HOUR, period_bounds
 from apps.engine.models import DisabledWindow
 from apps.ledger.models import UsageInterval
 from apps.policies.models import ResourcePolicy
-from apps.policies.selectors import parent_policy_ids
+from apps.policies.selectors import budget_windows, parent_policy_ids
 
 HOUR = Decimal(3600)
 MICRO = timedelta(microseconds=1)
@@ -30,6 +30,9 @@ MICROS_PER_HOUR = 3600 * 10**6
 
 @dataclass(frozen=True)
 class BudgetStatus:
+    """A policy's time budget in one window, or the summary of all its windows (then ``windows``
+    holds each window's own status, and the other fields are those of the binding window)."""
+
     policy_id: int
     has_budget: bool
     period: str | None
@@ -44,6 +47,7 @@ class BudgetStatus:
     used_up: bool
     gpu_hours: Decimal
     gpus_in_use: Decimal
+    windows: tuple["BudgetStatus", ...] = ()
 
     @property
     def used_fraction(self) -> Decimal | None:
@@ -72,8 +76,16 @@ class BudgetStatus:
 
     @property
     def over_threshold(self) -> bool:
+        """This window is at or above the alert threshold; for a policy's summary, any window is."""
+        if self.windows:
+            return any(w.over_threshold for w in self.windows)
         fraction = self.used_fraction
         return fraction is not None and fraction * 100 >= self.alert_threshold
+
+    @property
+    def window_name(self) -> str:
+        """The window in words: "daily", "weekly", "monthly" (empty without a budget)."""
+        return {"day": "daily", "week": "weekly", "month": "monthly"}.get(self.period or "", "")
 
 
 def _micros(duration) -> int:
@@ -171,17 +183,23 @@ def _charged_by_kind(kinds, now: datetime) -> dict[str, dict[int, tuple[int, Dec
     return {kind: {pk: (units, gpu_us) for pk, (units, gpu_us) in by.items()} for kind, by in result.items()}
 
 
-def budget_units_used(policies, now: datetime, parents: dict[int, int | None]) -> dict[int, int]:
-    """Budget units each budgeted policy (its subtree included) used in its current period, in a
-    fixed number of queries (two, none without a budgeted policy; one more per 400 disabled windows
-    in a period beyond the first 400)."""
-    budgeted = [p for p in policies if p.has_budget]
-    charged = _charged_by_kind({p.budget_period for p in budgeted}, now)
+def budget_units_used(
+    policies, now: datetime, parents: dict[int, int | None], windows: dict[int, dict] | None = None
+) -> dict[int, dict[str, int]]:
+    """Budget units each budgeted policy (its subtree included) used in the current period of each
+    of its windows: {policy id: {period: units}}, in a fixed number of queries (two, none without a
+    budgeted policy; one more per 400 disabled windows in a period beyond the first 400; one more
+    for the windows when ``windows``, from ``budget_windows``, is not given)."""
+    policies = list(policies)
+    if windows is None:
+        windows = budget_windows(policies)
+    budgeted = [p for p in policies if p.pk in windows]
+    charged = _charged_by_kind({period for p in budgeted for period in windows[p.pk]}, now)
     subtree = {
         kind: _subtree_sums({pk: units for pk, (units, _) in by.items()}, parents)
         for kind, by in charged.items()
     }
-    return {p.pk: subtree[p.budget_period].get(p.pk, 0) for p in budgeted}
+    return {p.pk: {period: subtree[period].get(p.pk, 0) for period in windows[p.pk]} for p in budgeted}
 
 
 def _subtree_sums(own: dict, parents: dict[int, int | None]) -> dict:
@@ -196,16 +214,22 @@ def _subtree_sums(own: dict, parents: dict[int, int | None]) -> dict:
 
 
 def budget_status(policies=None, now: datetime | None = None) -> dict[int, BudgetStatus]:
-    """The time budget of each policy (all when ``policies`` is None) at ``now``.
+    """The time budget of each policy (all when ``policies`` is None) at ``now``: one status per
+    policy that sums up its windows (the binding one: a used-up window, else the one with the
+    fewest hours left), with each window's own status in ``windows``, main window first.
 
-    Policies without a budget get their use in the current UTC month, for display.
+    Policies without a budget get their use in the current UTC month, for display. A fixed number
+    of queries, whatever the number of policies and windows.
     """
     now = now or timezone.now()
     policies = list(ResourcePolicy.objects.all() if policies is None else policies)
     if not policies:
         return {}
     parents = parent_policy_ids()
-    kinds = {p.budget_period if p.has_budget else "month" for p in policies}
+    windows = budget_windows(policies)
+    kinds = {period for by in windows.values() for period in by}
+    if len(windows) < len(policies):
+        kinds.add("month")
     used = {}
     for kind, charged in _charged_by_kind(kinds, now).items():
         used[kind] = (
@@ -221,32 +245,48 @@ def budget_status(policies=None, now: datetime | None = None) -> dict[int, Budge
     rate = _subtree_sums({r["policy_id"]: r["weight"] for r in running}, parents)
     in_use = _subtree_sums({r["policy_id"]: r["gpus"] for r in running}, parents)
 
-    result = {}
-    for policy in policies:
-        kind = policy.budget_period if policy.has_budget else "month"
+    def window(policy, kind: str, hours: Decimal | None) -> BudgetStatus:
         start, end = period_bounds(now, kind)
-        used_hours = Decimal(used[kind][0].get(policy.pk, 0)).quantize(Decimal("0.001"))
+        by_kind = used.get(kind, ({}, {}))
+        used_hours = Decimal(by_kind[0].get(policy.pk, 0)).quantize(Decimal("0.001"))
         left = None
         run_out = None
         burn = Decimal(rate.get(policy.pk, 0))
-        if policy.has_budget:
-            left = policy.budget_hours - used_hours
+        if hours is not None:
+            left = hours - used_hours
             if left > 0 and burn > 0:
                 run_out = now + timedelta(seconds=float(left / burn * HOUR))
-        result[policy.pk] = BudgetStatus(
+        return BudgetStatus(
             policy_id=policy.pk,
-            has_budget=policy.has_budget,
-            period=policy.budget_period if policy.has_budget else None,
+            has_budget=hours is not None,
+            period=kind if hours is not None else None,
             period_start=start,
             resets_at=end,
-            budget_hours=policy.budget_hours,
+            budget_hours=hours,
             used_hours=used_hours,
             left_hours=left,
             burn_rate=burn,
             projected_run_out=run_out,
             alert_threshold=policy.alert_threshold,
-            used_up=policy.has_budget and left is not None and left <= 0,
-            gpu_hours=Decimal(used[kind][1].get(policy.pk, 0)).quantize(Decimal("0.001")),
+            used_up=left is not None and left <= 0,
+            gpu_hours=Decimal(by_kind[1].get(policy.pk, 0)).quantize(Decimal("0.001")),
             gpus_in_use=Decimal(in_use.get(policy.pk, 0)),
         )
+
+    result = {}
+    for policy in policies:
+        if policy.pk not in windows:
+            result[policy.pk] = window(policy, "month", None)
+            continue
+        each = tuple(window(policy, kind, hours) for kind, hours in windows[policy.pk].items())
+        result[policy.pk] = replace(_binding(each), windows=each)
     return result
+
+
+def _binding(windows: tuple[BudgetStatus, ...]) -> BudgetStatus:
+    """The window that holds the policy back: of the used-up ones the last to reset (work resumes
+    only when every window has budget left), else the one with the fewest hours left."""
+    used_up = [w for w in windows if w.used_up]
+    if used_up:
+        return max(used_up, key=lambda w: w.resets_at)
+    return min(windows, key=lambda w: (w.left_hours, w.resets_at))

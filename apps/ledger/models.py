@@ -55,7 +55,7 @@ class UsageInterval(models.Model):
 
 
 class BudgetAlert(models.Model):
-    """A budget warning already sent: once per policy, period and kind."""
+    """A budget warning already sent: once per policy, window, period and kind."""
 
     class Kind(models.TextChoices):
         THRESHOLD = "threshold", "Alert threshold crossed"
@@ -63,6 +63,13 @@ class BudgetAlert(models.Model):
 
     policy = models.ForeignKey(
         "policies.ResourcePolicy", on_delete=models.CASCADE, related_name="budget_alerts"
+    )
+    period = models.CharField(
+        "budget window",
+        max_length=5,
+        blank=True,
+        default="",
+        help_text="The period of the time budget window alerted on (day, week or month).",
     )
     period_start = models.DateTimeField()
     kind = models.CharField(max_length=10, choices=Kind.choices)
@@ -73,7 +80,9 @@ class BudgetAlert(models.Model):
     class Meta:
         ordering = ["-sent_at"]
         constraints = [
-            models.UniqueConstraint(fields=["policy", "period_start", "kind"], name="one_alert_per_period"),
+            models.UniqueConstraint(
+                fields=["policy", "period", "period_start", "kind"], name="one_alert_per_window_period"
+            ),
         ]
 
     def __str__(self) -> str:

@@ -5,10 +5,20 @@ from django import forms
 from django.contrib import admin
 from django.core.exceptions import NON_FIELD_ERRORS, FieldDoesNotExist, ValidationError
 from django.db.models import Count, Q
+from django.forms.models import BaseInlineFormSet
+from django.utils.html import format_html_join
+from django.utils.safestring import mark_safe
 
 from apps.core.fields import PLAIN_NUMBERS, PlainIntegerFormField
-from apps.policies import services
-from apps.policies.models import ComputeResource, PolicyChange, Profile, ProfilePool, ResourcePolicy
+from apps.policies import rules, services
+from apps.policies.models import (
+    BudgetWindow,
+    ComputeResource,
+    PolicyChange,
+    Profile,
+    ProfilePool,
+    ResourcePolicy,
+)
 
 
 class LinkRowForm(forms.ModelForm):
@@ -72,10 +82,23 @@ class QueuingOrderInline(admin.TabularInline):
     show_change_link = True
 
 
+class ProfileForm(forms.ModelForm):
+    """A profile; the minimum runtime left empty is 0 (no minimum)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["min_runtime_s"].required = False
+
+    def clean_min_runtime_s(self):
+        seconds = self.cleaned_data.get("min_runtime_s")
+        return 0 if seconds is None else seconds
+
+
 @admin.register(Profile)
 class ProfileAdmin(admin.ModelAdmin):
     formfield_overrides = PLAIN_NUMBERS
-    list_display = ["name", "gpus", "size_from_task", "time_weight", "pool_order"]
+    form = ProfileForm
+    list_display = ["name", "gpus", "size_from_task", "time_weight", "min_runtime_s", "pool_order"]
     list_filter = ["size_from_task"]
     search_fields = ["name", "description"]
     inlines = [PoolOrderInline, QueuingOrderInline]
@@ -109,6 +132,39 @@ class PolicyComputeResourceInline(admin.TabularInline):
     show_change_link = True
 
 
+class BudgetWindowFormSet(BaseInlineFormSet):
+    """The further time budget windows of a policy, checked together against the policy as
+    submitted (``rules.budget_window_errors``): one per period, not the policy's own period, and
+    inside the parent's window of the same period."""
+
+    def clean(self):
+        super().clean()
+        if any(self.errors):
+            return
+        windows: dict = {}
+        for form in self.forms:
+            data = getattr(form, "cleaned_data", None)
+            if not data or self._should_delete_form(form) or data.get("period") is None:
+                continue
+            if data["period"] in windows:
+                raise ValidationError(f"Two further windows per {data['period']}; one window per period.")
+            windows[data["period"]] = data.get("hours")
+        errors = rules.budget_window_errors(self.instance, windows)
+        if errors:
+            raise ValidationError([message for messages in errors.values() for message in messages])
+
+
+class BudgetWindowInline(admin.TabularInline):
+    """Further time budget windows besides the policy's own, e.g. 8 budget hours a day and 100 a
+    month: every window is enforced at once."""
+
+    formfield_overrides = PLAIN_NUMBERS
+    model = BudgetWindow
+    formset = BudgetWindowFormSet
+    fields = ["period", "hours"]
+    extra = 0
+
+
 _budget_statuses: ContextVar[dict | None] = ContextVar("budget_statuses", default=None)
 
 
@@ -124,7 +180,15 @@ class ResourcePolicyForm(forms.ModelForm):
 
     class Meta:
         model = ResourcePolicy
-        fields = ["group", "reservation", "limit", "budget_hours", "budget_period", "alert_threshold"]
+        fields = [
+            "group",
+            "reservation",
+            "limit",
+            "budget_hours",
+            "budget_period",
+            "alert_threshold",
+            "max_preemptions_per_hour",
+        ]
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -194,7 +258,7 @@ class ResourcePolicyAdmin(admin.ModelAdmin):
     search_fields = ["group__name"]
     autocomplete_fields = ["group"]
     list_select_related = ["group"]
-    inlines = [PolicyComputeResourceInline]
+    inlines = [BudgetWindowInline, PolicyComputeResourceInline]
 
     def changelist_view(self, request, extra_context=None):
         from apps.ledger.budgets import budget_status
@@ -227,22 +291,39 @@ class ResourcePolicyAdmin(admin.ModelAdmin):
     def waiting(self, policy):
         return policy.waiting_count
 
-    @admin.display(description="budget used (h)")
-    def budget_used(self, policy):
-        status = self._status(policy)
-        return status.used_hours if status and status.has_budget else "-"
-
-    @admin.display(description="budget left (h)")
-    def budget_left(self, policy):
-        status = self._status(policy)
-        return status.left_hours if status and status.has_budget else "-"
-
-    @admin.display(description="projected run-out")
-    def projected_run_out(self, policy):
+    def _per_window(self, policy, text):
+        """One line per time budget window ("day: 0.500"), or the figure alone with one window."""
         status = self._status(policy)
         if not status or not status.has_budget:
             return "-"
-        return status.run_out_text()
+        if len(status.windows) <= 1:
+            return text(status)
+        return format_html_join(mark_safe("<br>"), "{}: {}", ((w.period, text(w)) for w in status.windows))
+
+    @admin.display(description="budget used (h)")
+    def budget_used(self, policy):
+        return self._per_window(policy, lambda status: status.used_hours)
+
+    @admin.display(description="budget left (h)")
+    def budget_left(self, policy):
+        return self._per_window(policy, lambda status: status.left_hours)
+
+    @admin.display(description="projected run-out")
+    def projected_run_out(self, policy):
+        return self._per_window(policy, lambda status: status.run_out_text())
+
+    def save_formset(self, request, form, formset, change):
+        """The further windows are saved under the locks the form took; a change is audited."""
+        if formset.model is not BudgetWindow:
+            return super().save_formset(request, form, formset, change)
+        before = services.quota_of(form.instance)
+        before["further_budgets"] = form.windows_before
+        formset.save()
+        services.record_quota_change(form.instance, before, actor=request.user, via=PolicyChange.Via.ADMIN)
+
+    def save_related(self, request, form, formsets, change):
+        form.windows_before = services.windows_text(services.extra_budgets_of(form.instance))
+        super().save_related(request, form, formsets, change)
 
     def save_model(self, request, obj, form, change):
         services.save_policy(
@@ -259,6 +340,7 @@ class ResourcePolicyAdmin(admin.ModelAdmin):
         (None, {"fields": ["group", "seen_version"]}),
         ("How much at once", {"fields": ["reservation", "limit"]}),
         ("How long", {"fields": ["budget_hours", "budget_period", "alert_threshold"]}),
+        ("Reclaim", {"fields": ["max_preemptions_per_hour"]}),
     ]
 
 

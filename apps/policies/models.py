@@ -75,6 +75,12 @@ class Profile(models.Model):
         help_text="Container memory cap: Docker caps fractions with it; Kubernetes sets it as the "
         "memory limit of tasks whose spec sets none.",
     )
+    min_runtime_s = models.PositiveIntegerField(
+        "minimum runtime (s)",
+        default=0,
+        help_text="Seconds a placed task of this profile is safe from reclaim (budget stops and cancels "
+        "still apply). 0: no minimum.",
+    )
     pools = models.ManyToManyField(Pool, through="ProfilePool", related_name="profiles")
 
     class Meta:
@@ -160,6 +166,13 @@ class ResourcePolicy(models.Model):
         validators=[MinValueValidator(1), MaxValueValidator(100)],
         help_text="Warn admins and the group once per period when this share of the budget is used.",
     )
+    max_preemptions_per_hour = models.PositiveIntegerField(
+        "most reclaims per hour",
+        null=True,
+        blank=True,
+        help_text="Reclaim takes at most this many of the group's own tasks in any sliding hour; "
+        "past it, the group's work is not a victim. Empty: no cap.",
+    )
     version = models.PositiveIntegerField(
         default=1,
         editable=False,
@@ -182,6 +195,32 @@ class ResourcePolicy(models.Model):
         from apps.policies import rules
 
         rules.raise_if(rules.policy_errors(self))
+
+
+class BudgetWindow(models.Model):
+    """A further time budget window of a policy, besides the one on the policy itself
+    (``budget_hours`` per ``budget_period``): e.g. 8 budget hours a day and 100 a month. Every
+    window is enforced at once; at most one window per period."""
+
+    policy = models.ForeignKey(ResourcePolicy, on_delete=models.CASCADE, related_name="extra_budgets")
+    period = models.CharField("budget period", max_length=5, choices=ResourcePolicy.Period.choices)
+    hours = models.DecimalField(
+        "time budget (budget hours)",
+        max_digits=12,
+        decimal_places=3,
+        validators=[MinValueValidator(Decimal("0"))],
+        help_text="Budget hours per period.",
+    )
+
+    class Meta:
+        ordering = ["policy", "period"]
+        verbose_name = "further time budget window"
+        constraints = [
+            models.UniqueConstraint(fields=["policy", "period"], name="budget_window_policy_period"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.hours} h per {self.period}"
 
 
 class ComputeResource(models.Model):

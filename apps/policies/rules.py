@@ -93,10 +93,7 @@ def policy_errors(policy) -> Errors:
                     f"Budget period must match the parent {parent} ({parent.budget_period})."
                 )
             else:
-                budgeted = (
-                    sum((p.budget_hours for p in siblings if p.budget_hours is not None), Decimal("0"))
-                    + policy.budget_hours
-                )
+                budgeted = _window_sum(siblings, policy.budget_period) + policy.budget_hours
                 if budgeted > parent.budget_hours:
                     errors["budget_hours"].append(
                         f"Time budget ({fmt(policy.budget_hours)} h) brings the budgets under {parent} to "
@@ -117,18 +114,88 @@ def policy_errors(policy) -> Errors:
                     f"({fmt(child.limit)})."
                 )
         if policy.budget_hours is not None:
-            child_budget = sum((c.budget_hours for c in children if c.budget_hours is not None), Decimal("0"))
+            child_budget = _window_sum(children, policy.budget_period)
             if child_budget > policy.budget_hours:
                 errors["budget_hours"].append(
                     f"Time budget ({fmt(policy.budget_hours)} h) is below the sum of the budgets of its "
                     f"children ({fmt(child_budget)} h)."
                 )
     if policy.pk is not None:
+        stored = set(policy.extra_budgets.values_list("period", flat=True))
+        if stored and policy.budget_hours is None:
+            errors["budget_hours"].append(
+                "The policy has further time budget windows; remove them before removing its time budget."
+            )
+        elif policy.budget_period in stored:
+            errors["budget_period"].append(
+                f"The policy already has a further time budget window per {policy.budget_period}; one "
+                "window per period."
+            )
         too_big = policy.compute_resources.filter(profile__gpus__gt=policy.limit).select_related("profile")
         for resource in too_big:
             errors["limit"].append(
                 f"Limit ({fmt(policy.limit)}) is below the GPU size of profile {resource.profile} "
                 f"({fmt(resource.profile.gpus)}), connected by compute resource {resource.name}."
+            )
+    return errors
+
+
+def _window_sum(policies, period: str) -> Decimal:
+    """The budget hours of the windows per ``period`` of ``policies`` (main or further ones)."""
+    from apps.policies.selectors import budget_windows
+
+    return sum((by[period] for by in budget_windows(policies).values() if period in by), Decimal("0"))
+
+
+def budget_window_errors(policy, windows: dict[str, Decimal]) -> Errors:
+    """The further time budget windows ``windows`` ({period: budget hours}) a policy is to have,
+    besides its main one, checked (errors under ``extra_budgets``): none without the main time
+    budget, none repeating its period, hours 0 or more, and each window inside the parent's window
+    of the same period together with the siblings' (and at least the children's)."""
+    from apps.policies import selectors
+    from apps.policies.models import ResourcePolicy
+
+    errors: Errors = defaultdict(list)
+    field = "extra_budgets"
+    if not windows:
+        return errors
+    periods = dict(ResourcePolicy.Period.choices)
+    for period, hours in windows.items():
+        if period not in periods:
+            errors[field].append(f"Budget period {period!r} must be one of {', '.join(periods)}.")
+        elif hours is None or hours < 0:
+            errors[field].append(f"The time budget per {period} must be 0 budget hours or more.")
+    if errors:
+        return errors
+    if policy.budget_hours is None:
+        errors[field].append("Set the policy's time budget before adding further time budget windows.")
+        return errors
+    if policy.budget_period in windows:
+        errors[field].append(
+            f"The policy's time budget is already per {policy.budget_period}; one window per period."
+        )
+    if policy.group_id is None:
+        return errors
+    parent = selectors.parent_policy(policy)
+    if parent is not None:
+        parent_windows = selectors.budget_windows([parent]).get(parent.pk, {})
+        siblings = [p for p in selectors.child_policies(parent) if p.pk != policy.pk]
+        for period, hours in windows.items():
+            if period in parent_windows:
+                budgeted = _window_sum(siblings, period) + hours
+                if budgeted > parent_windows[period]:
+                    errors[field].append(
+                        f"Time budget per {period} ({fmt(hours)} h) brings the budgets per {period} "
+                        f"under {parent} to {fmt(budgeted)} h, above its budget per {period} "
+                        f"({fmt(parent_windows[period])} h)."
+                    )
+    children = selectors.child_policies(policy) if policy.pk is not None else []
+    for period, hours in windows.items():
+        child_budget = _window_sum(children, period)
+        if child_budget > hours:
+            errors[field].append(
+                f"Time budget per {period} ({fmt(hours)} h) is below the sum of the budgets per "
+                f"{period} of its children ({fmt(child_budget)} h)."
             )
     return errors
 

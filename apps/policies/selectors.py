@@ -1,9 +1,17 @@
 """Reads of the policy tree. A policy's parent is the policy of its group's nearest ancestor
 that has one; group trees are small, so the group table is read whole."""
 
+from decimal import Decimal
+
+from django.db.models import DecimalField, F, OuterRef, Subquery, Sum, Value
+from django.db.models.functions import Coalesce, Greatest
+
 from apps.accounts.models import Group, User
 from apps.accounts.selectors import managed_group_ids, member_group_ids
-from apps.policies.models import ComputeResource, ResourcePolicy
+from apps.core.gpus import GPU_DECIMAL_PLACES, GPU_MAX_DIGITS
+from apps.policies.models import BudgetWindow, ComputeResource, ProfilePool, ResourcePolicy
+
+GPUS = DecimalField(max_digits=GPU_MAX_DIGITS, decimal_places=GPU_DECIMAL_PLACES)
 
 
 def _nearest_holder(group_id: int, parents: dict[int, int | None], holders: set[int]) -> int | None:
@@ -52,6 +60,25 @@ def child_policies(policy: ResourcePolicy) -> list[ResourcePolicy]:
     return [p for p in others if _nearest_holder(p.group_id, parents, holders) == policy.group_id]
 
 
+PERIOD_ORDER = {"day": 0, "week": 1, "month": 2}
+
+
+def budget_windows(policies) -> dict[int, dict[str, Decimal]]:
+    """policy id -> {period: budget hours} of each time budget window of each policy: the main one
+    (``budget_hours`` per ``budget_period``) first, then its further windows, shortest period first.
+    One query, none without a budgeted policy. Policies without a budget get no entry."""
+    policies = [p for p in policies if p.has_budget]
+    result = {p.pk: {p.budget_period: p.budget_hours} for p in policies}
+    if not policies:
+        return result
+    extra = BudgetWindow.objects.filter(policy_id__in=list(result)).values_list(
+        "policy_id", "period", "hours"
+    )
+    for policy_id, period, hours in sorted(extra, key=lambda row: (row[0], PERIOD_ORDER.get(row[1], 9))):
+        result[policy_id].setdefault(period, hours)
+    return result
+
+
 # Channels: which compute resources and policies a person may use or see.
 
 
@@ -81,3 +108,29 @@ def resource_is_visible(user: User, resource: ComputeResource) -> bool:
 
 def may_submit(user: User, resource: ComputeResource) -> bool:
     return resource.policy.group_id in member_group_ids(user)
+
+
+def largest_pool(profile_id: int) -> tuple[str, Decimal] | None:
+    """The largest pool the profile lists, enabled or not, by declared capacity, as (name, GPUs);
+    None when it lists none. An autoscaled cloud pool counts its maximum (each instance type's most
+    instances x GPUs per instance) even while its autoscaler is disabled. One query."""
+    from apps.cloud.models import InstanceType
+
+    maximum = (
+        InstanceType.objects.filter(cloud_pool__pool_id=OuterRef("pool_id"))
+        .values("cloud_pool")
+        .annotate(gpus=Sum(F("max_count") * F("gpus")))
+        .values("gpus")
+    )
+    declared = Greatest(
+        F("pool__capacity"),
+        Coalesce(Subquery(maximum, output_field=GPUS), Value(Decimal(0)), output_field=GPUS),
+        output_field=GPUS,
+    )
+    return (
+        ProfilePool.objects.filter(profile_id=profile_id)
+        .annotate(declared=declared)
+        .order_by("-declared", "pool__name")
+        .values_list("pool__name", "declared")
+        .first()
+    )

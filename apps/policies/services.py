@@ -19,8 +19,15 @@ from django.utils import timezone
 
 from apps.accounts.models import Group
 from apps.core.writes import validated_save
-from apps.policies import selectors
-from apps.policies.models import ComputeResource, PolicyChange, Profile, ProfilePool, ResourcePolicy
+from apps.policies import rules, selectors
+from apps.policies.models import (
+    BudgetWindow,
+    ComputeResource,
+    PolicyChange,
+    Profile,
+    ProfilePool,
+    ResourcePolicy,
+)
 from apps.policies.rules import fmt
 from apps.pools.models import Pool
 
@@ -161,6 +168,8 @@ def quota_text(policy: ResourcePolicy) -> str:
         if policy.has_budget
         else "no time budget"
     )
+    for period, hours in extra_budgets_of(policy).items():
+        budget += f" and {fmt(hours)} h per {period}"
     return f"reservation {fmt(policy.reservation)}, limit {fmt(policy.limit)}, {budget}"
 
 
@@ -253,10 +262,65 @@ def connect(*, policy: ResourcePolicy, profile: Profile, name: str = "") -> Comp
 
 
 QUOTA_FIELDS = ("reservation", "limit", "budget_hours", "budget_period")
+AUDITED = (*QUOTA_FIELDS, "further_budgets")
 
 
 def quota_of(policy: ResourcePolicy) -> dict:
-    return {field: getattr(policy, field) for field in QUOTA_FIELDS}
+    """The audited quota of a policy: its quota fields and its further time budget windows, as text
+    ("day 8.000; month 100.000", empty without any)."""
+    quota = {field: getattr(policy, field) for field in QUOTA_FIELDS}
+    quota["further_budgets"] = windows_text(extra_budgets_of(policy))
+    return quota
+
+
+def extra_budgets_of(policy: ResourcePolicy) -> dict[str, Decimal]:
+    """The further time budget windows of a policy as stored: {period: budget hours}, shortest
+    period first (one query; none for an unsaved policy)."""
+    if policy.pk is None:
+        return {}
+    rows = BudgetWindow.objects.filter(policy_id=policy.pk).values_list("period", "hours")
+    return dict(sorted(rows, key=lambda row: selectors.PERIOD_ORDER.get(row[0], 9)))
+
+
+def windows_text(windows: Mapping[str, Decimal]) -> str:
+    ordered = sorted(windows.items(), key=lambda item: selectors.PERIOD_ORDER.get(item[0], 9))
+    return "; ".join(f"{period} {_audit_text(Decimal(hours))}" for period, hours in ordered)
+
+
+def set_budget_windows(
+    policy: ResourcePolicy,
+    windows: Mapping[str, Decimal],
+    *,
+    version: int | None = None,
+    actor=None,
+    via: str = "",
+) -> ResourcePolicy:
+    """Replace the further time budget windows of a policy with ``windows`` ({period: budget
+    hours}), under the locks of ``lock_policies`` and checked by ``rules.budget_window_errors``
+    (``ValidationError`` under ``extra_budgets``). A change raises the policy's version; ``version``
+    and ``via`` as for ``save_policy``."""
+    windows = {period: Decimal(hours) for period, hours in windows.items()}
+    with transaction.atomic():
+        seen = None if version is None else {policy.pk: version}
+        current = lock_policies([policy], versions=seen)[policy.pk]
+        before = quota_of(current)
+        if windows_text(windows) == before["further_budgets"]:
+            return policy
+        rules.raise_if(rules.budget_window_errors(current, windows))
+        write_budget_windows(current, windows)
+        current.version += 1
+        ResourcePolicy.objects.filter(pk=current.pk).update(version=current.version)
+        if via:
+            record_quota_change(current, before, actor=actor, via=via)
+    policy.version = current.version
+    return policy
+
+
+def write_budget_windows(policy: ResourcePolicy, windows: Mapping[str, Decimal]) -> None:
+    """Store exactly ``windows`` as the policy's further windows (checked by the caller)."""
+    BudgetWindow.objects.filter(policy_id=policy.pk).exclude(period__in=list(windows)).delete()
+    for period, hours in windows.items():
+        BudgetWindow.objects.update_or_create(policy_id=policy.pk, period=period, defaults={"hours": hours})
 
 
 def _audit_text(value):
@@ -273,7 +337,7 @@ def record_quota_change(
     changed field before and after); None when none of them changed."""
     after = quota_of(policy)
     changes = {
-        f: [_audit_text(before[f]), _audit_text(after[f])] for f in QUOTA_FIELDS if before[f] != after[f]
+        f: [_audit_text(before.get(f)), _audit_text(after[f])] for f in AUDITED if before.get(f) != after[f]
     }
     if not changes:
         return None

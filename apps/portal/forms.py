@@ -24,6 +24,15 @@ class QuotaForm(forms.Form):
     budget_period = forms.ChoiceField(
         label="Period", choices=[("", "no budget"), *ResourcePolicy.Period.choices], required=False
     )
+    window_day = PlainDecimalFormField(
+        label="Further budget per day (h)", max_digits=12, decimal_places=3, min_value=0, required=False
+    )
+    window_week = PlainDecimalFormField(
+        label="Further budget per week (h)", max_digits=12, decimal_places=3, min_value=0, required=False
+    )
+    window_month = PlainDecimalFormField(
+        label="Further budget per month (h)", max_digits=12, decimal_places=3, min_value=0, required=False
+    )
     version = PlainIntegerFormField(
         label="Version shown",
         min_value=1,
@@ -31,7 +40,11 @@ class QuotaForm(forms.Form):
         help_text="The row's version when shown.",
     )
 
+    WINDOWS = {"window_day": "day", "window_week": "week", "window_month": "month"}
+
     def __init__(self, *args, policy: ResourcePolicy, **kwargs):
+        from apps.policies.services import extra_budgets_of
+
         self.policy = policy
         initial = {
             "reservation": policy.reservation,
@@ -40,7 +53,17 @@ class QuotaForm(forms.Form):
             "budget_period": policy.budget_period,
             "version": policy.version,
         }
+        extra = extra_budgets_of(policy)
+        initial.update({name: extra.get(period) for name, period in self.WINDOWS.items()})
         super().__init__(*args, prefix=f"p{policy.pk}", initial=initial, **kwargs)
+
+    def clean(self):
+        """The further windows as ``extra_budgets``: {period: budget hours} of those filled in."""
+        cleaned = super().clean()
+        cleaned["extra_budgets"] = {
+            period: cleaned[name] for name, period in self.WINDOWS.items() if cleaned.get(name) is not None
+        }
+        return cleaned
 
     def named_errors(self) -> list[str]:
         """Each error with the name of the field it is about."""

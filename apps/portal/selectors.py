@@ -30,6 +30,7 @@ from apps.policies.models import ComputeResource, PolicyChange, ResourcePolicy
 from apps.policies.selectors import child_policies, parent_policy_ids, submittable_resources
 from apps.pools.models import Pool, Worker
 from apps.pricing.selectors import currencies, midnight
+from apps.tasks import selectors as task_selectors
 from apps.tasks.models import Task, TaskEvent, counted_gpus
 
 Role = Membership.Role
@@ -248,7 +249,11 @@ def budgets_near_limit(statuses: dict[int, BudgetStatus]) -> list[PolicyUse]:
     """Budgeted policies past their alert threshold, the most used first."""
     budgeted = ResourcePolicy.objects.filter(budget_hours__isnull=False).select_related("group")
     near = [PolicyUse(p, statuses[p.pk]) for p in budgeted if statuses[p.pk].over_threshold]
-    return sorted(near, key=lambda row: row.status.used_fraction, reverse=True)
+    return sorted(
+        near,
+        key=lambda row: max(w.used_fraction for w in row.status.windows or (row.status,)),
+        reverse=True,
+    )
 
 
 def waiting_by_group() -> dict[int, int]:
@@ -318,6 +323,10 @@ def cloud_nodes():
 def cloud_caps(now: datetime) -> list[CapStatus]:
     """Each cloud spend cap against this month's cloud spend."""
     return cap_statuses(now)
+
+
+def never_fits():
+    return task_selectors.never_fits()
 
 
 def events():

@@ -1,5 +1,7 @@
 """Writes from the portal: the quota split, a team's members, notifications read."""
 
+from decimal import Decimal
+
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
@@ -8,6 +10,7 @@ from apps.accounts import services as accounts
 from apps.accounts.models import Group, Membership, User
 from apps.policies import services as policies
 from apps.policies.models import PolicyChange, ResourcePolicy
+from apps.policies.rules import budget_window_errors, raise_if
 from apps.policies.selectors import child_policies
 
 
@@ -33,6 +36,19 @@ def _lowered(before: dict, after: dict) -> dict:
     return step
 
 
+def _lowered_windows(before: dict, after: dict) -> dict:
+    """The decreases of a change of further windows alone: the windows kept, each at the lower of
+    its hours before and after (a window dropped or new waits for the second step)."""
+    return {period: min(hours, after[period]) for period, hours in before.items() if period in after}
+
+
+def _set_windows(policy: ResourcePolicy, windows: dict) -> None:
+    """Store the policy's further windows, checked as the admin and the API check them."""
+    if windows != policies.extra_budgets_of(policy):
+        raise_if(budget_window_errors(policy, windows))
+        policies.write_budget_windows(policy, windows)
+
+
 def split_quota(
     parent: ResourcePolicy, values: dict[int, dict], *, actor: User, versions: dict[int, int] | None = None
 ) -> list[PolicyChange]:
@@ -53,18 +69,30 @@ def split_quota(
         locked = policies.lock_policies(children.values(), versions=versions)
         children = {pk: locked[pk] for pk in children}
         before = {pk: policies.quota_of(children[pk]) for pk in values}
+        stored = {pk: policies.extra_budgets_of(children[pk]) for pk in values}
         wanted = {pk: {f: row[f] for f in policies.QUOTA_FIELDS} for pk, row in values.items()}
+        windows = {
+            pk: {p: Decimal(h) for p, h in row["extra_budgets"].items()}
+            if row.get("extra_budgets") is not None
+            else stored[pk]
+            for pk, row in values.items()
+        }
         changed = {
             pk: new
             for pk, new in wanted.items()
-            if any(before[pk][f] != new[f] for f in policies.QUOTA_FIELDS)
+            if any(before[pk][f] != new[f] for f in policies.QUOTA_FIELDS) or windows[pk] != stored[pk]
         }
-        for step in (_lowered, lambda old, new: new):
+        for lowering in (True, False):
             for pk, new in changed.items():
                 if pk in errors:
                     continue
                 try:
-                    policies.update_policy(children[pk], **step(before[pk], new))
+                    if lowering:
+                        _set_windows(children[pk], _lowered_windows(stored[pk], windows[pk]))
+                        policies.update_policy(children[pk], **_lowered(before[pk], new))
+                    else:
+                        policies.update_policy(children[pk], **new)
+                        _set_windows(children[pk], windows[pk])
                 except ValidationError as error:
                     errors[pk] = error.message_dict
         if errors:

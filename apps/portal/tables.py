@@ -6,7 +6,8 @@ are left out of the exports."""
 from decimal import Decimal
 
 import django_tables2 as tables
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 
 from apps.accounts.models import Notification
 from apps.cloud.models import CloudNode
@@ -73,6 +74,24 @@ class HoursColumn(tables.Column):
 
     def render(self, value):
         return hours(value)
+
+
+class WindowsColumn(tables.Column):
+    """A time budget figure of the row's policy, one line per window (``record.status.windows``);
+    in exports the lines are joined with "; "."""
+
+    def __init__(self, text, *args, number: bool = True, **kwargs):
+        self.text = text
+        super().__init__(*args, attrs=NUM if number else {}, empty_values=(), **kwargs)
+
+    def lines(self, record) -> list[str]:
+        return [self.text(w) for w in (record.status.windows or (record.status,))]
+
+    def render(self, record):
+        return format_html_join(mark_safe("<br>"), "{}", ((line,) for line in self.lines(record)))
+
+    def value(self, record):
+        return "; ".join(self.lines(record))
 
 
 class WhenColumn(tables.Column):
@@ -300,18 +319,27 @@ class PolicyUseTable(tables.Table):
     in_use = GpuColumn(verbose_name="In use", accessor="status__gpus_in_use")
     borrowed = GpuColumn()
     waiting = tables.Column(attrs=NUM)
-    budget = HoursColumn(verbose_name="Budget (h)", accessor="status__budget_hours")
-    period = tables.Column(verbose_name="Period", accessor="status__period", default="—")
-    used = HoursColumn(verbose_name="Used (h)", accessor="status__used_hours")
-    left = HoursColumn(verbose_name="Left (h)", accessor="status__left_hours")
-    burn_rate = HoursColumn(verbose_name="Burn rate (h/h)", accessor="status__burn_rate")
-    run_out = tables.Column(verbose_name="Projected run-out", accessor="status", orderable=False)
+    budget = WindowsColumn(
+        lambda w: hours(w.budget_hours), verbose_name="Budget (h)", accessor="status__budget_hours"
+    )
+    period = WindowsColumn(
+        lambda w: w.period or "—", verbose_name="Period", accessor="status__period", number=False
+    )
+    used = WindowsColumn(
+        lambda w: hours(w.used_hours), verbose_name="Used (h)", accessor="status__used_hours"
+    )
+    left = WindowsColumn(
+        lambda w: hours(w.left_hours), verbose_name="Left (h)", accessor="status__left_hours"
+    )
+    burn_rate = WindowsColumn(
+        lambda w: hours(w.burn_rate), verbose_name="Burn rate (h/h)", accessor="status__burn_rate"
+    )
+    run_out = WindowsColumn(
+        run_out, verbose_name="Projected run-out", accessor="status", orderable=False, number=False
+    )
 
     class Meta(Grid):
         empty_text = "None."
-
-    def render_run_out(self, value):
-        return run_out(value)
 
 
 class PassTable(tables.Table):
@@ -332,6 +360,33 @@ class PassTable(tables.Table):
 
     def render_duration_ms(self, value):
         return f"{value:.1f}"
+
+
+class NeverFitsTable(tables.Table):
+    """Queued tasks no enabled pool of their profile can ever hold (verdict ``never_fits``)."""
+
+    task = tables.Column(
+        verbose_name="Task", accessor="pk", linkify=("portal:task", {"pk": tables.A("pk")}), order_by="pk"
+    )
+    group = tables.Column(
+        verbose_name="Group",
+        accessor="compute_resource__policy__group__name",
+        order_by="compute_resource__policy__group__name",
+    )
+    compute_resource = tables.Column(verbose_name="Compute resource", order_by="compute_resource__name")
+    size = tables.Column(verbose_name="GPUs", empty_values=(), order_by=("gpus", "nodes"), attrs=NUM)
+    cause = tables.Column(verbose_name="Cause", accessor="verdict__cause", orderable=False, default="—")
+    message = tables.Column(verbose_name="Why", accessor="verdict__message", orderable=False, default="")
+    submitted_at = WhenColumn(verbose_name="Submitted")
+
+    class Meta(Grid):
+        model = Task
+        fields = []
+        prefix = "neverfits-"
+        empty_text = "No waiting task is larger than every enabled pool of its profile."
+
+    def render_size(self, record):
+        return task_gpus(record)
 
 
 class EventTable(tables.Table):
@@ -371,11 +426,13 @@ class QuotaChangeTable(tables.Table):
         empty_text = "No quota changes yet."
 
     def render_changes(self, value):
-        return "; ".join(f"{field}: {_shown(old)} → {_shown(new)}" for field, (old, new) in value.items())
+        return "; ".join(
+            f"{field}: {_shown(old, field)} → {_shown(new, field)}" for field, (old, new) in value.items()
+        )
 
 
-def _shown(value) -> str:
-    if value is None:
+def _shown(value, field: str = "") -> str:
+    if value is None or (value == "" and field == "further_budgets"):
         return "none"
     if value == "":
         return "no period"

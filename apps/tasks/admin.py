@@ -4,6 +4,7 @@ from django.core.exceptions import ValidationError
 
 from apps.core.fields import PLAIN_NUMBERS, GpuAmountFormField
 from apps.core.parsers import JSONFormField
+from apps.engine.core.decisions import RULES
 from apps.tasks import services
 from apps.tasks.models import Channel, Schedule, ScheduleRun, Task, TaskEvent
 
@@ -55,9 +56,25 @@ class TaskAdminForm(forms.ModelForm):
             try:
                 data["gpus"] = services.task_size(resource, data.get("gpus"))
                 data["nodes"] = services.check_nodes(resource, data["gpus"], data.get("nodes"))
+                services.check_fits(resource, data["gpus"], data["nodes"])
             except ValidationError as error:
                 self.add_error(None, error)
         return data
+
+
+class VerdictFilter(admin.SimpleListFilter):
+    """Waiting tasks by the rule of the engine's last verdict (``never_fits``: IT must act)."""
+
+    title = "waits because"
+    parameter_name = "verdict"
+
+    def lookups(self, request, model_admin):
+        return [(rule, rule) for rule in RULES]
+
+    def queryset(self, request, queryset):
+        if self.value() in RULES:
+            return queryset.filter(state=Task.State.QUEUED, verdict__rule=self.value())
+        return queryset
 
 
 @admin.register(Task)
@@ -78,7 +95,14 @@ class TaskAdmin(admin.ModelAdmin):
         "preemption_count",
         "submitted_at",
     ]
-    list_filter = ["state", "channel", "pool", "compute_resource__profile", "last_preemption_reason"]
+    list_filter = [
+        "state",
+        VerdictFilter,
+        "channel",
+        "pool",
+        "compute_resource__profile",
+        "last_preemption_reason",
+    ]
     search_fields = ["name", "command", "user__username", "compute_resource__name"]
     list_select_related = ["user", "compute_resource", "pool"]
     autocomplete_fields = ["user", "project", "compute_resource"]

@@ -211,7 +211,9 @@ class TaskEvent(models.Model):
 
     class Meta:
         ordering = ["task", "at", "pk"]
-        indexes = [models.Index(fields=["kind", "reason"], name="task_event_kind_idx")]
+        # (kind, reason) for the preemption counts; with ``at``, the engine's read of the reclaims
+        # of the last hour (``apps.engine.loader._reclaims``) is a range of the index.
+        indexes = [models.Index(fields=["kind", "reason", "at"], name="task_event_kind_at_idx")]
 
     def __str__(self) -> str:
         return f"{self.task} {self.kind} at {self.at:%Y-%m-%d %H:%M:%S}"

@@ -98,3 +98,13 @@ def visible_schedules(user: User):
 def multi_node_work():
     """Tasks on several nodes that wait or hold a pool (placed, running, stopping)."""
     return Task.objects.filter(nodes__gt=1, state__in=(Task.State.QUEUED, *Task.ACTIVE_STATES))
+
+
+def never_fits():
+    """Queued tasks whose verdict from the engine's last pass is ``never_fits``: no enabled pool of
+    their profile can ever hold them (IT must raise a pool's capacity, enable or add a pool)."""
+    return (
+        Task.objects.filter(state=Task.State.QUEUED, verdict__rule="never_fits")
+        .select_related("compute_resource__policy__group", "compute_resource__profile", "user")
+        .order_by("queue_seq")
+    )

@@ -21,6 +21,7 @@ from apps.engine import wake
 from apps.ledger import services as ledger
 from apps.policies.models import ComputeResource
 from apps.policies.rules import fmt
+from apps.policies.selectors import largest_pool
 from apps.tasks.limits import nodes_error, size_errors
 from apps.tasks.models import Channel, Schedule, ScheduleRun, Task, TaskEvent, counted_gpus
 
@@ -82,6 +83,36 @@ def check_nodes(resource: ComputeResource, size: Decimal, nodes) -> int:
     return nodes
 
 
+def check_fits(resource: ComputeResource, size: Decimal, nodes: int, largest: dict | None = None) -> None:
+    """Refuse a task that could never run: its GPUs x nodes larger than the largest pool its
+    profile lists (declared capacity, enabled or not: a disabled pool may come back), or a profile
+    listing no pool. The field is ``gpus`` when its GPUs alone are too large, else ``nodes``.
+    ``largest`` remembers each profile's largest pool across the items of one bulk request."""
+    profile = resource.profile
+    if largest is not None and profile.pk in largest:
+        found = largest[profile.pk]
+    else:
+        found = largest_pool(profile.pk)
+        if largest is not None:
+            largest[profile.pk] = found
+    if found is None:
+        message = f"Profile {profile} lists no pool, so compute resource {resource} can run nothing."
+        raise ValidationError({"compute_resource": message})
+    name, capacity = found
+    counted = counted_gpus(size, nodes)
+    if counted <= capacity:
+        return
+    shown = f"{_gpus(counted)} never {'fits' if counted == 1 else 'fit'}"
+    if nodes > 1:
+        shown = f"{_gpus(size)} x {nodes} nodes = {shown}"
+    message = f"{shown}: the largest pool of profile {profile} is {name} ({_gpus(capacity)})."
+    raise ValidationError({"gpus" if size > capacity else "nodes": message})
+
+
+def _gpus(amount) -> str:
+    return f"{fmt(amount)} GPU{'' if amount == 1 else 's'}"
+
+
 # Rows per INSERT when tasks and their events are written in bulk.
 BULK_BATCH = 1000
 
@@ -99,9 +130,10 @@ def check_submission(
     spec: dict | None = None,
     channel: str = Channel.API,
     kind: str = Task.Kind.BATCH,
+    largest: dict | None = None,
 ) -> Task:
     """The rules every submission passes, whatever its channel: the unsaved task, or a
-    ValidationError naming the field."""
+    ValidationError naming the field (``largest``: see ``check_fits``)."""
     if not compute_resource.enabled:
         raise ValidationError(
             {"compute_resource": f"Compute resource {compute_resource} accepts no new tasks."}
@@ -117,6 +149,7 @@ def check_submission(
         )
     size = task_size(compute_resource, gpus)
     nodes = check_nodes(compute_resource, size, nodes)
+    check_fits(compute_resource, size, nodes, largest)
     return Task(
         user=user,
         compute_resource=compute_resource,
@@ -202,10 +235,10 @@ def submit_many(*, user: User, items: list[dict], channel: str = Channel.API) ->
     error = bulk_count_error(len(items))
     if error:
         raise ValidationError({"tasks": error})
-    tasks, errors = [], {}
+    tasks, errors, largest = [], {}, {}
     for index, item in enumerate(items):
         try:
-            tasks.append(check_submission(user=user, channel=channel, **item))
+            tasks.append(check_submission(user=user, channel=channel, largest=largest, **item))
         except ValidationError as refused:
             errors[index] = refused.message_dict
     if errors:
@@ -603,7 +636,8 @@ def _check_schedule(schedule: Schedule) -> None:
     else:
         try:
             size = task_size(schedule.compute_resource, schedule.gpus)
-            check_nodes(schedule.compute_resource, size, schedule.nodes)
+            nodes = check_nodes(schedule.compute_resource, size, schedule.nodes)
+            check_fits(schedule.compute_resource, size, nodes)
         except ValidationError as size_error:
             errors.update(size_error.message_dict)
     group = schedule.compute_resource.policy.group

@@ -382,21 +382,23 @@ def cmd_usage(args, client: Client) -> int:
 
 
 def cmd_budget(args, client: Client) -> int:
+    """One row per time budget window of each budgeted policy."""
     usage = client.usage()
     rows = [
         [
             u.group,
-            u.period,
-            amount(u.used_hours),
-            amount(u.budget_hours),
-            amount(u.left_hours),
-            amount(u.burn_rate),
-            when(u.projected_run_out),
-            when(u.resets_at),
-            "USED UP" if u.used_up else ("over alert threshold" if u.over_threshold else ""),
+            w.period,
+            amount(w.used_hours),
+            amount(w.budget_hours),
+            amount(w.left_hours),
+            amount(w.burn_rate),
+            when(w.projected_run_out),
+            when(w.resets_at),
+            "USED UP" if w.used_up else ("over alert threshold" if w.over_threshold else ""),
         ]
         for u in usage
         if u.has_budget
+        for w in (u.windows or (u,))
     ]
     headers = ["GROUP", "PERIOD", "USED H", "BUDGET H", "LEFT H", "BURN H/H", "RUNS OUT", "RESETS", ""]
     budgeted = [u for u in usage if u.has_budget]

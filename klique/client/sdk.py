@@ -243,8 +243,25 @@ class ComputeResource:
 
 
 @dataclass(frozen=True)
+class BudgetWindow:
+    """One time budget window of a policy (e.g. its budget per day), on its own UTC period."""
+
+    period: str
+    period_start: datetime
+    resets_at: datetime
+    budget_hours: Decimal
+    used_hours: Decimal
+    left_hours: Decimal
+    burn_rate: Decimal
+    projected_run_out: datetime | None
+    over_threshold: bool
+    used_up: bool
+
+
+@dataclass(frozen=True)
 class Usage:
-    """A policy of one of the user's groups: GPUs in use and its time budget in the period."""
+    """A policy of one of the user's groups: GPUs in use and its time budget in the period (the
+    binding window's figures; ``windows`` has each window)."""
 
     policy_id: int
     group: str
@@ -265,11 +282,13 @@ class Usage:
     alert_threshold: int
     over_threshold: bool
     used_up: bool
+    windows: tuple[BudgetWindow, ...] = ()
 
     @classmethod
     def from_api(cls, data: dict) -> "Usage":
         group = data["group"]
-        return _build(cls, {**data, "group": group["slug"], "group_name": group["name"]})
+        windows = tuple(_build(BudgetWindow, w) for w in data.get("windows") or ())
+        return _build(cls, {**data, "group": group["slug"], "group_name": group["name"]}, windows=windows)
 
 
 @dataclass(frozen=True)

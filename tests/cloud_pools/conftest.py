@@ -77,7 +77,9 @@ def place():
     user = UserFactory()
 
     def make(pool, n=1, gpus="1"):
-        resource = ComputeResourceFactory(profile=ProfileFactory(gpus=Decimal(gpus)))
+        profile = ProfileFactory(gpus=Decimal(gpus))
+        profile.pools.add(pool)
+        resource = ComputeResourceFactory(profile=profile)
         tasks = [lifecycle.submit(user=user, compute_resource=resource, command="sleep 1") for _ in range(n)]
         loaded = Task.objects.select_related("compute_resource__policy", "compute_resource__profile")
         placements = [(loaded.get(pk=t.pk), pool) for t in tasks]

@@ -298,7 +298,12 @@ def test_work_no_type_can_hold_does_not_keep_an_idle_node(local_cloud, place):
     pools.claim(worker, free=None, free_gpus=Decimal(1), max_tasks=1, now=t0)
     pools.report_started(worker, first.pk, now=t0)
     pools.report_exited(worker, first.pk, exit_code=0, now=t0)
+    # Submitted while the type held 2 GPUs (a task no pool can hold is refused at submit); the
+    # type changed since.
+    types = cloud_pool.instance_types.all()
+    types.update(gpus=2)
     place(cloud_pool.pool, 1, gpus="2")
+    types.update(gpus=1)
     cloud.autoscale(t0)
     summary = cloud.autoscale(t0 + timedelta(seconds=61))["burst"]
     node.refresh_from_db()

@@ -192,7 +192,9 @@ def test_the_installed_worker_enrols_claims_and_runs_a_task_to_exit_0(worker_ven
     settings.WORKER_HEARTBEAT_S = 0.5
     pool = PoolFactory(name="gpu-host", capacity=Decimal("1"))
     token = pools.issue_enrolment_token(EnrolmentToken(pool=pool, name="install"), now=timezone.now())
-    resource = ComputeResourceFactory(profile=ProfileFactory(gpus=Decimal("1")))
+    profile = ProfileFactory(gpus=Decimal("1"))
+    profile.pools.add(pool)
+    resource = ComputeResourceFactory(profile=profile)
     task = lifecycle.submit(
         user=UserFactory(), compute_resource=resource, command='echo "ran $KLIQUE_TASK_ID"; exit 0'
     )

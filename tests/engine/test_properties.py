@@ -335,12 +335,23 @@ def check_pass(s: Snapshot):
     )
 
     # Reclaim: only for a reservation-eligible task placed in this pass, never below a reservation.
+    # Eligibility is checked at the moment of each reclaim: the work placed before it in this pass
+    # and the victims taken for it and before it (later placements, e.g. a child's own reclaim,
+    # may raise the policy's usage afterwards).
     reclaimers = {p.task for p in d.placements if p.phase == "reclaim"}
     after_reclaim = State(s, d, phases=("fill", "reclaim"))
-    for task_id in reclaimers:
-        policy_id = st_.res[st_.waiting[task_id][0]].policy
-        assert after_reclaim.U[policy_id] <= st_.pol[policy_id].reservation, (
-            f"{task_id} reclaimed while its policy {policy_id} was not reservation-eligible"
+    done: set[str] = set()
+    for p in d.placements:
+        done.add(p.task)
+        if p.phase != "reclaim":
+            continue
+        policy_id = st_.res[st_.waiting[p.task][0]].policy
+        gone = {x.task for x in d.preemptions if x.reason == "budget" or x.for_task in done}
+        work = [(t.resource, t.size) for t in s.placed if not t.preempting and t.id not in gone]
+        work += [(st_.waiting[task_id][0], st_.waiting[task_id][1].size) for task_id in done]
+        used = sum(size for rid, size in work if policy_id in st_.chain(st_.res[rid].policy))
+        assert used <= st_.pol[policy_id].reservation, (
+            f"{p.task} reclaimed while its policy {policy_id} was not reservation-eligible"
         )
     # Anti-thrash: no reclaim victim before its profile's minimum runtime; no policy loses more
     # than its cap of reclaims in the sliding hour.

@@ -2,10 +2,11 @@
 tasks are submitted and finished through the lifecycle, and each step runs ``run_pass`` on the
 database. Its event lines can be compared with the pure simulator's."""
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 import time_machine
+from django.core.exceptions import ValidationError
 
 from apps.accounts.models import Group
 from apps.core.gpus import from_milli
@@ -47,19 +48,39 @@ class DatabaseReplay:
                 size_from_task=f.size_from_task,
                 pools=[self.pools[name] for name in f.pools],
             )
+            if f.min_runtime_s:
+                policies.update_profile(self.profiles[f.name], min_runtime_s=f.min_runtime_s)
         for pool, order in sc.execution_order.items():
             policies.set_execution_order(self.pools[pool], [self.profiles[name] for name in order])
         self.policies = {}
         for p in sc.policies:
             parent = self.policies[p.parent].group if p.parent else None
             group = Group.objects.create(name=p.name, slug=p.name.lower(), parent=parent)
+            main = p.budgets[0] if p.budgets else None
             self.policies[p.name] = policies.create_policy(
                 group=group,
                 reservation=from_milli(p.reservation),
                 limit=from_milli(p.limit),
-                budget_hours=_hours(p.budget) if p.budget is not None else None,
-                budget_period=p.period or "",
+                budget_hours=_hours(main[1]) if main else None,
+                budget_period=main[0] if main else "",
             )
+            if p.max_preemptions_per_hour is not None:
+                policies.update_policy(
+                    self.policies[p.name], max_preemptions_per_hour=p.max_preemptions_per_hour
+                )
+            if len(p.budgets) > 1:
+                further = {period: _hours(units) for period, units in p.budgets[1:]}
+                policies.set_budget_windows(self.policies[p.name], further)
+        # as the simulator does, a budget stop names its window where the task's policy or an
+        # ancestor has several windows
+        specs = {p.name: p for p in sc.policies}
+        self.named_window = {}
+        for name in specs:
+            node, several = name, False
+            while node is not None:
+                several = several or len(specs[node].budgets) > 1
+                node = specs[node].parent
+            self.named_window[name] = several
         self.resources = {
             r.name: policies.connect(
                 policy=self.policies[r.policy], profile=self.profiles[r.profile], name=r.name
@@ -71,6 +92,7 @@ class DatabaseReplay:
         self.ids: dict[int, str] = {}
         self.remaining: dict[int, int] = {}
         self.checkpoint: dict[int, bool] = {}
+        self.rejected: list[dict] = []  # submits refused because they never fit, as the simulator's lines
 
     def at(self, t_us: int):
         return self.sc.start + timedelta(microseconds=t_us)
@@ -98,9 +120,10 @@ class DatabaseReplay:
         if events:
             due.append(events[0].at_us)
         due.extend(self._completion_times())
-        for policy in self.policies.values():
-            if policy.budget_period:
-                boundary = period_bounds(self.at(t), policy.budget_period)[1]
+        due.extend(self._reclaim_release_times())
+        for p in self.sc.policies:
+            for period, _ in p.budgets:
+                boundary = period_bounds(self.at(t), period)[1]
                 due.append((boundary - self.sc.start) // timedelta(microseconds=1))
         nxt = max(min(due), t + step)
         return -(-nxt // step) * step
@@ -119,6 +142,15 @@ class DatabaseReplay:
             times.append(placed_us + self.remaining[task.pk])
         return times
 
+    def _reclaim_release_times(self) -> list[int]:
+        """When reclaim held back by a minimum runtime or a cap may go ahead: the live engine's
+        next pass (every ``ENGINE_PASS_INTERVAL_S``) is there, as the simulator's step is."""
+        held = Task.objects.filter(state=Task.State.QUEUED, verdict__rule="reclaim_held")
+        return [
+            (datetime.fromisoformat(reset_at) - self.sc.start) // timedelta(microseconds=1)
+            for reset_at in held.values_list("verdict__reset_at", flat=True)
+        ]
+
     def _complete(self, t: int, now) -> None:
         for task in Task.objects.filter(state=Task.State.PLACED).order_by("placed_at", "queue_seq"):
             placed_us = (task.placed_at - self.sc.start) // timedelta(microseconds=1)
@@ -134,13 +166,21 @@ class DatabaseReplay:
 
     def _apply(self, what, now) -> None:
         if isinstance(what, Submit):
-            task = tasks.submit(
-                user=self.user,
-                compute_resource=self.resources[what.resource],
-                command=what.id,
-                gpus=from_milli(what.size),
-                checkpoint=what.checkpoint,
-            )
+            try:
+                task = tasks.submit(
+                    user=self.user,
+                    compute_resource=self.resources[what.resource],
+                    command=what.id,
+                    gpus=from_milli(what.size),
+                    checkpoint=what.checkpoint,
+                )
+            except ValidationError as refused:
+                if not any("never fit" in message for message in refused.messages):
+                    raise
+                seconds = (now - self.sc.start) / timedelta(seconds=1)
+                at = int(seconds) if seconds == int(seconds) else seconds
+                self.rejected.append({"at": at, "task": what.id, "event": "rejected", "reason": "never_fits"})
+                return
             self.ids[task.pk] = what.id
             self.remaining[task.pk] = what.duration_us
             self.checkpoint[task.pk] = what.checkpoint
@@ -150,7 +190,13 @@ class DatabaseReplay:
         elif what.kind == "engine":
             engine.set_engine_enabled(bool(what.value), at=now)
         elif what.kind == "set_budget":
-            policies.update_policy(self.policies[what.target], budget_hours=_hours(what.value))
+            policy = self.policies[what.target]
+            policy.refresh_from_db()
+            if what.period in (None, policy.budget_period):
+                policies.update_policy(policy, budget_hours=_hours(what.value))
+            else:
+                further = policies.extra_budgets_of(policy) | {what.period: _hours(what.value)}
+                policies.set_budget_windows(policy, further)
         elif what.kind == "set_capacity":
             pools.update_pool(self.pools[what.target], capacity=from_milli(what.value))
         else:
@@ -166,7 +212,10 @@ class DatabaseReplay:
             TaskEvent.Kind.CANCELED: "canceled",
         }
         out = []
-        for event in TaskEvent.objects.filter(kind__in=kinds).select_related("pool").order_by("at", "pk"):
+        events = TaskEvent.objects.filter(kind__in=kinds).select_related(
+            "pool", "task__compute_resource__policy__group"
+        )
+        for event in events.order_by("at", "pk"):
             seconds = (event.at - self.sc.start) / timedelta(seconds=1)
             line = {
                 "at": int(seconds) if seconds == int(seconds) else seconds,
@@ -177,5 +226,9 @@ class DatabaseReplay:
                 line["pool"] = event.pool.name
             if event.kind == TaskEvent.Kind.PREEMPTED:
                 line["reason"] = event.reason
+                window = (event.detail or {}).get("window")
+                if window and self.named_window[event.task.compute_resource.policy.group.name]:
+                    line["window"] = window
             out.append(line)
-        return out
+        # a submit is refused before the pass of its instant: first among the lines of that time
+        return sorted(self.rejected + out, key=lambda line: line["at"])

@@ -111,7 +111,7 @@ def test_a_new_figure_under_the_same_rule_is_written_without_an_event():
     services.run_pass(now=T0)
     (task,) = Task.objects.filter(state=Task.State.QUEUED)
     written = task.verdict
-    assert written["key"] == "policy_limit||B|||" and verdict_events(task) == ["policy_limit"]
+    assert written["key"] == "policy_limit||B||||" and verdict_events(task) == ["policy_limit"]
     Task.objects.filter(pk=task.pk).update(verdict={**written, "key": "policy_limit||A|||", "message": "old"})
     services.run_pass(now=T0 + timedelta(seconds=1))
     assert Task.objects.get(pk=task.pk).verdict == written
@@ -142,7 +142,9 @@ def test_many_changed_verdicts_are_written_in_a_bounded_number_of_statements():
 
 
 def test_a_task_canceled_after_the_load_gets_no_verdict(monkeypatch):
-    pool, ra, rb = estate(capacity=0)
+    pool, ra, rb = estate(capacity=1)
+    submit(rb, 1)
+    services.run_pass(now=T0 - timedelta(seconds=1))  # the pool is full: the next ones wait for room
     waiting = submit(ra, 2)
     real_load = services.load
 

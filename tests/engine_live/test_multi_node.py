@@ -44,9 +44,14 @@ def test_a_two_node_task_is_placed_only_on_a_pool_where_four_gpus_fit():
 
 
 def test_a_two_node_task_waits_when_no_single_pool_has_room_for_all_its_gpus():
-    _, resource = estate([3, 3])
-    task = submit(resource, nodes=2)
+    # Three one-node tasks leave 1 and 3 GPUs free: 4 in all, but no pool has 4 (a task larger
+    # than every pool is refused at submit instead).
+    _, resource = estate([5, 5])
+    for _ in range(3):
+        submit(resource)
     services.run_pass(now=T0)
+    task = submit(resource, nodes=2)
+    services.run_pass(now=T0 + timedelta(seconds=1))
     task.refresh_from_db()
     assert task.state == Task.State.QUEUED and task.verdict["rule"] == "no_capacity"
 

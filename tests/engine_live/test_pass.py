@@ -70,6 +70,11 @@ def test_the_loader_reads_the_whole_state_in_a_constant_number_of_queries(django
     # more of everything: budgeted policies of every period kind, windows in the day, the week
     # (Monday is T0's day) and the month, and long queues
     resources = [budgeted_resource(ra.profile, period, f"{period}{i}") for period in PERIODS for i in (2, 3)]
+    # further windows on some: one more per period besides their own, read in the same query
+    extra = resources[::3]
+    for resource in extra:
+        other = "month" if resource.policy.budget_period != "month" else "week"
+        policies.set_budget_windows(resource.policy, {other: Decimal(1000)})
     for resource in resources:
         submit(resource, 2)
     services.run_pass(now=T0 - timedelta(hours=2))  # the budgeted tasks start 2 h before T0
@@ -90,9 +95,11 @@ def test_the_loader_reads_the_whole_state_in_a_constant_number_of_queries(django
     assert sum(len(q) for q in big.snapshot.waiting.values()) == 43 + 80 - 16
     # each budgeted task ran 2 h, of which 20 min inside windows: 100 min charged, two tasks each
     charged = 2 * 100 * 60 * 10**6 * 1000
-    budgets = {p.id: p.budget for p in big.snapshot.policies if p.budget}
+    budgets = {p.id: p.budgets for p in big.snapshot.policies if p.budgets}
     for resource in resources:
-        assert budgets[str(resource.policy_id)].used == charged, resource.policy.budget_period
+        assert [b.used for b in budgets[str(resource.policy_id)]] == [charged] * (1 + (resource in extra)), (
+            resource.policy.budget_period
+        )
 
 
 def test_lend_then_reclaim_through_the_database():

@@ -45,6 +45,9 @@ MIRRORED = [
     "budget_raise_lower",
     "engine_disabled",
     "changes",
+    "budget_windows",
+    "min_runtime",
+    "never_fits",
 ]
 
 

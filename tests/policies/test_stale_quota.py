@@ -63,6 +63,8 @@ def shown(client, policy) -> dict:
         "seen_version": version,
         "compute_resources-TOTAL_FORMS": "0",
         "compute_resources-INITIAL_FORMS": "0",
+        "extra_budgets-TOTAL_FORMS": "0",
+        "extra_budgets-INITIAL_FORMS": "0",
     }
 
 

@@ -53,6 +53,7 @@ def place():
 
     def make(pool, n=1, gpus="1", at=None):
         profile = ProfileFactory(gpus=Decimal(gpus))
+        profile.pools.add(pool)
         resource = ComputeResourceFactory(profile=profile)
         tasks = [
             lifecycle.submit(user=user, compute_resource=resource, command=f"echo {i}") for i in range(n)

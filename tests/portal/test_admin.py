@@ -123,6 +123,8 @@ def test_a_broken_rule_is_shown_on_the_admin_form(client, it_admin):
             "alert_threshold": "80",
             "compute_resources-TOTAL_FORMS": "0",
             "compute_resources-INITIAL_FORMS": "0",
+            "extra_budgets-TOTAL_FORMS": "0",
+            "extra_budgets-INITIAL_FORMS": "0",
         },
     )
     assert response.status_code == 200
@@ -199,6 +201,8 @@ def test_an_admin_edit_of_a_quota_is_audited(client, it_admin):
             "seen_version": policy.version,
             "compute_resources-TOTAL_FORMS": "0",
             "compute_resources-INITIAL_FORMS": "0",
+            "extra_budgets-TOTAL_FORMS": "0",
+            "extra_budgets-INITIAL_FORMS": "0",
         },
     )
     assert response.status_code == 302

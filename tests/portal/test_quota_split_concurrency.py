@@ -39,6 +39,8 @@ def admin_form(slug: str, **changes) -> dict:
         "seen_version": p.version,
         "compute_resources-TOTAL_FORMS": "0",
         "compute_resources-INITIAL_FORMS": "0",
+        "extra_budgets-TOTAL_FORMS": "0",
+        "extra_budgets-INITIAL_FORMS": "0",
     } | changes
 
 

@@ -15,9 +15,16 @@ pytestmark = pytest.mark.django_db
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
 
+def listed_resource():
+    """A compute resource whose profile lists a pool (a profile listing none is refused at submit)."""
+    resource = ComputeResourceFactory()
+    resource.profile.pools.add(PoolFactory())
+    return resource
+
+
 @pytest.fixture
 def resource():
-    return ComputeResourceFactory()
+    return listed_resource()
 
 
 def submit(resource, n=1):
@@ -117,7 +124,7 @@ def test_a_task_cannot_be_placed_twice(resource):
 
 def test_positions_follow_seq_per_compute_resource(resource):
     tasks = submit(resource, 3)
-    other = submit(ComputeResourceFactory(), 1)
+    other = submit(listed_resource(), 1)
     positions = selectors.queue_positions(tasks + other)
     assert [positions[t.pk] for t in tasks] == [1, 2, 3]
     assert positions[other[0].pk] == 1

@@ -143,7 +143,7 @@ def test_place_many_writes_the_task_its_placed_event_and_its_open_interval(estat
 
 def test_place_many_opens_an_interval_of_gpus_times_nodes():
     """Rule: an interval holds the task's counted GPUs, its GPUs per node times its nodes."""
-    pool = PoolFactory(multi_node=True)
+    pool = PoolFactory(multi_node=True, capacity=16)
     profile = ProfileFactory(gpus=1, size_from_task=True)
     policies.link_pool(profile, pool)
     policy = policies.create_policy(group=GroupFactory(), reservation=0, limit=100)

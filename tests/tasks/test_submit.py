@@ -7,12 +7,21 @@ from django.core.exceptions import ValidationError
 
 from apps.tasks import services
 from apps.tasks.models import Task, TaskEvent
-from tests.factories import ComputeResourceFactory, PolicyFactory, ProfileFactory, ProjectFactory, UserFactory
+from tests.factories import (
+    ComputeResourceFactory,
+    PolicyFactory,
+    PoolFactory,
+    ProfileFactory,
+    ProjectFactory,
+    UserFactory,
+)
 
 pytestmark = pytest.mark.django_db
 
 
 def submit(resource, **kwargs):
+    if not resource.profile.pools.exists():
+        resource.profile.pools.add(PoolFactory(capacity=64))
     return services.submit(user=UserFactory(), compute_resource=resource, command="train.py", **kwargs)
 
 

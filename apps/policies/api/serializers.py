@@ -26,8 +26,17 @@ class ComputeResourceSerializer(serializers.ModelSerializer):
     )
     size_from_task = serializers.BooleanField(source="profile.size_from_task")
     time_weight = serializers.DecimalField(source="profile.time_weight", max_digits=6, decimal_places=3)
+    min_runtime_s = serializers.IntegerField(
+        source="profile.min_runtime_s",
+        help_text="Seconds a placed task is safe from reclaim (0: no minimum).",
+    )
     reservation = gpus_field(source="policy.reservation")
     limit = gpus_field(source="policy.limit")
+    max_preemptions_per_hour = serializers.IntegerField(
+        source="policy.max_preemptions_per_hour",
+        allow_null=True,
+        help_text="Most of the group's tasks reclaim takes in any sliding hour; null: no cap.",
+    )
     waiting = serializers.IntegerField(help_text="Tasks waiting in this compute resource now.")
     running = serializers.IntegerField(help_text="Tasks placed, running or stopping now.")
 
@@ -41,12 +50,29 @@ class ComputeResourceSerializer(serializers.ModelSerializer):
             "gpus",
             "size_from_task",
             "time_weight",
+            "min_runtime_s",
             "reservation",
             "limit",
+            "max_preemptions_per_hour",
             "enabled",
             "waiting",
             "running",
         ]
+
+
+class BudgetWindowSerializer(serializers.Serializer):
+    """One time budget window of a policy, on its own UTC calendar period."""
+
+    period = serializers.CharField(help_text="day, week or month (UTC).")
+    period_start = serializers.DateTimeField()
+    resets_at = serializers.DateTimeField()
+    budget_hours = hours_field()
+    used_hours = hours_field()
+    left_hours = hours_field()
+    burn_rate = hours_field(help_text="Budget hours spent per hour at the current rate.")
+    projected_run_out = serializers.DateTimeField(allow_null=True)
+    over_threshold = serializers.BooleanField()
+    used_up = serializers.BooleanField()
 
 
 class UsageSerializer(serializers.Serializer):
@@ -70,3 +96,8 @@ class UsageSerializer(serializers.Serializer):
     alert_threshold = serializers.IntegerField(help_text="Percent of the budget that raises an alert.")
     over_threshold = serializers.BooleanField()
     used_up = serializers.BooleanField()
+    windows = BudgetWindowSerializer(
+        many=True,
+        help_text="Each time budget window (main first), all enforced at once; the fields above are "
+        "those of the binding window (a used-up one, else the one with the fewest hours left).",
+    )

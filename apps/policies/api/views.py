@@ -73,6 +73,10 @@ class UsageView(generics.GenericAPIView):
                 "reservation": p.reservation,
                 "limit": p.limit,
                 "over_threshold": statuses[p.pk].over_threshold,
+                "windows": [
+                    {**asdict(window), "over_threshold": window.over_threshold}
+                    for window in statuses[p.pk].windows
+                ],
             }
             for p in policies
         ]

@@ -7,7 +7,7 @@ from django.shortcuts import redirect, render
 from apps.ledger.budgets import budget_status
 from apps.policies.models import ResourcePolicy
 from apps.policies.selectors import child_policies
-from apps.policies.services import QuotaChanged
+from apps.policies.services import QuotaChanged, extra_budgets_of
 from apps.portal import charts, selectors, services
 from apps.portal.filters import (
     PolicyFilter,
@@ -103,6 +103,7 @@ def split(request, slug: str):
                 context = {
                     "group": group,
                     "policy": policy,
+                    "parent_windows": _further_windows(policy),
                     "forms": quota_forms(children),
                     "conflict": changed.message,
                 }
@@ -116,5 +117,9 @@ def split(request, slug: str):
                 messages.success(request, f"Quota split saved: {changed}." if changes else "Nothing changed.")
                 return redirect("portal:department", slug=group.slug)
         status = 400
-    context = {"group": group, "policy": policy, "forms": forms}
+    context = {"group": group, "policy": policy, "parent_windows": _further_windows(policy), "forms": forms}
     return render(request, "portal/split.html", context, status=status)
+
+
+def _further_windows(policy) -> list[dict]:
+    return [{"period": p, "hours": h} for p, h in extra_budgets_of(policy).items()]

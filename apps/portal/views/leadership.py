@@ -30,6 +30,7 @@ from apps.portal.tables import (
     CloudCapTable,
     CloudNodeTable,
     EventTable,
+    NeverFitsTable,
     PassTable,
     PolicyUseTable,
     PoolTable,
@@ -188,6 +189,7 @@ def it(request):
         "passes": PassTable(pass_filter.qs),
         "events": EventTable(events.qs),
         "cloud_nodes": CloudNodeTable(selectors.cloud_nodes()),
+        "never_fits": NeverFitsTable(selectors.never_fits()),
         "charts": [
             charts.bars(
                 "pool-capacity",
@@ -216,6 +218,7 @@ def it(request):
             ),
         ],
     }
-    tables = [context[name] for name in ("pools", "queues", "budgets", "cloud_nodes", "passes", "events")]
+    names = ("pools", "queues", "never_fits", "budgets", "cloud_nodes", "passes", "events")
+    tables = [context[name] for name in names]
     filters = [queues, events, pool_filter, budget_filter, pass_filter]
     return render_page(request, "portal/it.html", context, tables, filters)

@@ -28,7 +28,8 @@ def _team_page(request, group: Group, *, add_form=None, status: int = 200):
     policy = policy_of(group)
     now = timezone.now()
     status_now = budget_status([policy], now=now)[policy.pk]
-    start, end = status_now.period_start, status_now.resets_at
+    own = status_now.windows[0] if status_now.windows else status_now  # the policy's own period
+    start, end = own.period_start, own.resets_at
     members = selectors.team_members(request.user, group, start, end)
     projects = selectors.team_projects(request.user, group, start, end)
     manager = selectors.may_manage_team(request.user, group)
@@ -61,12 +62,19 @@ def _team_page(request, group: Group, *, add_form=None, status: int = 200):
         ),
     ]
     if status_now.has_budget:
-        team_charts.insert(
-            1,
-            charts.budget_projection(
-                "budget-run-out", "Time budget: used and projected run-out", status_now, now
-            ),
-        )
+        windows = status_now.windows or (status_now,)
+        for i, window in enumerate(windows):
+            team_charts.insert(
+                1 + i,
+                charts.budget_projection(
+                    "budget-run-out" if i == 0 else f"budget-run-out-{window.period}",
+                    f"Time budget per {window.period}: used and projected run-out"
+                    if len(windows) > 1
+                    else "Time budget: used and projected run-out",
+                    window,
+                    now,
+                ),
+            )
     context = {
         "group": group,
         "policy": policy,

@@ -15,8 +15,11 @@ from apps.tasks.models import Schedule, Task, TaskEvent
 
 VERDICT_HELP = (
     "Why the task waits, from the engine's last pass: {rule, message, ...details}, rule one of "
-    "no_capacity, policy_limit, ancestor_limit, budget_start_check, budget_used_up, "
-    "behind_higher_priority, cloud_cap_reached (with reset_at). Empty when it does not wait or no "
+    "no_capacity, policy_limit, ancestor_limit, budget_start_check and budget_used_up (with window), "
+    "behind_higher_priority, cloud_cap_reached (with reset_at), reclaim_held (reclaim waits for "
+    "protected work, with cause min_runtime or max_preemptions and reset_at), never_fits (it is "
+    "larger than every enabled pool of its profile, cause capacity, or no pool of its profile is "
+    "enabled, cause no_pool; pools names the largest enabled). Empty when it does not wait or no "
     "pass has run yet."
 )
 
