@@ -10,4 +10,5 @@ urlpatterns = [
     path("", include("apps.sessions.api.urls")),
     path("workers/", include("apps.pools.api.urls")),
     path("usage/", include("apps.ledger.api.urls")),
+    path("", include("apps.governance.api.urls")),
 ]

@@ -2,14 +2,22 @@ from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
 
 from apps.accounts import services
+from apps.accounts.admin_scope import TENANT_ROLES, TenantScoped
 from apps.accounts.models import ApiToken, Group, Membership, Project, User
 from apps.core.fields import PLAIN_NUMBERS
 
 
-class MembershipInline(admin.TabularInline):
+class MembershipInline(TenantScoped, admin.TabularInline):
     model = Membership
+    tenant_owns = "subtree"
     extra = 0
     autocomplete_fields = ["user", "group"]
+    readonly_fields = ["source"]
+
+    def get_queryset(self, request):
+        """A tenant admin's inline holds only the roles they may give; estate roles stay IT's."""
+        queryset = super().get_queryset(request)
+        return queryset if self.scope(request) is None else queryset.filter(role__in=TENANT_ROLES)
 
 
 @admin.register(User)
@@ -29,8 +37,9 @@ class UserAdmin(DjangoUserAdmin):
         services.sync_staff(form.instance)
 
 
-class ChildGroupInline(admin.TabularInline):
+class ChildGroupInline(TenantScoped, admin.TabularInline):
     model = Group
+    tenant_group = "pk"
     fk_name = "parent"
     fields = ["name", "slug", "kind"]
     extra = 0
@@ -39,7 +48,8 @@ class ChildGroupInline(admin.TabularInline):
 
 
 @admin.register(Group)
-class GroupAdmin(admin.ModelAdmin):
+class GroupAdmin(TenantScoped, admin.ModelAdmin):
+    tenant_group = "pk"
     list_display = ["name", "kind", "parent", "slug"]
     list_filter = ["kind"]
     search_fields = ["name", "slug"]
@@ -55,12 +65,16 @@ class GroupAdmin(admin.ModelAdmin):
 
 
 @admin.register(Membership)
-class MembershipAdmin(admin.ModelAdmin):
-    list_display = ["user", "role", "group", "created_at"]
-    list_filter = ["role", "group__kind"]
+class MembershipAdmin(TenantScoped, admin.ModelAdmin):
+    tenant_owns = "subtree"
+    list_display = ["user", "role", "group", "source", "created_at"]
+    list_filter = ["role", "group__kind", "source"]
     search_fields = ["user__username", "user__email", "group__name"]
     autocomplete_fields = ["user", "group"]
     list_select_related = ["user", "group"]
+
+    def tenant_may_change(self, membership: Membership) -> bool:
+        return membership.role in TENANT_ROLES
 
     def save_model(self, request, obj, form, change):
         super().save_model(request, obj, form, change)
@@ -75,11 +89,12 @@ class MembershipAdmin(admin.ModelAdmin):
 
 
 @admin.register(Project)
-class ProjectAdmin(admin.ModelAdmin):
+class ProjectAdmin(TenantScoped, admin.ModelAdmin):
+    tenant_owns = "subtree"
     formfield_overrides = PLAIN_NUMBERS
     list_display = ["name", "group"]
     search_fields = ["name", "group__name"]
-    list_filter = ["group"]
+    list_filter = [("group", admin.RelatedOnlyFieldListFilter)]
     autocomplete_fields = ["group"]
     list_select_related = ["group"]
 

@@ -56,16 +56,28 @@ class Group(models.Model):
 class Membership(models.Model):
     class Role(models.TextChoices):
         IT_ADMIN = "it_admin", "IT admin"
+        TENANT_ADMIN = "tenant_admin", "Tenant admin"
         LEADERSHIP = "leadership", "CIO / IT leadership"
         FINANCE = "finance", "Finance"
         DEPARTMENT_HEAD = "department_head", "Department head"
         TEAM_LEAD = "team_lead", "Team lead"
         MEMBER = "member", "Member"
 
+    class Source(models.TextChoices):
+        KLIQUE = "klique", "Granted in Klique"
+        IDP = "idp", "Identity provider"
+
     user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="memberships")
     group = models.ForeignKey(Group, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=20, choices=Role.choices, default=Role.MEMBER)
     created_at = models.DateTimeField(auto_now_add=True)
+    source = models.CharField(
+        max_length=10,
+        choices=Source.choices,
+        default=Source.KLIQUE,
+        editable=False,
+        help_text="Granted in Klique, or synced from the identity provider at each SSO login.",
+    )
 
     class Meta:
         ordering = ["group__name", "user__username"]
@@ -105,6 +117,7 @@ class Notification(models.Model):
         PREEMPTED = "preempted", "Work preempted"
         SCHEDULE_STOPPED = "schedule_stopped", "Schedule stopped"
         SESSION_IDLE = "session_idle", "Session idle"
+        CHANGE_REQUEST = "change_request", "Change request"
 
     user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="notifications")
     kind = models.CharField(max_length=20, choices=Kind.choices)

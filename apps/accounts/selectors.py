@@ -1,11 +1,13 @@
 """Who may see what. Roles come from memberships; a person can hold several.
 
 * IT admins, leadership and finance see the whole estate.
-* A department head sees their department's subtree; a team lead their group's subtree.
+* A department head sees their department's subtree; a team lead their group's subtree; a tenant
+  admin their tenant's subtree, which they also manage in the admin (``tenant_scope``).
 * A member sees their own work, and the compute resources of the groups they belong to.
 """
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from apps.accounts.models import ApiToken, Group, Membership, User
 
@@ -72,8 +74,30 @@ def managed_group_ids(user: User) -> set[int] | None:
     """Groups whose work and usage the user may see beyond their own: ``None`` means all of them."""
     if sees_whole_estate(user):
         return None
-    heads = groups_with_role(user, Role.DEPARTMENT_HEAD, Role.TEAM_LEAD)
+    heads = groups_with_role(user, Role.DEPARTMENT_HEAD, Role.TEAM_LEAD, Role.TENANT_ADMIN)
     return subtree_ids(heads)
+
+
+@dataclass(frozen=True)
+class TenantScope:
+    """What a tenant admin manages: ``roots`` (the groups they hold the role on), ``groups`` (the
+    roots and every group below them: all they see) and ``below`` (the groups strictly below a
+    root: what they change; a root's own policy and compute resources stay IT's)."""
+
+    roots: frozenset[int]
+    groups: frozenset[int]
+    below: frozenset[int]
+
+
+def tenant_scope(user: User) -> TenantScope | None:
+    """The subtrees that limit the user in the admin: ``None`` for IT admins (no limit); otherwise
+    their tenant admin subtrees, empty when they hold no tenant admin role."""
+    if has_role(user, Role.IT_ADMIN):
+        return None
+    trees = subtrees(groups_with_role(user, Role.TENANT_ADMIN))
+    groups = frozenset().union(*trees.values())
+    below = frozenset().union(*(tree - {root} for root, tree in trees.items()))
+    return TenantScope(frozenset(trees), groups, below)
 
 
 def api_tokens(user: User):
@@ -87,7 +111,8 @@ def api_token_by_hash(token_hash: str) -> ApiToken | None:
 
 def cancellable_group_ids(user: User) -> set[int] | None:
     """Groups whose tasks the user may cancel beyond their own: all for IT admins (``None``), the
-    managed subtrees for department heads and team leads. Leadership and finance only read."""
+    managed subtrees for department heads, team leads and tenant admins. Leadership and finance
+    only read."""
     if has_role(user, Role.IT_ADMIN):
         return None
-    return subtree_ids(groups_with_role(user, Role.DEPARTMENT_HEAD, Role.TEAM_LEAD))
+    return subtree_ids(groups_with_role(user, Role.DEPARTMENT_HEAD, Role.TEAM_LEAD, Role.TENANT_ADMIN))

@@ -1,6 +1,7 @@
-"""Writes for groups and memberships. An IT admin or finance membership makes the user staff in
-the admin with that role's auth group ("IT admins": everything; "Finance": prices); losing the
-last such membership takes both away."""
+"""Writes for groups and memberships. An IT admin, finance or tenant admin membership makes the
+user staff in the admin with that role's auth group ("IT admins": everything; "Finance": prices;
+"Tenant admins": groups, members, policies and compute resources, limited to their subtree);
+losing the last such membership takes both away."""
 
 import hashlib
 import secrets
@@ -10,6 +11,7 @@ from django.contrib.auth.models import Group as AuthGroup
 from django.contrib.auth.models import Permission
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from apps.accounts.models import ApiToken, Group, Membership, Project, User
@@ -27,6 +29,8 @@ KLIQUE_APP_LABELS = (
     "portal",
     "cloud",
     "klique_sessions",
+    "webhooks",
+    "governance",
 )
 
 
@@ -38,19 +42,43 @@ def create_project(*, group: Group, name: str) -> Project:
     return validated_save(Project(group=group, name=name))
 
 
-# Roles that work in the Django admin, each with the auth group that holds its permissions.
+CRUD = ("view", "add", "change", "delete")
+
+
+def _all(*models: str) -> tuple[str, ...]:
+    pairs = (model.split(".") for model in models)
+    return tuple(f"{app}.{action}_{name}" for app, name in pairs for action in CRUD)
+
+
+# A tenant admin's permissions; the admin limits each to their subtree (``apps.accounts.admin_scope``).
+TENANT_PERMISSIONS = (
+    *_all("accounts.group", "accounts.membership", "accounts.project"),
+    *_all("policies.resourcepolicy", "policies.budgetwindow", "policies.computeresource"),
+    "policies.view_policychange",
+)
+
+# Roles that work in the Django admin, each with the auth group that holds its permissions: whole
+# apps by label, or single permissions as "app.codename".
 STAFF_ROLES = {
     Membership.Role.IT_ADMIN: ("IT admins", None),
     Membership.Role.FINANCE: ("Finance", ("pricing",)),
+    Membership.Role.TENANT_ADMIN: ("Tenant admins", TENANT_PERMISSIONS),
 }
 
 
 def staff_auth_group(role: str) -> AuthGroup:
     """The auth group of a staff role: IT admins hold every permission on Klique's own models;
-    finance holds the pricing permissions (prices and their audit trail)."""
+    finance holds the pricing permissions (prices and their audit trail); tenant admins hold those
+    on groups, memberships, projects, policies and compute resources."""
     name, labels = STAFF_ROLES[role]
+    labels = labels or KLIQUE_APP_LABELS
+    wanted = Q(content_type__app_label__in=[label for label in labels if "." not in label])
+    for label in labels:
+        if "." in label:
+            app, codename = label.split(".")
+            wanted |= Q(content_type__app_label=app, codename=codename)
     group, _ = AuthGroup.objects.get_or_create(name=name)
-    group.permissions.set(Permission.objects.filter(content_type__app_label__in=labels or KLIQUE_APP_LABELS))
+    group.permissions.set(Permission.objects.filter(wanted))
     return group
 
 

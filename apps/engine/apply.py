@@ -162,7 +162,35 @@ def _preempt(preemptions, now) -> list[Task]:
             )
             for task in group
         )
+    _preempted_webhooks(by_reason)
     return [task for group in by_reason.values() for task in group]
+
+
+def _preempted_webhooks(by_reason) -> None:
+    """One webhook message per group whose work this pass preempted, summarising its tasks (the
+    group: the task's compute resource's policy's group)."""
+    from apps.accounts.models import Group
+    from apps.policies.models import ComputeResource
+    from apps.webhooks import services as webhooks
+    from apps.webhooks.models import Webhook
+
+    if not Webhook.objects.filter(enabled=True).exists():
+        return
+    stopped = [(task, reason, window) for (reason, window), group in by_reason.items() for task in group]
+    resources = {task.compute_resource_id for task, _, _ in stopped}
+    group_of = dict(ComputeResource.objects.filter(pk__in=resources).values_list("pk", "policy__group_id"))
+    per_group = defaultdict(list)
+    for task, reason, window in stopped:
+        per_group[group_of[task.compute_resource_id]].append((task, reason, window))
+    for group_id, items in per_group.items():
+        group = Group.objects.get(pk=group_id)
+        n = len(items)
+        lines = [f"• {_preempted_message(task, reason, window)}" for task, reason, window in items[:10]]
+        if n > 10:
+            lines.append(f"… and {n - 10} more.")
+        link = f"/work/tasks/{items[0][0].pk}/" if n == 1 else ""
+        title = f"{n} task{'s' if n != 1 else ''} of {group} preempted"
+        webhooks.enqueue_for(group, "preemption", title, "\n".join(lines), link)
 
 
 def _preempted_message(task: Task, reason: str, window: str | None = None) -> str:

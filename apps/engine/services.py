@@ -20,6 +20,7 @@ from apps.engine.apply import apply
 from apps.engine.loader import load
 from apps.engine.lock import exclusive_pass
 from apps.engine.models import PASS_BUCKETS_MS, DisabledWindow, EngineSwitch, PassRecord, PassTotals
+from apps.webhooks import services as webhooks
 
 log = logging.getLogger("klique.engine")
 
@@ -105,6 +106,7 @@ def _send_alert(policy, status, kind: str, at) -> bool:
             emails = [user.email for user in recipients if user.email]
             if emails:
                 transaction.on_commit(lambda: _mail_alert(subject, message, emails, policy, kind))
+            webhooks.enqueue_for(policy.group, "budget_alert", subject, message)
     except IntegrityError:
         return False
     return True

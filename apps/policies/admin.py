@@ -9,8 +9,9 @@ from django.forms.models import BaseInlineFormSet
 from django.utils.html import format_html_join
 from django.utils.safestring import mark_safe
 
+from apps.accounts.admin_scope import TenantScoped
 from apps.core.fields import PLAIN_NUMBERS, PlainIntegerFormField
-from apps.policies import rules, services
+from apps.policies import rules, selectors, services
 from apps.policies.models import (
     BudgetWindow,
     ComputeResource,
@@ -98,15 +99,57 @@ class ProfileForm(forms.ModelForm):
 class ProfileAdmin(admin.ModelAdmin):
     formfield_overrides = PLAIN_NUMBERS
     form = ProfileForm
-    list_display = ["name", "gpus", "size_from_task", "time_weight", "min_runtime_s", "pool_order"]
-    list_filter = ["size_from_task"]
+    list_display = [
+        "name",
+        "gpus",
+        "size_from_task",
+        "time_weight",
+        "min_runtime_s",
+        "constraints",
+        "pool_order",
+    ]
+    list_filter = ["size_from_task", "sovereign_country"]
     search_fields = ["name", "description"]
+    readonly_fields = ["suggested_order"]
     inlines = [PoolOrderInline, QueuingOrderInline]
+    actions = ["order_pools_newest_first"]
 
     @admin.display(description="pool order")
     def pool_order(self, profile: Profile) -> str:
         links = sorted(profile.pool_links.all(), key=lambda link: (link.pool_rank, link.pk))
         return " → ".join(link.pool.name for link in links)
+
+    @admin.display(description="pools must meet")
+    def constraints(self, profile: Profile) -> str:
+        return ", ".join(profile.constraints) or "-"
+
+    @admin.display(description="suggested pool order")
+    def suggested_order(self, profile: Profile) -> str:
+        """Every pool that fits the profile, newest hardware first (GPU generation, then memory)."""
+        if profile.pk is None:
+            return "-"
+        listed = set(profile.pool_links.values_list("pool_id", flat=True))
+        return (
+            " → ".join(
+                f"{pool.name} ({pool.gpu_type}, generation {pool.gpu_type.generation}, "
+                f"{pool.gpu_type.memory_gb} GB{'' if pool.pk in listed else ', not listed'})"
+                for pool in selectors.suggested_pool_order(profile)
+            )
+            or "No pool fits this profile."
+        )
+
+    @admin.action(description="Order the selected profiles' pools newest hardware first")
+    def order_pools_newest_first(self, request, queryset):
+        for profile in queryset:
+            pools = services.order_pools_newest_first(profile)
+            self.message_user(request, f"{profile}: {' → '.join(p.name for p in pools) or 'no pools'}.")
+
+    def get_formset_kwargs(self, request, obj, inline, prefix):
+        """The pool inline checks each link against the profile as submitted, so the profile's own
+        rule skips the stored links (which the same form may be removing)."""
+        if isinstance(inline, PoolOrderInline):
+            obj.links_checked_by_form = True
+        return super().get_formset_kwargs(request, obj, inline, prefix)
 
     def get_queryset(self, request):
         return super().get_queryset(request).prefetch_related("pool_links__pool")
@@ -122,7 +165,23 @@ class ProfileAdmin(admin.ModelAdmin):
         formset.save_m2m()
 
 
-class PolicyComputeResourceInline(admin.TabularInline):
+class PolicyScoped(TenantScoped):
+    """Rows of a policy: a tenant admin connects the policies strictly below their root, and only
+    to the profiles IT made available to the tenant: those a policy in the subtree is connected to
+    (IT connects the first, e.g. the root's, disabled if nobody should submit there)."""
+
+    tenant_group = "policy__group"
+
+    def tenant_choices(self, request, db_field, scope):
+        model = db_field.remote_field.model
+        if model is ResourcePolicy:
+            return ResourcePolicy.objects.filter(group__in=self.owned(scope))
+        if model is Profile:
+            return Profile.objects.filter(compute_resources__policy__group__in=scope.groups).distinct()
+        return super().tenant_choices(request, db_field, scope)
+
+
+class PolicyComputeResourceInline(PolicyScoped, admin.TabularInline):
     formfield_overrides = PLAIN_NUMBERS
     model = ComputeResource
     fk_name = "policy"
@@ -154,7 +213,7 @@ class BudgetWindowFormSet(BaseInlineFormSet):
             raise ValidationError([message for messages in errors.values() for message in messages])
 
 
-class BudgetWindowInline(admin.TabularInline):
+class BudgetWindowInline(PolicyScoped, admin.TabularInline):
     """Further time budget windows besides the policy's own, e.g. 8 budget hours a day and 100 a
     month: every window is enforced at once."""
 
@@ -233,7 +292,7 @@ class ResourcePolicyForm(forms.ModelForm):
 
 
 @admin.register(ResourcePolicy)
-class ResourcePolicyAdmin(admin.ModelAdmin):
+class ResourcePolicyAdmin(TenantScoped, admin.ModelAdmin):
     """Policies with live columns: GPUs in use (subtree), borrowed, waiting, budget used and left."""
 
     formfield_overrides = PLAIN_NUMBERS
@@ -345,10 +404,10 @@ class ResourcePolicyAdmin(admin.ModelAdmin):
 
 
 @admin.register(ComputeResource)
-class ComputeResourceAdmin(admin.ModelAdmin):
+class ComputeResourceAdmin(PolicyScoped, admin.ModelAdmin):
     formfield_overrides = PLAIN_NUMBERS
     list_display = ["name", "policy", "profile", "queuing_rank", "enabled"]
-    list_filter = ["enabled", "profile"]
+    list_filter = ["enabled", ("profile", admin.RelatedOnlyFieldListFilter)]
     search_fields = ["name", "policy__group__name", "profile__name"]
     autocomplete_fields = ["policy", "profile"]
     list_select_related = ["policy__group", "profile"]

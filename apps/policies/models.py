@@ -17,6 +17,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator, RegexVa
 from django.db import models
 
 from apps.accounts.models import Group
+from apps.core.countries import normalised, validate_country
 from apps.core.gpus import GPU_DECIMAL_PLACES, GPU_MAX_DIGITS
 from apps.pools.models import Pool
 
@@ -81,7 +82,33 @@ class Profile(models.Model):
         help_text="Seconds a placed task of this profile is safe from reclaim (budget stops and cancels "
         "still apply). 0: no minimum.",
     )
+    sovereign_country = models.CharField(
+        "sovereign to",
+        max_length=2,
+        blank=True,
+        validators=[validate_country],
+        help_text="ISO 3166-1 alpha-2 code, e.g. DE: the profile lists only pools in that country. "
+        "Empty: not sovereign.",
+    )
+    min_gpu_memory_gb = models.PositiveIntegerField(
+        "minimum GPU memory (GB)",
+        null=True,
+        blank=True,
+        help_text="The profile lists only pools whose GPU type has at least this much memory per GPU. "
+        "Empty: no minimum.",
+    )
+    min_gpu_generation = models.PositiveSmallIntegerField(
+        "minimum GPU generation",
+        null=True,
+        blank=True,
+        help_text="The profile lists only pools whose GPU type is of this generation or newer "
+        "(the GPU type's generation: 8 Ampere, 9 Hopper, 10 Blackwell). Empty: any.",
+    )
     pools = models.ManyToManyField(Pool, through="ProfilePool", related_name="profiles")
+
+    # Set by a form that checks every pool link of the profile itself, as submitted (the admin's
+    # pool inline): the rules then skip the stored links, which that form may be removing.
+    links_checked_by_form = False
 
     class Meta:
         ordering = ["name"]
@@ -89,10 +116,24 @@ class Profile(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def clean_fields(self, exclude=None) -> None:
+        self.sovereign_country = normalised(self.sovereign_country)
+        super().clean_fields(exclude)
+
     def clean(self) -> None:
         from apps.policies import rules
 
         rules.raise_if(rules.profile_errors(self))
+
+    @property
+    def constraints(self) -> list[str]:
+        """The short labels of what its pools must meet, e.g. ["sovereign: DE", "GPU memory ≥ 80 GB"]."""
+        labels = [f"sovereign: {self.sovereign_country}"] if self.sovereign_country else []
+        if self.min_gpu_memory_gb:
+            labels.append(f"GPU memory ≥ {self.min_gpu_memory_gb} GB")
+        if self.min_gpu_generation:
+            labels.append(f"GPU generation ≥ {self.min_gpu_generation}")
+        return labels
 
 
 class ProfilePool(models.Model):

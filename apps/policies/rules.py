@@ -7,7 +7,7 @@ admin forms and the API all refuse bad input with the same words, naming the fie
 from collections import defaultdict
 from decimal import Decimal
 
-from django.core.exceptions import ValidationError
+from django.core.exceptions import ObjectDoesNotExist, ValidationError
 
 from apps.core.gpus import gpu_amount_error, gpu_size_error
 
@@ -42,6 +42,8 @@ def profile_errors(profile) -> Errors:
                 f"GPU size {fmt(profile.gpus)} is larger than the limit ({fmt(resource.policy.limit)}) "
                 f"of {resource.policy}, which compute resource {resource.name} connects to this profile."
             )
+    for field, messages in profile_links_errors(profile).items():
+        errors[field].extend(messages)
     return errors
 
 
@@ -200,13 +202,115 @@ def budget_window_errors(policy, windows: dict[str, Decimal]) -> Errors:
     return errors
 
 
+def _related(obj, name: str):
+    """``obj.name``, or None when it is not set (an unsaved form's row)."""
+    try:
+        return getattr(obj, name)
+    except ObjectDoesNotExist:
+        return None
+
+
+def pool_fit(profile, pool) -> list[tuple[str, str]]:
+    """Why ``pool`` cannot be in ``profile``'s pool list, as (the profile's requirement field,
+    reason): a sovereign profile lists only pools in its country; a profile with a minimum GPU
+    memory or generation only pools whose GPU type meets it. Empty when it fits."""
+    reasons = []
+    sovereign = (profile.sovereign_country or "").strip().upper()
+    country = (pool.country or "").strip().upper()
+    if sovereign and country != sovereign:
+        where = f"is in {country}" if country else "has no country"
+        reasons.append(
+            (
+                "sovereign_country",
+                f"Pool {pool} {where}, and profile {profile} is sovereign to {sovereign}: "
+                f"it lists only pools in {sovereign}.",
+            )
+        )
+    gpu = _related(pool, "gpu_type")
+    if gpu is None:
+        return reasons
+    if profile.min_gpu_memory_gb and gpu.memory_gb < profile.min_gpu_memory_gb:
+        reasons.append(
+            (
+                "min_gpu_memory_gb",
+                f"Pool {pool} has GPU type {gpu} with {gpu.memory_gb} GB, below the minimum GPU memory "
+                f"of profile {profile} ({profile.min_gpu_memory_gb} GB).",
+            )
+        )
+    if profile.min_gpu_generation and gpu.generation < profile.min_gpu_generation:
+        reasons.append(
+            (
+                "min_gpu_generation",
+                f"Pool {pool} has GPU type {gpu} of generation {gpu.generation}, below the minimum GPU "
+                f"generation of profile {profile} ({profile.min_gpu_generation}).",
+            )
+        )
+    return reasons
+
+
+def profile_links_errors(profile) -> Errors:
+    """A profile's sovereignty and minimum GPU memory and generation hold for each pool it lists
+    (errors under the requirement). Skipped while a form checks each link itself
+    (``links_checked_by_form``)."""
+    from apps.policies.models import ProfilePool
+
+    errors: Errors = defaultdict(list)
+    if profile.pk is None or profile.links_checked_by_form:
+        return errors
+    for link in ProfilePool.objects.filter(profile_id=profile.pk).select_related("pool__gpu_type"):
+        for field, reason in pool_fit(profile, link.pool):
+            errors[field].append(f"{reason} Remove the pool from the profile first.")
+    return errors
+
+
+def pool_errors(pool) -> Errors:
+    """A pool's country and GPU type still meet each profile that lists it: a change that would
+    break a sovereign profile (country) or a profile's minimum GPU memory or generation (GPU type)
+    is refused, naming the profile."""
+    from apps.policies.models import ProfilePool
+
+    errors: Errors = defaultdict(list)
+    if pool.pk is None or pool.links_checked_by_form:
+        return errors
+    for link in ProfilePool.objects.filter(pool_id=pool.pk).select_related("profile"):
+        for field, reason in pool_fit(link.profile, pool):
+            where = "country" if field == "sovereign_country" else "gpu_type"
+            errors[where].append(f"{reason} Remove the pool from profile {link.profile} first.")
+    return errors
+
+
+def gpu_type_errors(gpu_type) -> Errors:
+    """A GPU type's memory and generation still meet the minimum of each profile that lists one of
+    its pools."""
+    from apps.policies.models import ProfilePool
+
+    errors: Errors = defaultdict(list)
+    if gpu_type.pk is None:
+        return errors
+    links = ProfilePool.objects.filter(pool__gpu_type_id=gpu_type.pk).select_related("profile", "pool")
+    for link in links:
+        link.pool.gpu_type = gpu_type
+        for field, reason in pool_fit(link.profile, link.pool):
+            if field == "min_gpu_memory_gb":
+                errors["memory_gb"].append(reason)
+            elif field == "min_gpu_generation":
+                errors["generation"].append(reason)
+    return errors
+
+
 def profile_pool_errors(link) -> Errors:
-    """A pool that runs no multi-node work joins no profile with multi-node tasks waiting or
-    running: the engine could place them on it."""
+    """A pool fits the profile that lists it (``pool_fit``); and a pool that runs no multi-node
+    work joins no profile with multi-node tasks waiting or running: the engine could place them
+    on it."""
     from apps.tasks.selectors import multi_node_work
 
     errors: Errors = defaultdict(list)
-    if link.pool_id is None or link.profile_id is None or link.pool.multi_node:
+    profile, pool = _related(link, "profile"), _related(link, "pool")
+    if profile is None or pool is None:
+        return errors
+    for _, reason in pool_fit(profile, pool):
+        errors["pool"].append(reason)
+    if link.profile_id is None or pool.multi_node:
         return errors
     if multi_node_work().filter(compute_resource__profile_id=link.profile_id).exists():
         errors["pool"].append(

@@ -1,6 +1,7 @@
 """Reads of the policy tree. A policy's parent is the policy of its group's nearest ancestor
 that has one; group trees are small, so the group table is read whole."""
 
+from collections.abc import Sequence
 from decimal import Decimal
 
 from django.db.models import DecimalField, F, OuterRef, Subquery, Sum, Value
@@ -10,6 +11,7 @@ from apps.accounts.models import Group, User
 from apps.accounts.selectors import managed_group_ids, member_group_ids
 from apps.core.gpus import GPU_DECIMAL_PLACES, GPU_MAX_DIGITS
 from apps.policies.models import BudgetWindow, ComputeResource, ProfilePool, ResourcePolicy
+from apps.pools.models import Pool
 
 GPUS = DecimalField(max_digits=GPU_MAX_DIGITS, decimal_places=GPU_DECIMAL_PLACES)
 
@@ -134,3 +136,18 @@ def largest_pool(profile_id: int) -> tuple[str, Decimal] | None:
         .values_list("pool__name", "declared")
         .first()
     )
+
+
+def newest_first(pools: Sequence[Pool]) -> list[Pool]:
+    """``pools`` newest hardware first: by GPU generation, then GPU memory, both descending; ties
+    keep their order."""
+    return sorted(pools, key=lambda pool: (-pool.gpu_type.generation, -pool.gpu_type.memory_gb))
+
+
+def suggested_pool_order(profile) -> list[Pool]:
+    """Every pool that fits the profile (its sovereignty and minimum GPU memory and generation),
+    newest hardware first, then by name: the pool order IT is offered."""
+    from apps.policies.rules import pool_fit
+
+    pools = Pool.objects.select_related("gpu_type").order_by("name")
+    return newest_first([pool for pool in pools if not pool_fit(profile, pool)])

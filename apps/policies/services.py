@@ -40,7 +40,12 @@ def create_profile(
     size_from_task: bool = False,
     pools: Sequence[Pool] = (),
     description: str = "",
+    sovereign_country: str = "",
+    min_gpu_memory_gb: int | None = None,
+    min_gpu_generation: int | None = None,
 ) -> Profile:
+    """A new profile listing ``pools`` in that order; each must fit its sovereignty and minimum
+    GPU memory and generation (``rules.pool_fit``), or nothing is saved."""
     with transaction.atomic():
         profile = validated_save(
             Profile(
@@ -49,6 +54,9 @@ def create_profile(
                 time_weight=time_weight,
                 size_from_task=size_from_task,
                 description=description,
+                sovereign_country=sovereign_country,
+                min_gpu_memory_gb=min_gpu_memory_gb,
+                min_gpu_generation=min_gpu_generation,
             )
         )
         for pool in pools:
@@ -58,18 +66,24 @@ def create_profile(
 
 def update_profile(profile: Profile, **fields) -> Profile:
     """Change a profile; its connected policies are locked first, so that no limit is lowered below
-    a GPU size growing at the same moment (the rule reads both)."""
+    a GPU size growing at the same moment (the rule reads both), and the profile's row, so that no
+    pool is linked while its sovereignty or GPU minimums change (``link_pool`` locks it too)."""
     with transaction.atomic():
         lock_policies(ResourcePolicy.objects.filter(compute_resources__profile=profile))
+        list(Profile.objects.select_for_update().filter(pk=profile.pk).values_list("pk", flat=True))
         return validated_save(profile, **fields)
 
 
 def link_pool(profile: Profile, pool: Pool) -> ProfilePool:
-    """Add a pool at the end of the profile's pool order and of the pool's execution order."""
+    """Add a pool at the end of the profile's pool order and of the pool's execution order. The
+    profile's and the pool's rows are locked and read as stored, so that the pool's fit
+    (sovereignty, GPU minimums) is checked on values no other write is changing."""
     with transaction.atomic():
         existing = ProfilePool.objects.filter(profile=profile, pool=pool).first()
         if existing:
             return existing
+        profile = Profile.objects.select_for_update().get(pk=profile.pk)
+        pool = Pool.objects.select_for_update(of=("self",)).select_related("gpu_type").get(pk=pool.pk)
         return validated_save(
             ProfilePool(
                 profile=profile,
@@ -112,6 +126,20 @@ def set_pool_order(profile: Profile, pools: Sequence[Pool]) -> None:
     """The profile's pool order: work goes to the first pool with capacity, then the next."""
     links = {link.pool_id: link for link in ProfilePool.objects.select_for_update().filter(profile=profile)}
     _renumber(_in_given_order(links, [p.pk for p in pools], "pool order"), "pool_rank")
+
+
+@transaction.atomic
+def order_pools_newest_first(profile: Profile) -> list[Pool]:
+    """Set the profile's pool order newest hardware first (``selectors.newest_first``); returns
+    the pools in their new order."""
+    links = (
+        ProfilePool.objects.select_for_update(of=("self",))
+        .filter(profile=profile)
+        .select_related("pool__gpu_type")
+    )
+    pools = selectors.newest_first([link.pool for link in links.order_by("pool_rank", "pk")])
+    set_pool_order(profile, pools)
+    return pools
 
 
 @transaction.atomic

@@ -6,6 +6,7 @@ from django.utils import timezone
 
 from apps.core.fields import PLAIN_NUMBERS
 from apps.policies import services as policies
+from apps.policies.admin import LinkRowForm
 from apps.policies.models import ProfilePool
 from apps.pools import services
 from apps.pools.models import EnrolmentToken, GpuType, Pool, TaskLog, Worker
@@ -15,7 +16,7 @@ from apps.pools.selectors import reservations_behind
 @admin.register(GpuType)
 class GpuTypeAdmin(admin.ModelAdmin):
     formfield_overrides = PLAIN_NUMBERS
-    list_display = ["name", "memory_gb"]
+    list_display = ["name", "memory_gb", "generation"]
     search_fields = ["name"]
 
 
@@ -25,6 +26,7 @@ class ExecutionOrderInline(admin.TabularInline):
     formfield_overrides = PLAIN_NUMBERS
 
     model = ProfilePool
+    form = LinkRowForm
     fk_name = "pool"
     fields = ["profile_rank", "profile", "pool_rank"]
     readonly_fields = ["pool_rank"]
@@ -72,6 +74,7 @@ class PoolForm(forms.ModelForm):
             "gpu_type",
             "capacity",
             "region",
+            "country",
             "enabled",
             "multi_node",
             "namespace",
@@ -84,8 +87,18 @@ class PoolForm(forms.ModelForm):
 class PoolAdmin(admin.ModelAdmin):
     formfield_overrides = PLAIN_NUMBERS
     form = PoolForm
-    list_display = ["name", "kind", "gpu_type", "capacity", "in_use", "region", "multi_node", "enabled"]
-    list_filter = ["kind", "gpu_type", "multi_node", "enabled", "region"]
+    list_display = [
+        "name",
+        "kind",
+        "gpu_type",
+        "capacity",
+        "in_use",
+        "region",
+        "country",
+        "multi_node",
+        "enabled",
+    ]
+    list_filter = ["kind", "gpu_type", "multi_node", "enabled", "region", "country"]
     search_fields = ["name", "region"]
     list_select_related = ["gpu_type"]
     readonly_fields = ["reservations_behind"]
@@ -120,6 +133,13 @@ class PoolAdmin(admin.ModelAdmin):
                     level=messages.WARNING,
                 )
         return super().change_view(request, object_id, form_url, extra_context)
+
+    def get_formset_kwargs(self, request, obj, inline, prefix):
+        """The profile inline checks each link against the pool as submitted, so the pool's own
+        rule skips the stored links (which the same form may be removing)."""
+        if isinstance(inline, ExecutionOrderInline):
+            obj.links_checked_by_form = True
+        return super().get_formset_kwargs(request, obj, inline, prefix)
 
     def save_formset(self, request, form, formset, change):
         links = formset.save(commit=False)

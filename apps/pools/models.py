@@ -7,12 +7,18 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 
+from apps.core.countries import normalised, validate_country
 from apps.core.gpus import GPU_DECIMAL_PLACES, GPU_MAX_DIGITS, gpu_amount_error
 
 
 class GpuType(models.Model):
     name = models.CharField(max_length=60, unique=True, help_text="For example A100-80GB, H100, L40S.")
     memory_gb = models.PositiveIntegerField(default=0, help_text="GPU memory in GB; 0 for CPU only.")
+    generation = models.PositiveSmallIntegerField(
+        default=0,
+        help_text="Architecture generation: the CUDA compute capability's major number (7 Volta and "
+        "Turing, 8 Ampere and Ada, 9 Hopper, 10 Blackwell); 0 for CPU only or unknown.",
+    )
 
     class Meta:
         ordering = ["name"]
@@ -20,6 +26,11 @@ class GpuType(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        from apps.policies import rules
+
+        rules.raise_if(rules.gpu_type_errors(self))
 
 
 DNS_LABEL = RegexValidator(
@@ -51,6 +62,13 @@ class Pool(models.Model):
     region = models.CharField(
         max_length=40, blank=True, help_text="Region or sovereignty tag, for example eu-de or in-country."
     )
+    country = models.CharField(
+        max_length=2,
+        blank=True,
+        validators=[validate_country],
+        help_text="ISO 3166-1 alpha-2 code of the country its hardware is in, e.g. DE; empty: none. "
+        "Sovereign profiles list only pools of their country.",
+    )
     enabled = models.BooleanField(default=True, help_text="A disabled pool receives no new work.")
     claim_timeout_s = models.PositiveIntegerField(
         "claim timeout (s)",
@@ -78,6 +96,10 @@ class Pool(models.Model):
         help_text="Kubernetes pools: each group's pods go to <namespace>-<group>.",
     )
 
+    # Set by a form that checks every profile link of the pool itself, as submitted (the admin's
+    # execution order inline): the rules then skip the stored links, which that form may be removing.
+    links_checked_by_form = False
+
     class Meta:
         ordering = ["name"]
 
@@ -95,6 +117,7 @@ class Pool(models.Model):
 
     def clean_fields(self, exclude=None) -> None:
         self._default_multi_node()
+        self.country = normalised(self.country)
         super().clean_fields(exclude)
 
     def clean(self) -> None:
@@ -113,6 +136,9 @@ class Pool(models.Model):
                         "this pool's profiles; they could land here on one node."
                     }
                 )
+        from apps.policies import rules
+
+        rules.raise_if(rules.pool_errors(self))
 
 
 class EnrolmentToken(models.Model):

@@ -36,20 +36,45 @@ STOP_GRACE = ("compute_resource__profile__stop_grace_s",)
 CLAIM_SCAN_MARGIN = 8
 
 
-def create_gpu_type(*, name: str, memory_gb: int = 0) -> GpuType:
-    return validated_save(GpuType(name=name, memory_gb=memory_gb))
+def create_gpu_type(*, name: str, memory_gb: int = 0, generation: int = 0) -> GpuType:
+    return validated_save(GpuType(name=name, memory_gb=memory_gb, generation=generation))
+
+
+def update_gpu_type(gpu_type: GpuType, **fields) -> GpuType:
+    """Refused when a smaller memory or older generation breaks a profile's minimum."""
+    with transaction.atomic():
+        return validated_save(gpu_type, **fields)
 
 
 def create_pool(
-    *, name: str, kind: str, gpu_type: GpuType, capacity, region: str = "", enabled: bool = True
+    *,
+    name: str,
+    kind: str,
+    gpu_type: GpuType,
+    capacity,
+    region: str = "",
+    country: str = "",
+    enabled: bool = True,
 ) -> Pool:
     return validated_save(
-        Pool(name=name, kind=kind, gpu_type=gpu_type, capacity=capacity, region=region, enabled=enabled)
+        Pool(
+            name=name,
+            kind=kind,
+            gpu_type=gpu_type,
+            capacity=capacity,
+            region=region,
+            country=country,
+            enabled=enabled,
+        )
     )
 
 
 def update_pool(pool: Pool, **fields) -> Pool:
+    """Refused when a new country or GPU type breaks a profile that lists the pool (sovereignty,
+    minimum GPU memory or generation), naming the profile. The pool's row is locked first:
+    ``apps.policies.services.link_pool`` locks it too, so no profile is linked meanwhile."""
     with transaction.atomic():
+        list(Pool.objects.select_for_update().filter(pk=pool.pk).values_list("pk", flat=True))
         return validated_save(pool, **fields)
 
 

@@ -2,11 +2,13 @@
 
 from django.contrib import admin
 
+from apps.accounts.admin_scope import TenantScoped
 from apps.policies.models import PolicyChange
 
 
 @admin.register(PolicyChange)
-class PolicyChangeAdmin(admin.ModelAdmin):
+class PolicyChangeAdmin(TenantScoped, admin.ModelAdmin):
+    tenant_group = "policy__group"
     list_display = ["at", "policy", "actor", "via", "changes"]
     list_filter = ["via"]
     search_fields = ["policy__group__name", "actor__username"]

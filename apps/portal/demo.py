@@ -48,16 +48,20 @@ GROUPS = [
     ("agents", "Agents", Kind.TEAM, "assistants"),
 ]
 
-GPU_TYPES = [("A100-80GB", 80), ("L40S", 48), ("H100", 80), ("CPU", 0)]
+# (name, GPU memory in GB, generation: the CUDA compute capability's major number)
+GPU_TYPES = [("A100-80GB", 80, 8), ("L40S", 48, 8), ("H100", 80, 9), ("CPU", 0, 0)]
 
-# (name, kind, gpu type, declared capacity, region)
+# (name, kind, gpu type, declared capacity, region, country)
 POOLS = [
-    ("onprem-k8s", Pool.Kind.KUBERNETES, "A100-80GB", 64, "eu-west"),
-    ("baremetal", Pool.Kind.BAREMETAL, "L40S", 16, "eu-west"),
-    ("hpc-slurm", Pool.Kind.HPC, "H100", 128, "eu-west"),
-    ("cloud-h100", Pool.Kind.CLOUD, "H100", 64, "us-east"),
-    ("sovereign", Pool.Kind.KUBERNETES, "A100-80GB", 8, "in-country"),
+    ("onprem-k8s", Pool.Kind.KUBERNETES, "A100-80GB", 64, "eu-west", "NL"),
+    ("baremetal", Pool.Kind.BAREMETAL, "L40S", 16, "eu-west", "NL"),
+    ("hpc-slurm", Pool.Kind.HPC, "H100", 128, "eu-west", "NL"),
+    ("cloud-h100", Pool.Kind.CLOUD, "H100", 64, "us-east", "US"),
+    ("sovereign", Pool.Kind.KUBERNETES, "A100-80GB", 8, "in-country", "DE"),
 ]
+
+# profile name -> (sovereign country, minimum GPU memory in GB, minimum GPU generation)
+PROFILE_CONSTRAINTS = {"sovereign-a100-1": ("DE", None, None), "a100-1": ("", 80, 8)}
 
 # The cloud pool grows on demand: nodes are local `klique-worker` processes (docs/cloud.md), up
 # to 8 of 8 GPUs (its declared capacity, 64), spot first; released after two idle minutes.
@@ -154,6 +158,7 @@ DEMO_USERS = [
     DemoUser("cio", Role.LEADERSHIP, "acme", "Carla Ortiz"),
     DemoUser("finance", Role.FINANCE, "acme", "Femi Nwosu"),
     DemoUser("head-language", Role.DEPARTMENT_HEAD, "language", "Hana Lindqvist"),
+    DemoUser("tenant-vision", Role.TENANT_ADMIN, "vision", "Tomas Varga"),
     DemoUser("lead-pretraining", Role.TEAM_LEAD, "pretraining", "Luca Petrov"),
     DemoUser("dev-pretraining", Role.MEMBER, "pretraining", "Dara Perez"),
     DemoUser("dev-alignment", Role.MEMBER, "alignment", "Ali Amari"),
@@ -194,17 +199,22 @@ def seed(password: str | None = None) -> dict[str, int]:
         groups[slug] = group
 
     gpu_types = {}
-    for name, memory in GPU_TYPES:
+    for name, memory, generation in GPU_TYPES:
         gpu_types[name] = GpuType.objects.filter(name=name).first() or pools.create_gpu_type(
-            name=name, memory_gb=memory
+            name=name, memory_gb=memory, generation=generation
         )
 
     pool_objects: dict[str, Pool] = {}
-    for name, kind, gpu_type, capacity, region in POOLS:
+    for name, kind, gpu_type, capacity, region, country in POOLS:
         pool = Pool.objects.filter(name=name).first()
         if pool is None:
             pool = pools.create_pool(
-                name=name, kind=kind, gpu_type=gpu_types[gpu_type], capacity=capacity, region=region
+                name=name,
+                kind=kind,
+                gpu_type=gpu_types[gpu_type],
+                capacity=capacity,
+                region=region,
+                country=country,
             )
             created["pools"] += 1
         pool_objects[name] = pool
@@ -216,6 +226,7 @@ def seed(password: str | None = None) -> dict[str, int]:
     for name, gpus, weight, from_task, pool_names, description in PROFILES:
         profile = Profile.objects.filter(name=name).first()
         if profile is None:
+            sovereign, memory, generation = PROFILE_CONSTRAINTS.get(name, ("", None, None))
             profile = policies.create_profile(
                 name=name,
                 gpus=Decimal(gpus),
@@ -223,6 +234,9 @@ def seed(password: str | None = None) -> dict[str, int]:
                 size_from_task=from_task,
                 pools=[pool_objects[p] for p in pool_names],
                 description=description,
+                sovereign_country=sovereign,
+                min_gpu_memory_gb=memory,
+                min_gpu_generation=generation,
             )
             created["profiles"] += 1
         profiles[name] = profile

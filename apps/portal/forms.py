@@ -78,8 +78,16 @@ def quota_forms(policies: list[ResourcePolicy], data=None) -> list[QuotaForm]:
     return [QuotaForm(data, policy=policy) for policy in policies]
 
 
+class ResourceChoiceField(forms.ModelChoiceField):
+    """A compute resource, with what its profile's pools must meet, e.g. "(sovereign: DE)"."""
+
+    def label_from_instance(self, obj):
+        constraints = obj.profile.constraints
+        return f"{obj} ({', '.join(constraints)})" if constraints else str(obj)
+
+
 class SubmitForm(forms.Form):
-    compute_resource = forms.ModelChoiceField(
+    compute_resource = ResourceChoiceField(
         queryset=None, help_text="Your group's compute resource for the GPU size."
     )
     gpus = gpu_field(

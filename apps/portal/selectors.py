@@ -69,13 +69,30 @@ def _decides_for(user: User, group: Group, *wanted: str) -> bool:
 
 
 def may_split_quota(user: User, group: Group) -> bool:
-    """IT, and the heads of the department (or of a department above it), share out its quota."""
-    return _decides_for(user, group, Role.DEPARTMENT_HEAD)
+    """IT, the heads of the department (or of a department above it) and the tenant admins above
+    it share out its quota; leadership shares out the organisation's among business units."""
+    if group.kind == Group.Kind.ORGANISATION and group.pk in groups_with_role(user, Role.LEADERSHIP):
+        return True
+    return _decides_for(user, group, Role.DEPARTMENT_HEAD, Role.TENANT_ADMIN)
 
 
 def may_manage_team(user: User, group: Group) -> bool:
-    """IT, the team's lead and the heads above it decide its members and its projects' priority."""
-    return _decides_for(user, group, Role.DEPARTMENT_HEAD, Role.TEAM_LEAD)
+    """IT, the team's lead and the heads and tenant admins above it decide its members and its
+    projects' priority."""
+    return _decides_for(user, group, Role.DEPARTMENT_HEAD, Role.TEAM_LEAD, Role.TENANT_ADMIN)
+
+
+def organisation_to_split(user: User) -> Group | None:
+    """The organisation whose quota leadership shares out: the one the person holds leadership on,
+    else (for IT) the first top-level organisation."""
+    organisations = Group.objects.filter(kind=Group.Kind.ORGANISATION).order_by("name")
+    led = groups_with_role(user, Role.LEADERSHIP)
+    return organisations.filter(pk__in=led).first() or organisations.filter(parent__isnull=True).first()
+
+
+def may_see_tenant(user: User, group: Group) -> bool:
+    """IT and the group's tenant admins see the tenant's page."""
+    return has_role(user, Role.IT_ADMIN) or group.pk in groups_with_role(user, Role.TENANT_ADMIN)
 
 
 # Navigation by role.
@@ -101,6 +118,10 @@ def navigation(user: User) -> list[NavLink]:
         links.append(
             NavLink("IT", reverse("portal:it"), "Pools, queues, budgets near their limit, the engine")
         )
+    for m in memberships:
+        if m.role == Role.TENANT_ADMIN:
+            url = reverse("portal:tenant", args=[m.group.slug])
+            links.append(NavLink(m.group.name, url, "Your tenant: its groups, policies and use"))
     for m in memberships:
         if m.role == Role.DEPARTMENT_HEAD:
             url = reverse("portal:department", args=[m.group.slug])
@@ -275,6 +296,35 @@ def child_quotas(policy: ResourcePolicy) -> list[PolicyUse]:
         PolicyUse(child, statuses[child.pk], sum(waiting.get(g, 0) for g in subtree_ids([child.group_id])))
         for child in sorted(children, key=lambda c: c.group.name)
     ]
+
+
+@dataclass(frozen=True)
+class TenantOverview:
+    """A tenant's subtree: each policy in it (the root's first) with its use, its compute
+    resources, and the profiles available to it (those a policy in the subtree is connected to)."""
+
+    policies: list[PolicyUse]
+    resources: list[ComputeResource]
+    profiles: list[str]
+
+
+def tenant_overview(root: Group) -> TenantOverview:
+    groups = subtree_ids([root.pk])
+    policies = sorted(
+        ResourcePolicy.objects.filter(group_id__in=groups).select_related("group"),
+        key=lambda p: (p.group_id != root.pk, p.group.name),
+    )
+    statuses = budget_status(policies)
+    waiting = waiting_by_group()
+    resources = ComputeResource.objects.filter(policy__group_id__in=groups).select_related(
+        "policy__group", "profile"
+    )
+    resources = list(resources.order_by("policy__group__name", "name"))
+    return TenantOverview(
+        [PolicyUse(p, statuses[p.pk], waiting.get(p.group_id, 0)) for p in policies],
+        resources,
+        sorted({resource.profile.name for resource in resources}),
+    )
 
 
 def quota_changes(group: Group):

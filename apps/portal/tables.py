@@ -191,6 +191,14 @@ class TaskTable(tables.Table):
         return gpus(share) if share else ("no" if record.state in Task.ACTIVE_STATES else "—")
 
 
+def profile_label(profile) -> str:
+    """The profile's name with a badge per constraint on its pools ("sovereign: DE", a minimum GPU
+    memory or generation)."""
+    badge = '<span class="badge constraint">{}</span>'
+    badges = format_html_join(" ", badge, ((label,) for label in profile.constraints))
+    return format_html("{} {}", profile.name, badges) if profile.constraints else profile.name
+
+
 class ResourceTable(tables.Table):
     """Where a developer may submit, marked when a used-up budget holds it."""
 
@@ -206,6 +214,12 @@ class ResourceTable(tables.Table):
 
     def render_size(self, value, record):
         return "set per task" if record[0].profile.size_from_task else gpus(value)
+
+    def render_profile(self, record):
+        return profile_label(record[0].profile)
+
+    def value_profile(self, value):
+        return value
 
     def render_budget(self, value):
         if value is None:
@@ -257,6 +271,7 @@ class PoolTable(tables.Table):
     kind = tables.Column(verbose_name="Kind", accessor="pool__get_kind_display", order_by="pool__kind")
     gpu_type = tables.Column(verbose_name="GPU type", accessor="pool__gpu_type__name")
     region = tables.Column(verbose_name="Region", accessor="pool__region")
+    country = tables.Column(verbose_name="Country", accessor="pool__country")
     capacity = GpuColumn(verbose_name="Declared", accessor="pool__capacity")
     in_use = GpuColumn(verbose_name="In use")
     borrowed = GpuColumn(verbose_name="Borrowed")
@@ -308,6 +323,12 @@ class QueueTable(tables.Table):
         prefix = "queues-"
         empty_text = "No compute resources."
         order_by = "-waiting"
+
+    def render_profile(self, record):
+        return profile_label(record.profile)
+
+    def value_profile(self, value):
+        return value
 
 
 class PolicyUseTable(tables.Table):

@@ -1,6 +1,8 @@
 from django.urls import path
 
 from apps.portal import views
+from apps.portal.views import governance, requests
+from apps.portal.views import webhooks as webhook_views
 
 app_name = "portal"
 
@@ -9,6 +11,8 @@ urlpatterns = [
     path("leadership/", views.leadership, name="leadership"),
     path("leadership/cloud-caps/", views.set_cloud_cap, name="set-cloud-cap"),
     path("leadership/cloud-caps/<int:pk>/remove/", views.remove_cloud_cap, name="remove-cloud-cap"),
+    path("leadership/split/", governance.leadership_split, name="leadership-split"),
+    path("tenants/<slug:slug>/", governance.tenant, name="tenant"),
     path("it/", views.it, name="it"),
     path("finance/", views.finance, name="finance"),
     path("departments/<slug:slug>/", views.department, name="department"),
@@ -23,4 +27,12 @@ urlpatterns = [
     path("notifications/", views.notifications, name="notifications"),
     path("notifications/<int:pk>/read/", views.notification_read, name="notification-read"),
     path("notifications/read-all/", views.notifications_read_all, name="notifications-read-all"),
+    path("groups/<slug:slug>/webhooks/", webhook_views.webhooks, name="webhooks"),
+    path("groups/<slug:slug>/webhooks/<int:pk>/test/", webhook_views.webhook_test, name="webhook-test"),
+    path("groups/<slug:slug>/webhooks/<int:pk>/remove/", webhook_views.webhook_remove, name="webhook-remove"),
+    path("requests/", requests.requests, name="requests"),
+    path("requests/new/<slug:slug>/", requests.request_new, name="request-new"),
+    path("requests/<int:pk>/", requests.request_detail, name="request"),
+    path("requests/<int:pk>/decide/", requests.request_decide, name="request-decide"),
+    path("requests/<int:pk>/withdraw/", requests.request_withdraw, name="request-withdraw"),
 ]

@@ -21,12 +21,13 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from apps.accounts.models import Notification
+from apps.accounts.models import Group, Notification
 from apps.policies.models import ComputeResource
 from apps.sessions.models import Session, SessionKind
 from apps.sessions.selectors import idle_limit_rows, limits_for
 from apps.tasks import services as tasks
 from apps.tasks.models import Channel, Task
+from apps.webhooks import services as webhooks
 
 LIMIT_WORDS = {
     "lifetime": "its maximum lifetime",
@@ -269,6 +270,14 @@ def _stop(session: Session, name: str, limits: dict, since: datetime, now: datet
         task,
         f"Session {task} was stopped by its idle limit: {describe_limit(name, limits)} "
         f"for {limit_s} s. Its GPUs went back to the pool; start another when you need one.",
+    )
+    webhooks.enqueue_for(
+        Group.objects.filter(policy__compute_resources=task.compute_resource_id).first(),
+        "idle_stop",
+        f"Session {task} stopped by its idle limit",
+        f"Session {task} of {task.user} was stopped: {describe_limit(name, limits)} for {limit_s} s. "
+        "Its GPUs went back to the pool.",
+        f"/work/tasks/{task.pk}/",
     )
     return True
 

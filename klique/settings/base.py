@@ -59,6 +59,8 @@ INSTALLED_APPS = [
     "apps.ledger",
     "apps.pricing",
     "apps.portal",
+    "apps.governance",
+    "apps.webhooks",
     "axes",
 ]
 
@@ -166,6 +168,12 @@ SOCIALACCOUNT_PROVIDERS = {
         "OAUTH_PKCE_ENABLED": True,
     }
 }
+# SSO roles (docs/governance.md): at each OIDC login, the memberships the identity provider grants
+# are synced from these claims' values "<OIDC_ROLE_PREFIX><group slug>[:<role>]". Both names empty:
+# no sync.
+OIDC_GROUPS_CLAIM = os.environ.get("OIDC_GROUPS_CLAIM", "groups")
+OIDC_ROLES_CLAIM = os.environ.get("OIDC_ROLES_CLAIM", "roles")
+OIDC_ROLE_PREFIX = os.environ.get("OIDC_ROLE_PREFIX", "klique:")
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
 METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
@@ -204,6 +212,10 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "TaskKindEnum": "apps.tasks.models.Task.Kind",
         "TaskEventKindEnum": "apps.tasks.models.TaskEvent.Kind",
+        "ChangeRequestKindEnum": "apps.governance.models.ChangeRequest.Kind",
+        "ChangeRequestStateEnum": "apps.governance.models.ChangeRequest.State",
+        "StateEnum": "apps.tasks.models.Task.State",
+        "RoleEnum": "apps.accounts.models.Membership.Role",
     },
 }
 
@@ -372,3 +384,13 @@ CONTENT_SECURITY_POLICY = {
 
 # /readyz fails when the engine's last pass is older than this (0: not checked).
 READY_MAX_PASS_AGE_S = float(os.environ.get("READY_MAX_PASS_AGE_S", "60"))
+
+# Webhooks (docs/governance.md): https only, except plain http to these hosts (development, tests);
+# attempts per delivery, each one's timeout, and the exponential backoff between them. Without a
+# broker (no REDIS_URL) deliveries are sent in the process that committed them.
+WEBHOOK_HTTP_HOSTS = env_list("WEBHOOK_HTTP_HOSTS", ["127.0.0.1", "localhost"])
+WEBHOOK_MAX_ATTEMPTS = int(os.environ.get("WEBHOOK_MAX_ATTEMPTS", "5"))
+WEBHOOK_TIMEOUT_S = float(os.environ.get("WEBHOOK_TIMEOUT_S", "5"))
+WEBHOOK_RETRY_BACKOFF_S = int(os.environ.get("WEBHOOK_RETRY_BACKOFF_S", "10"))
+WEBHOOK_RETRY_BACKOFF_MAX_S = int(os.environ.get("WEBHOOK_RETRY_BACKOFF_MAX_S", "600"))
+WEBHOOK_SEND_INLINE = env_bool("WEBHOOK_SEND_INLINE", not REDIS_URL)

@@ -25,6 +25,8 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 
 KLIQUE_ENV = "production"
+# Webhooks: https only in production unless hosts are named.
+WEBHOOK_HTTP_HOSTS = env_list("WEBHOOK_HTTP_HOSTS", [])
 
 # Login limits and throttles must count across every web process: without Redis, in a database
 # table (``manage.py createcachetable`` makes it), never in one process's memory.

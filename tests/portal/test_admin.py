@@ -52,6 +52,7 @@ def test_every_klique_model_is_in_the_admin():
 # portal, workers (they enrol with a pool's enrolment token), schedules (their owner makes them,
 # as themselves), the pass log and the engine switch's history.
 NO_ADD_PAGE = {
+    "governance.ChangeRequest",
     "accounts.ApiToken",
     "pools.Worker",
     "pools.TaskLog",
@@ -66,6 +67,7 @@ NO_ADD_PAGE = {
     "cloud.CloudNode",
     "klique_sessions.Session",  # a session row is written only by starting a session
     "cloud.CloudSpendCapChange",
+    "webhooks.WebhookDelivery",  # the delivery log: written only by sending
 }
 
 

@@ -18,6 +18,7 @@ from django.urls import URLPattern, URLResolver, get_resolver, resolve
 from apps.accounts import services as accounts
 from apps.accounts.models import Group, Membership, Notification, Project, User
 from apps.cloud import services as cloud
+from apps.governance import services as governance
 from apps.policies.models import ComputeResource, ResourcePolicy
 from apps.pools.models import GpuType
 from apps.pricing.models import NodePrice, Price
@@ -55,6 +56,9 @@ MATRIX = {
     "GET /leadership/": Rule({"it", "cio"}),
     "POST /leadership/cloud-caps/": posted({"cio"}, group="{acme}", amount="1000", currency="EUR"),
     "POST /leadership/cloud-caps/{cloud_cap}/remove/": posted({"cio"}),
+    "GET /leadership/split/": Rule({"it", "cio"}),
+    "POST /leadership/split/": posted({"it", "cio"}, split="acme"),
+    "GET /tenants/language/": Rule({"it"}),
     "GET /it/": Rule({"it"}),
     "GET /finance/": Rule(ESTATE),
     "GET /departments/language/": Rule(ESTATE | {"head-language"}),
@@ -132,6 +136,26 @@ MATRIX = {
     "POST /account/tokens/{my_token}/revoke/": posted(EVERYONE),
     # Another person's token is not found among yours.
     "POST /account/tokens/{dev_token}/revoke/": posted({"dev-pretraining"}, refused=404),
+    # Change requests: Pretraining's lead asks, Language's head decides (tests/governance).
+    "GET /requests/": Rule(EVERYONE),
+    "GET /requests/new/pretraining/": Rule({"head-language", "lead-pretraining"}),
+    "POST /requests/new/pretraining/": posted(
+        {"head-language", "lead-pretraining"}, kind="quota", reservation="56", justification="More GPUs."
+    ),
+    "GET /requests/{change_request}/": Rule({"head-language", "lead-pretraining"}, refused=404),
+    "POST /requests/{change_request}/decide/": posted({"head-language"}, decision="approve"),
+    "POST /requests/{change_request}/withdraw/": posted({"lead-pretraining"}),
+    # Webhooks: IT and the head or lead of the group itself (not the heads above it).
+    "GET /groups/pretraining/webhooks/": Rule({"it", "lead-pretraining"}),
+    "GET /groups/language/webhooks/": Rule({"it", "head-language"}),
+    "GET /groups/perception/webhooks/": Rule({"it"}),
+    "POST /groups/pretraining/webhooks/": posted(
+        {"it", "lead-pretraining"}, url="https://hooks.example.com/m", format="slack", kinds="preemption"
+    ),
+    "POST /groups/pretraining/webhooks/{pretraining_webhook}/test/": posted({"it", "lead-pretraining"}),
+    "POST /groups/perception/webhooks/{perception_webhook}/test/": posted({"it"}),
+    "POST /groups/pretraining/webhooks/{pretraining_webhook}/remove/": posted({"it", "lead-pretraining"}),
+    "POST /groups/perception/webhooks/{perception_webhook}/remove/": posted({"it"}),
 }
 
 
@@ -168,10 +192,24 @@ def ids(estate):
         "dev_notification": _notification(dev),
         "dev_token": accounts.create_api_token(user=dev, name="dev's")[0].pk,
         "acme": Group.objects.get(slug="acme").pk,
+        "change_request": governance.file_request(
+            requester=User.objects.get(username="lead-pretraining"),
+            group=Group.objects.get(slug="pretraining"),
+            reservation=Decimal("56"),
+            justification="More GPUs.",
+        ).pk,
         "cloud_cap": cloud.set_cap(
             Group.objects.get(slug="research"), Decimal(500), "EUR", actor=None, via="api"
         ).pk,
+        "pretraining_webhook": _webhook("pretraining"),
+        "perception_webhook": _webhook("perception"),
     }
+
+
+def _webhook(slug: str) -> int:
+    from apps.webhooks.models import Webhook
+
+    return Webhook.objects.create(group=Group.objects.get(slug=slug), url="https://hooks.example.com/w").pk
 
 
 def _notification(user: User) -> int:

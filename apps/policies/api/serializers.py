@@ -30,6 +30,21 @@ class ComputeResourceSerializer(serializers.ModelSerializer):
         source="profile.min_runtime_s",
         help_text="Seconds a placed task is safe from reclaim (0: no minimum).",
     )
+    sovereign_country = serializers.CharField(
+        source="profile.sovereign_country",
+        help_text="ISO 3166-1 alpha-2 code: the profile runs only on pools in that country; "
+        "empty: not sovereign.",
+    )
+    min_gpu_memory_gb = serializers.IntegerField(
+        source="profile.min_gpu_memory_gb",
+        allow_null=True,
+        help_text="The profile's pools have GPUs with at least this much memory (GB); null: no minimum.",
+    )
+    min_gpu_generation = serializers.IntegerField(
+        source="profile.min_gpu_generation",
+        allow_null=True,
+        help_text="The profile's pools have GPUs of this generation or newer; null: any.",
+    )
     reservation = gpus_field(source="policy.reservation")
     limit = gpus_field(source="policy.limit")
     max_preemptions_per_hour = serializers.IntegerField(
@@ -51,6 +66,9 @@ class ComputeResourceSerializer(serializers.ModelSerializer):
             "size_from_task",
             "time_weight",
             "min_runtime_s",
+            "sovereign_country",
+            "min_gpu_memory_gb",
+            "min_gpu_generation",
             "reservation",
             "limit",
             "max_preemptions_per_hour",

@@ -3,6 +3,7 @@
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
+from django.urls import reverse
 
 from apps.ledger.budgets import budget_status
 from apps.policies.models import ResourcePolicy
@@ -86,6 +87,12 @@ def split(request, slug: str):
         selectors.may_split_quota(request.user, group),
         f"Only IT and the heads of {group} share out its quota.",
     )
+    return split_page(request, group, back=reverse("portal:department", args=[group.slug]))
+
+
+def split_page(request, group, *, back: str, unit: str = "team"):
+    """The quota split of ``group`` among the policies directly below it (the caller checked who
+    may); ``back``: where a saved split returns to, ``unit``: what the rows are called."""
     policy = policy_of(group)
     children = sorted(child_policies(policy), key=lambda child: child.group.name)
     forms = quota_forms(children, request.POST or None)
@@ -106,6 +113,8 @@ def split(request, slug: str):
                     "parent_windows": _further_windows(policy),
                     "forms": quota_forms(children),
                     "conflict": changed.message,
+                    "back": back,
+                    "unit": unit,
                 }
                 return render(request, "portal/split.html", context, status=409)
             except services.SplitRefused as refused:
@@ -115,9 +124,16 @@ def split(request, slug: str):
             else:
                 changed = ", ".join(change.policy.group.name for change in changes)
                 messages.success(request, f"Quota split saved: {changed}." if changes else "Nothing changed.")
-                return redirect("portal:department", slug=group.slug)
+                return redirect(back)
         status = 400
-    context = {"group": group, "policy": policy, "parent_windows": _further_windows(policy), "forms": forms}
+    context = {
+        "group": group,
+        "policy": policy,
+        "parent_windows": _further_windows(policy),
+        "forms": forms,
+        "back": back,
+        "unit": unit,
+    }
     return render(request, "portal/split.html", context, status=status)
 
 
