@@ -1,6 +1,7 @@
 """Leadership's split in headless Chromium: the CIO opens the split from the leadership page and
-moves 10 reserved GPUs from Research to Products (Vision, in Research, first gives up 10); both business units change in one save, each
-audited. A split above the organisation's reservation is refused on the page and saves nothing."""
+moves 10 reserved GPUs from Research to Products (Vision, in Research, first gives up 10); both
+business units change in one save, each audited. A split above the organisation's reservation is
+refused on the page and saves nothing."""
 
 from decimal import Decimal
 

@@ -1,7 +1,7 @@
 from rest_framework import serializers
 
-from apps.core.fields import GpuAmountField
-from apps.policies.models import ComputeResource
+from apps.core.fields import GpuAmountField, PlainDecimalField, PlainIntegerField, StrictCharField
+from apps.policies.models import ComputeResource, ResourcePolicy
 
 
 def gpus_field(**kwargs) -> serializers.DecimalField:
@@ -119,3 +119,91 @@ class UsageSerializer(serializers.Serializer):
         help_text="Each time budget window (main first), all enforced at once; the fields above are "
         "those of the binding window (a used-up one, else the one with the fewest hours left).",
     )
+
+
+def windows_field(**kwargs) -> serializers.DictField:
+    return serializers.DictField(
+        child=PlainDecimalField(max_digits=12, decimal_places=3, min_value=0),
+        help_text="Further time budget windows besides the main one: {period: budget hours}, "
+        "period day, week or month (UTC).",
+        **kwargs,
+    )
+
+
+class SplitEnvelopeSerializer(serializers.Serializer):
+    """The quota of one group in a split: the parent's envelope, or one unit directly below it."""
+
+    group = serializers.CharField(source="group.slug", help_text="Group slug.")
+    name = serializers.CharField(source="group.name")
+    reservation = gpus_field()
+    limit = gpus_field()
+    budget_hours = hours_field(allow_null=True)
+    budget_period = serializers.ChoiceField(
+        choices=ResourcePolicy.Period.choices, allow_blank=True, help_text="Empty: no time budget."
+    )
+    windows = windows_field()
+
+
+class SplitUnitSerializer(SplitEnvelopeSerializer):
+    version = serializers.IntegerField(help_text="The row's version: send it back with a split.")
+
+
+class SplitSerializer(SplitEnvelopeSerializer):
+    """A group's quota (the envelope) and its split among the units directly below it."""
+
+    units = SplitUnitSerializer(many=True)
+
+
+class SplitUnitListSerializer(serializers.ListSerializer):
+    """The units of a split, with the errors of each keyed by its group slug (else its position)."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, list):
+            return super().to_internal_value(data)
+        if not data:
+            raise serializers.ValidationError("Name at least one unit.")
+        rows, errors = [], {}
+        for index, item in enumerate(data):
+            slug = item.get("group") if isinstance(item, dict) else None
+            key = slug if isinstance(slug, str) and slug else str(index)
+            try:
+                row = self.child.run_validation(item)
+            except serializers.ValidationError as error:
+                errors[key] = error.detail
+                continue
+            if any(row["group"] == other["group"] for other in rows):
+                errors[key] = {"group": ["This unit is named twice."]}
+            rows.append(row)
+        if errors:
+            raise serializers.ValidationError(errors)
+        return rows
+
+
+class SplitUnitInputSerializer(serializers.Serializer):
+    """One unit's new quota; ``windows`` left out keeps its further windows as they are."""
+
+    group = StrictCharField(help_text="Slug of a group directly below the split one.")
+    reservation = GpuAmountField(min_value=0)
+    limit = GpuAmountField(min_value=0)
+    budget_hours = PlainDecimalField(max_digits=12, decimal_places=3, min_value=0, allow_null=True)
+    budget_period = serializers.ChoiceField(
+        choices=ResourcePolicy.Period.choices, allow_blank=True, help_text="Empty: no time budget."
+    )
+    windows = windows_field(required=False)
+    version = PlainIntegerField(min_value=1, help_text="The row's version as last read.")
+
+    class Meta:
+        list_serializer_class = SplitUnitListSerializer
+
+    def validate_windows(self, windows: dict) -> dict:
+        periods = dict(ResourcePolicy.Period.choices)
+        unknown = sorted(set(windows) - set(periods))
+        if unknown:
+            raise serializers.ValidationError(
+                f"Unknown period {', '.join(unknown)}: use {', '.join(periods)}."
+            )
+        return windows
+
+
+class SplitRequestSerializer(serializers.Serializer):
+    units = SplitUnitInputSerializer(many=True)

@@ -9,4 +9,5 @@ router.register("compute-resources", views.ComputeResourceViewSet, basename="api
 urlpatterns = [
     *router.urls,
     path("usage/", views.UsageView.as_view(), name="api-usage"),
+    path("splits/<slug:group_slug>/", views.SplitView.as_view(), name="api-split"),
 ]
