@@ -7,7 +7,7 @@ belong to other applications and are skipped; an unknown group or role is logged
 created. Memberships granted in Klique are never touched."""
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 from allauth.socialaccount.providers.openid_connect.provider import OpenIDConnectProvider
 from django.conf import settings
@@ -28,7 +28,7 @@ def claimed_values(claims: Mapping[str, object]) -> list[str]:
         value = claims.get(name)
         if isinstance(value, str):
             values.append(value)
-        elif isinstance(value, Iterable):
+        elif isinstance(value, list | tuple):
             values.extend(v for v in value if isinstance(v, str))
     return values
 

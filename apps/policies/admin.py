@@ -172,6 +172,14 @@ class PolicyScoped(TenantScoped):
 
     tenant_group = "policy__group"
 
+    def get_readonly_fields(self, request, obj=None):
+        """A tenant admin connects but does not reorder: the queuing priority, which also orders
+        one tenant's work against another's, stays IT's; a new compute resource goes last."""
+        fields = list(super().get_readonly_fields(request, obj))
+        if self.scope(request) is not None:
+            fields.append("queuing_rank")
+        return fields
+
     def tenant_choices(self, request, db_field, scope):
         model = db_field.remote_field.model
         if model is ResourcePolicy:
@@ -372,7 +380,16 @@ class ResourcePolicyAdmin(TenantScoped, admin.ModelAdmin):
         return self._per_window(policy, lambda status: status.run_out_text())
 
     def save_formset(self, request, form, formset, change):
-        """The further windows are saved under the locks the form took; a change is audited."""
+        """The further windows are saved under the locks the form took; a change is audited. A
+        compute resource a tenant admin adds goes last in its profile's queuing order."""
+        if formset.model is ComputeResource and self.scope(request) is not None:
+            for item in formset.save(commit=False):
+                if item.pk is None:
+                    item.queuing_rank = services.last_queuing_rank(item.profile)
+                item.save()
+            for item in formset.deleted_objects:
+                item.delete()
+            return None
         if formset.model is not BudgetWindow:
             return super().save_formset(request, form, formset, change)
         before = services.quota_of(form.instance)
@@ -411,3 +428,8 @@ class ComputeResourceAdmin(PolicyScoped, admin.ModelAdmin):
     search_fields = ["name", "policy__group__name", "profile__name"]
     autocomplete_fields = ["policy", "profile"]
     list_select_related = ["policy__group", "profile"]
+
+    def save_model(self, request, obj, form, change):
+        if not change and self.scope(request) is not None:
+            obj.queuing_rank = services.last_queuing_rank(obj.profile)
+        super().save_model(request, obj, form, change)

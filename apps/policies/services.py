@@ -278,15 +278,20 @@ def connect(*, policy: ResourcePolicy, profile: Profile, name: str = "") -> Comp
     """
     with transaction.atomic():
         policy = lock_policies([policy])[policy.pk]  # its limit cannot be lowered while connecting
-        last = ComputeResource.objects.filter(profile=profile).aggregate(m=Max("queuing_rank"))["m"]
         return validated_save(
             ComputeResource(
                 name=name or f"{policy.group.slug}/{profile.name}",
                 policy=policy,
                 profile=profile,
-                queuing_rank=0 if last is None else last + 1,
+                queuing_rank=last_queuing_rank(profile),
             )
         )
+
+
+def last_queuing_rank(profile: Profile) -> int:
+    """The queuing rank that puts a new compute resource last in the profile's queuing order."""
+    last = ComputeResource.objects.filter(profile=profile).aggregate(m=Max("queuing_rank"))["m"]
+    return 0 if last is None else last + 1
 
 
 QUOTA_FIELDS = ("reservation", "limit", "budget_hours", "budget_period")

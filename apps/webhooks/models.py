@@ -1,5 +1,7 @@
 """Webhooks: a group's Slack, Teams or generic JSON endpoint for its events, and the delivery log."""
 
+import ipaddress
+import socket
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -13,16 +15,45 @@ def all_kinds() -> list[str]:
     return list(KINDS)
 
 
+def internal_address(hostname: str) -> str | None:
+    """The loopback, private, link-local, reserved or multicast address the host is or resolves
+    to, or None. A host that does not resolve here is not refused (its sending fails later)."""
+    try:
+        addresses = [ipaddress.ip_address(hostname)]
+    except ValueError:
+        try:
+            addresses = [ipaddress.ip_address(info[4][0]) for info in socket.getaddrinfo(hostname, None)]
+        except (OSError, UnicodeError):
+            return None
+    for address in addresses:
+        if (
+            address.is_loopback
+            or address.is_private
+            or address.is_link_local
+            or address.is_reserved
+            or address.is_multicast
+            or address.is_unspecified
+        ):
+            return str(address)
+    return None
+
+
 def validate_url(url: str) -> None:
-    """https everywhere; plain http only to the hosts of ``WEBHOOK_HTTP_HOSTS`` (development, tests)."""
+    """https everywhere; plain http only to the hosts of ``WEBHOOK_HTTP_HOSTS`` (development,
+    tests). Internal addresses (loopback, private, link-local: a cloud's metadata service) are
+    refused unless the host is in ``WEBHOOK_HTTP_HOSTS``, so that a webhook cannot make the server
+    call inside its own network."""
     parts = urlsplit(url or "")
     if not parts.hostname:
         raise ValidationError("Enter a full URL, e.g. https://hooks.slack.com/services/...")
-    if parts.scheme == "https":
-        return
-    if parts.scheme == "http" and parts.hostname in settings.WEBHOOK_HTTP_HOSTS:
-        return
-    raise ValidationError("A webhook URL must use https.")
+    allowed = parts.hostname in settings.WEBHOOK_HTTP_HOSTS
+    if parts.scheme not in ("https", "http") or (parts.scheme == "http" and not allowed):
+        raise ValidationError("A webhook URL must use https.")
+    internal = None if allowed else internal_address(parts.hostname)
+    if internal:
+        raise ValidationError(
+            f"{parts.hostname} is an internal address ({internal}); a webhook goes to outside services."
+        )
 
 
 class Webhook(models.Model):

@@ -8,11 +8,12 @@ import logging
 
 import httpx
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
 from apps.webhooks import payloads
-from apps.webhooks.models import KINDS, Webhook, WebhookDelivery
+from apps.webhooks.models import KINDS, Webhook, WebhookDelivery, validate_url
 
 log = logging.getLogger("klique.webhooks")
 
@@ -132,10 +133,13 @@ def attempt(pk: int, last: bool) -> None:
         headers["X-Klique-Signature"] = signature(hook.secret, body)
     status, error = None, ""
     try:
+        validate_url(hook.url)  # again at sending: the host may resolve elsewhere since it was saved
         answer = httpx.post(hook.url, content=body, headers=headers, timeout=settings.WEBHOOK_TIMEOUT_S)
         status = answer.status_code
         if not 200 <= status < 300:
-            error = f"HTTP {status}: {answer.text[:500]}"
+            error = f"HTTP {status}"  # never the answer's body: it is shown to the group's lead
+    except ValidationError as exc:
+        error = f"refused: {exc.messages[0]}"
     except httpx.HTTPError as exc:
         error = f"{type(exc).__name__}: {exc}"[:1000]
     now = timezone.now()

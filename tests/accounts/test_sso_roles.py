@@ -192,3 +192,13 @@ def test_a_password_login_leaves_identity_provider_memberships_alone(client, sso
     response = client.post("/accounts/login/", {"login": "ada", "password": "a-long-pass-1"})
     assert response.status_code == 302
     assert held(user) == {("vision", "department_head", IDP)}
+
+
+def test_only_a_string_or_a_list_of_strings_is_read_from_a_claim(settings):
+    from apps.accounts.sso import claimed_values
+
+    settings.OIDC_GROUPS_CLAIM, settings.OIDC_ROLES_CLAIM = "groups", "roles"
+    assert claimed_values({"groups": {"klique:acme:it_admin": False}, "roles": "klique:acme"}) == [
+        "klique:acme"
+    ]
+    assert claimed_values({"groups": ["klique:acme", 3, None], "roles": None}) == ["klique:acme"]

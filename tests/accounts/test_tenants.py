@@ -347,3 +347,36 @@ def test_the_api_serves_the_subtrees_usage_and_tasks_and_not_the_rest(tenant):
     assert api.get(f"/api/v1/tasks/{outside.pk}/").status_code == 404
     assert api.post(f"/api/v1/tasks/{outside.pk}/cancel/").status_code == 404
     assert api.post(f"/api/v1/tasks/{inside.pk}/cancel/").status_code == 200
+
+
+def test_a_tenant_cannot_reorder_queues_and_what_they_connect_goes_last(client):
+    """The queuing priority also orders one tenant's work against another's: it stays IT's."""
+    resource = ComputeResource.objects.get(name="alignment/h100-8")
+    others = list(ComputeResource.objects.filter(profile=resource.profile).exclude(pk=resource.pk))
+    before = resource.queuing_rank
+    changed = client.post(
+        change_url("policies.computeresource", resource.pk),
+        {
+            "name": resource.name,
+            "policy": resource.policy_id,
+            "profile": resource.profile_id,
+            "queuing_rank": "0",
+            "enabled": "on",
+        },
+    )
+    assert changed.status_code == 302
+    assert ComputeResource.objects.get(pk=resource.pk).queuing_rank == before
+    resource.delete()
+    added = client.post(
+        reverse("admin:policies_computeresource_add"),
+        {
+            "name": "alignment/h100-8-b",
+            "policy": policy("alignment").pk,
+            "profile": resource.profile_id,
+            "queuing_rank": "0",
+            "enabled": "on",
+        },
+    )
+    assert added.status_code == 302
+    new = ComputeResource.objects.get(name="alignment/h100-8-b")
+    assert new.queuing_rank > max(o.queuing_rank for o in others)

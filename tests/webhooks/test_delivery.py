@@ -92,7 +92,7 @@ def test_a_delivery_fails_after_the_last_attempt(receiver, tree, send, settings)
     assert len(receiver.requests) == attempts == 5
     delivery = WebhookDelivery.objects.get()
     assert (delivery.state, delivery.attempts, delivery.last_status_code) == ("failed", attempts, 500)
-    assert delivery.last_error.startswith("HTTP 500") and delivery.delivered_at is None
+    assert delivery.last_error == "HTTP 500" and delivery.delivered_at is None  # never the body
 
 
 def test_an_unreachable_receiver_fails_with_the_connection_error_logged(receiver, tree, send):
@@ -193,3 +193,26 @@ def test_the_kinds_must_be_a_list_of_known_kinds_each_once(tree, kinds):
     with pytest.raises(ValidationError) as refused:
         Webhook(group=tree[2], url="https://example.com/h", kinds=kinds).full_clean()
     assert "kinds" in refused.value.message_dict
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://169.254.169.254/latest/meta-data/",  # a cloud's metadata service
+        "https://10.0.0.1:6443/api",
+        "https://192.168.1.5/hook",
+        "https://[::1]/hook",
+    ],
+)
+def test_an_internal_address_is_refused_so_a_webhook_cannot_call_inside_the_network(tree, url):
+    with pytest.raises(ValidationError, match="internal address") as refused:
+        Webhook(group=tree[2], url=url).full_clean()
+    assert "url" in refused.value.message_dict
+
+
+def test_localhost_over_https_is_refused_unless_it_is_a_development_host(tree, settings):
+    settings.WEBHOOK_HTTP_HOSTS = []
+    with pytest.raises(ValidationError, match="internal address"):
+        Webhook(group=tree[2], url="https://localhost/hook").full_clean()
+    settings.WEBHOOK_HTTP_HOSTS = ["localhost"]
+    Webhook(group=tree[2], url="https://localhost/hook").full_clean()
