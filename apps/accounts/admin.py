@@ -1,3 +1,4 @@
+from django import forms
 from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
 
@@ -47,8 +48,27 @@ class ChildGroupInline(TenantScoped, admin.TabularInline):
     show_change_link = True
 
 
+class GroupForm(forms.ModelForm):
+    """Moving a group (and its subtree) is refused when it would break a policy's envelope: the
+    reservations under the new parent's policy above its reservation, a limit above it, ..."""
+
+    class Meta:
+        model = Group
+        fields = ["name", "slug", "kind", "parent"]
+
+    def clean(self):
+        data = super().clean()
+        if self.instance.pk is not None and "parent" in data and not self.errors:
+            from apps.policies.rules import group_move_errors
+
+            for message in group_move_errors(self.instance, data["parent"]):
+                self.add_error("parent", message)
+        return data
+
+
 @admin.register(Group)
 class GroupAdmin(TenantScoped, admin.ModelAdmin):
+    form = GroupForm
     tenant_group = "pk"
     list_display = ["name", "kind", "parent", "slug"]
     list_filter = ["kind"]

@@ -126,7 +126,7 @@ class _Export:
         policy_rows = [self._policy(policies[pk], quota[pk], parents, kept, largest) for pk in sorted(kept)]
         self._policy_events(policies, kept, quota, largest)
         self._engine_events()
-        self._task_events(tasks)
+        self._task_events(tasks, {f: row["row"]["size_from_task"] for f, row in profiles.items()})
 
         pool_ids = {pool for f in profiles.values() for pool in f["pools"]}
         pools = Pool.objects.filter(pk__in=pool_ids).order_by("pk")
@@ -311,7 +311,7 @@ class _Export:
             .order_by("submitted_at", "pk")
         )
 
-    def _task_events(self, tasks: list[Task]) -> None:
+    def _task_events(self, tasks: list[Task], from_task: dict[int, bool]) -> None:
         intervals = defaultdict(list)
         rows = (
             UsageInterval.objects.filter(task__in=tasks)
@@ -320,12 +320,15 @@ class _Export:
         )
         for task_id, start, end in rows:
             intervals[task_id].append((start, end))
-        too_large = 0
+        too_large = empty = 0
         for t in tasks:
             submitted = max(t.submitted_at, self.start)
             size = to_milli(t.counted_gpus)
             if size > self._limit_at(t.compute_resource.policy_id, submitted):
                 too_large += 1
+                continue
+            if size == 0 and from_task[t.compute_resource.profile_id]:
+                empty += 1  # the simulator takes a size from a task only above 0
                 continue
             body = {"id": str(t.pk), "resource": t.compute_resource.name, "gpus": _milli_num(size)}
             body["duration_s"] = _num(
@@ -336,6 +339,8 @@ class _Export:
                 body["project"] = t.project.name
             if t.kind == Task.Kind.SESSION:
                 body["kind"] = "session"
+                if not body["duration_s"]:
+                    del body["duration_s"]  # a session's is > 0 or left out (it runs until stopped)
             else:
                 body["checkpoint"] = t.checkpoint
             self.event(submitted, 1, {"submit": body})
@@ -343,6 +348,8 @@ class _Export:
                 self.event(t.ended_at, 2, {"cancel": str(t.pk)})
         if too_large:
             self.notes.append(f"{too_large} task(s) larger than their policy's limit at their submit")
+        if empty:
+            self.notes.append(f"{empty} task(s) of no GPUs on a profile that takes sizes from its tasks")
 
     def _limit_at(self, policy_id: int, when: datetime) -> int:
         """The policy's limit as the exported events stand at ``when``."""
@@ -421,13 +428,12 @@ def fidelity(data: dict) -> dict:
         and (task not in recorded_at or abs(recorded_at[task] - replayed_at[task]) <= step)
     )
     recorded, replayed = recorded_ms / 3_600_000, replayed_ms / 3_600_000
+    difference = round(float((replayed - recorded) / recorded * 100), 2) + 0.0 if recorded else 0.0
     return {
         "tasks": len(sizes),
         "within_one_pass": within,
         "within_one_pass_share": round(within / len(sizes), 4) if sizes else 1.0,
         "recorded_gpu_hours": round(float(recorded), 3),
         "replayed_gpu_hours": round(float(replayed), 3),
-        "gpu_hours_difference_pct": round(float((replayed - recorded) / recorded * 100), 2)
-        if recorded
-        else 0.0,
+        "gpu_hours_difference_pct": difference,
     }

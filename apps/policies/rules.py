@@ -331,3 +331,26 @@ def compute_resource_errors(resource) -> Errors:
             f"({fmt(policy.limit)} GPUs), so it cannot be connected to that policy."
         )
     return errors
+
+
+def group_move_errors(group, new_parent) -> list[str]:
+    """Why moving ``group`` (its subtree with it) under ``new_parent`` would break a policy's
+    envelope: each policy in the subtree is checked by ``policy_errors`` against the tree as it
+    would be. A dry run in a savepoint that is rolled back; nothing is kept."""
+    from django.db import transaction
+
+    from apps.accounts.models import Group
+    from apps.accounts.selectors import subtree_ids
+    from apps.policies.models import ResourcePolicy
+
+    if group.pk is None or group.parent_id == getattr(new_parent, "pk", None):
+        return []
+    messages: list[str] = []
+    with transaction.atomic():
+        Group.objects.filter(pk=group.pk).update(parent=new_parent)
+        inside = subtree_ids([group.pk])
+        for policy in ResourcePolicy.objects.filter(group__in=inside).select_related("group"):
+            for problems in policy_errors(policy).values():
+                messages += [f"{policy.group}: {problem}" for problem in problems]
+        transaction.set_rollback(True)
+    return messages

@@ -380,3 +380,17 @@ def test_a_tenant_cannot_reorder_queues_and_what_they_connect_goes_last(client):
     assert added.status_code == 302
     new = ComputeResource.objects.get(name="alignment/h100-8-b")
     assert new.queuing_rank > max(o.queuing_rank for o in others)
+
+
+def test_moving_a_group_that_would_break_an_envelope_is_refused_on_the_parent(client):
+    """Sub (40 reserved) fits under Pretraining (48); moved under Language, the reservations directly
+    under Language's 80 would add up to more: refused, and nothing moves."""
+    pretraining = Group.objects.get(slug="pretraining")
+    sub = accounts.create_group(name="Sub", slug="sub", kind=Group.Kind.PROJECT, parent=pretraining)
+    ResourcePolicy.objects.create(group=sub, reservation=40, limit=40)
+    language = Group.objects.get(slug="language")
+    data = {"name": "Sub", "slug": "sub", "kind": "project", "parent": language.pk, **NO_INLINES}
+    refused = client.post(change_url("accounts.group", sub.pk), data)
+    assert refused.status_code == 200
+    assert "above its reservation" in refused.content.decode()
+    assert Group.objects.get(pk=sub.pk).parent_id == pretraining.pk

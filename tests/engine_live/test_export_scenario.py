@@ -301,3 +301,38 @@ def test_a_day_of_the_demo_estate_replays_within_the_reported_tolerance():
     assert figures["tasks"] > 40, figures
     assert figures["within_one_pass_share"] >= 0.9, figures
     assert abs(figures["gpu_hours_difference_pct"]) <= 1, figures
+
+
+RECLAIM = {
+    "start": "2026-03-02T00:00:00Z",
+    "duration_s": 20,
+    "pools": [{"name": "onprem", "capacity": 2}],
+    "profiles": [{"name": "gpu1", "gpus": 1, "pools": ["onprem"]}],
+    "policies": [{"name": "a", "reservation": 2, "limit": 2}, {"name": "b", "reservation": 0, "limit": 2}],
+    "compute_resources": [
+        {"name": "a/gpu1", "policy": "a", "profile": "gpu1"},
+        {"name": "b/gpu1", "policy": "b", "profile": "gpu1"},
+    ],
+    "events": [
+        {"at": 0, "submit": {"id": "b1", "resource": "b/gpu1", "duration_s": 10, "checkpoint": True}},
+        {"at": 3, "submit": {"id": "a1", "resource": "a/gpu1", "duration_s": 5}},
+        {"at": 3, "submit": {"id": "a2", "resource": "a/gpu1", "duration_s": 5}},
+    ],
+}
+
+
+def test_checkpointed_work_counts_all_its_runs_and_work_from_before_the_start_what_it_had_left(settings):
+    """b1 ran 3 s, was reclaimed at 3 and ran its last 7 s from 8: its duration is 10 s. From a
+    start at 5, b1 (waiting) and a1, a2 (running since 3) are submitted at 0 with what they had
+    left: 7 s and 3 s."""
+    ids = record(RECLAIM, settings)
+    whole = export.export(START, datetime(2026, 3, 2, 0, 0, 20, tzinfo=UTC))
+    durations = {e["submit"]["id"]: (e["at"], e["submit"]["duration_s"]) for e in whole["events"]}
+    assert durations == {ids["b1"]: (0, 10), ids["a1"]: (3, 5), ids["a2"]: (3, 5)}
+    later = export.export(
+        datetime(2026, 3, 2, 0, 0, 5, tzinfo=UTC), datetime(2026, 3, 2, 0, 0, 20, tzinfo=UTC)
+    )
+    durations = {e["submit"]["id"]: (e["at"], e["submit"]["duration_s"]) for e in later["events"]}
+    assert durations == {ids["b1"]: (0, 7), ids["a1"]: (0, 3), ids["a2"]: (0, 3)}
+    figures = export.fidelity(later)
+    assert figures["within_one_pass"] == 3, figures
