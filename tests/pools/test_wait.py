@@ -6,7 +6,7 @@ import time
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.utils import timezone
 
 from apps.engine import services as engine
@@ -150,21 +150,34 @@ def test_a_pass_that_places_work_wakes_the_daemon_waiting_on_its_pool(pool, enro
     assert results.get("answer") == {"placed": True}
 
 
-def backends() -> int:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()")
-        return cursor.fetchone()[0]
+def backend_pid(conn) -> int | None:
+    """The PostgreSQL backend a thread's connection holds, None when it holds none."""
+    return None if conn.connection is None else conn.connection.info.backend_pid
 
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.postgres
 @pytest.mark.redis
 def test_a_waiting_request_holds_no_database_connection():
+    """The request's thread has used the database (as a request does before it waits); while it
+    waits its connection is closed and its backend is gone from PostgreSQL. Checked on that
+    thread's own connection, not by counting backends, which other processes may open."""
     pool = PoolFactory(name="quiet")
-    before = backends()
     results: dict = {}
-    thread = in_thread(results, "answer", lambda: wake.wait_placed(pool.pk, 2))
+
+    def request():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        own = connections[DEFAULT_DB_ALIAS]  # this thread's wrapper, not the thread-local proxy
+        results["connection"], results["pid"] = own, backend_pid(own)
+        return wake.wait_placed(pool.pk, 2)
+
+    thread = in_thread(results, "answer", request)
     waiting(1)
-    assert backends() == before
+    assert results["pid"] is not None
+    assert backend_pid(results["connection"]) is None
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", [results["pid"]])
+        assert cursor.fetchone()[0] == 0
     thread.join(20)
     assert results.get("answer") is False
