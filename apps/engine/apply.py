@@ -182,8 +182,9 @@ def _preempted_webhooks(by_reason) -> None:
     per_group = defaultdict(list)
     for task, reason, window in stopped:
         per_group[group_of[task.compute_resource_id]].append((task, reason, window))
+    groups = Group.objects.in_bulk(list(per_group))
     for group_id, items in per_group.items():
-        group = Group.objects.get(pk=group_id)
+        group = groups[group_id]
         n = len(items)
         lines = [f"• {_preempted_message(task, reason, window)}" for task, reason, window in items[:10]]
         if n > 10:

@@ -3,7 +3,7 @@
 import pytest
 
 from apps.accounts.models import User
-from apps.policies.models import ComputeResource
+from apps.policies.models import ComputeResource, ResourcePolicy
 from apps.portal import demo
 from apps.tasks import services as tasks
 
@@ -32,3 +32,20 @@ def submit(username: str, resource: str, **fields):
         channel="portal",
         **fields,
     )
+
+
+def split_form(slugs, **changes) -> dict:
+    """A split form as the page shows it for the policies of ``slugs``, with ``changes``
+    {slug: {field: value}} on top."""
+    data = {}
+    for slug in slugs:
+        p = ResourcePolicy.objects.get(group__slug=slug)
+        row = {
+            "reservation": p.reservation,
+            "limit": p.limit,
+            "budget_hours": "" if p.budget_hours is None else p.budget_hours,
+            "budget_period": p.budget_period,
+            "version": p.version,
+        } | changes.get(slug, {})
+        data |= {f"p{p.pk}-{field}": value for field, value in row.items()}
+    return data

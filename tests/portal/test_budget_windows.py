@@ -12,6 +12,7 @@ from apps.accounts.models import User
 from apps.policies import services as policies
 from apps.policies.models import BudgetWindow, PolicyChange, ResourcePolicy
 from apps.portal import services
+from tests.portal.conftest import split_form
 
 pytestmark = pytest.mark.django_db
 
@@ -29,18 +30,7 @@ def day_window(estate):
 
 
 def split_data(**changes) -> dict:
-    data = {}
-    for slug in ("alignment", "pretraining"):
-        p = policy(slug)
-        row = {
-            "reservation": p.reservation,
-            "limit": p.limit,
-            "budget_hours": "" if p.budget_hours is None else p.budget_hours,
-            "budget_period": p.budget_period,
-            "version": p.version,
-        } | changes.get(slug, {})
-        data |= {f"p{p.pk}-{field}": value for field, value in row.items()}
-    return data
+    return split_form(("alignment", "pretraining"), **changes)
 
 
 def test_the_split_refuses_a_team_window_above_the_department_window_of_that_period(login, day_window):

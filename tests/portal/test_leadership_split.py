@@ -13,6 +13,7 @@ from apps.accounts.models import User
 from apps.policies import services as policies
 from apps.policies.models import BudgetWindow, PolicyChange, ResourcePolicy
 from apps.portal import demo
+from tests.portal.conftest import split_form
 from tests.portal.test_quota_split_concurrency import at_once
 
 pytestmark = pytest.mark.django_db
@@ -39,18 +40,7 @@ def policy(slug: str) -> ResourcePolicy:
 
 def split_data(**changes) -> dict:
     """The organisation's split form as the page shows it, with ``changes`` {unit: {field: value}}."""
-    data = {}
-    for slug in UNITS:
-        p = policy(slug)
-        row = {
-            "reservation": p.reservation,
-            "limit": p.limit,
-            "budget_hours": "" if p.budget_hours is None else p.budget_hours,
-            "budget_period": p.budget_period,
-            "version": p.version,
-        } | changes.get(slug, {})
-        data |= {f"p{p.pk}-{field}": value for field, value in row.items()}
-    return data
+    return split_form(UNITS, **changes)
 
 
 def quotas() -> dict:

@@ -11,6 +11,7 @@ from apps.accounts.models import User
 from apps.policies import services as policies
 from apps.policies.models import PolicyChange, ResourcePolicy
 from apps.portal import services
+from tests.portal.conftest import split_form
 
 pytestmark = pytest.mark.django_db
 
@@ -23,18 +24,7 @@ def policy(slug: str) -> ResourcePolicy:
 
 def split_data(**changes) -> dict:
     """The split form of Language as the page shows it, with ``changes`` {team: {field: value}}."""
-    data = {}
-    for slug in ("alignment", "pretraining"):
-        p = policy(slug)
-        row = {
-            "reservation": p.reservation,
-            "limit": p.limit,
-            "budget_hours": "" if p.budget_hours is None else p.budget_hours,
-            "budget_period": p.budget_period,
-            "version": p.version,
-        } | changes.get(slug, {})
-        data |= {f"p{p.pk}-{field}": value for field, value in row.items()}
-    return data
+    return split_form(("alignment", "pretraining"), **changes)
 
 
 def test_moving_gpus_between_teams_is_saved_whatever_the_order_of_the_rows(login):

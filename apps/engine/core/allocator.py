@@ -213,10 +213,11 @@ class _Pass:
         # what protected the victims when only protected work could have made room.
         self.min_run = [timedelta(seconds=f.min_runtime_s) if f.min_runtime_s else None for f in profiles]
         self.cap_left: list[int | None] = [None] * len(policies)
+        self.recent: dict[int, list[datetime]] = {}
         for i, p in enumerate(policies):
             if p.max_preemptions_per_hour is not None:
-                recent = [at for at in p.reclaims if at > s.now - HOUR]
-                self.cap_left[i] = p.max_preemptions_per_hour - len(recent)
+                self.recent[i] = [at for at in p.reclaims if at > s.now - HOUR]
+                self.cap_left[i] = p.max_preemptions_per_hour - len(self.recent[i])
         self.never_victim = {i for i, p in enumerate(policies) if p.max_preemptions_per_hour == 0}
         self.guarded = any(self.min_run) or any(c is not None for c in self.cap_left)
         self.reclaimed = [0] * len(policies)
@@ -640,8 +641,7 @@ class _Pass:
             more = self.reclaimed[q] + took
             if more >= left:
                 cap = self.s.policies[q].max_preemptions_per_hour
-                recent = [at for at in self.s.policies[q].reclaims if at > self.s.now - HOUR]
-                recent += [self.s.now] * more
+                recent = self.recent[q] + [self.s.now] * more
                 return MAX_PREEMPTIONS, recent[len(recent) - cap] + HOUR
         return None
 
