@@ -36,7 +36,7 @@ run: seed
 	@trap 'trap - INT TERM EXIT; kill $$engine 2>/dev/null; wait $$engine; \
 	  $(PY) manage.py cloud_release --all --wait 30; kill 0' INT TERM EXIT; \
 	if [ -n "$$REDIS_URL" ]; then \
-	  $(VENV)/bin/celery -A klique worker -B -Q engine,meter,sweep,autoscale,celery --concurrency 2 --loglevel INFO \
+	  $(VENV)/bin/celery -A klique worker -B -Q engine,meter,sweep,autoscale,whatif,celery --concurrency 2 --loglevel INFO \
 	    --schedule var/celerybeat-schedule & \
 	else \
 	  $(PY) manage.py run_engine & \

@@ -61,6 +61,7 @@ INSTALLED_APPS = [
     "apps.portal",
     "apps.governance",
     "apps.webhooks",
+    "apps.whatif",
     "axes",
 ]
 
@@ -274,7 +275,10 @@ CLOUD_NODE_ENVIRONMENT: dict[str, str] = {}
 SESSION_CHECK_INTERVAL_S = float(os.environ.get("SESSION_CHECK_INTERVAL_S", "5"))
 SESSION_IDLE_WARNING_S = int(os.environ.get("SESSION_IDLE_WARNING_S", "300"))
 SESSION_SAMPLE_S = float(os.environ.get("SESSION_SAMPLE_S", "10"))
-CELERY_TASK_ROUTES = {"klique.cloud.autoscale": {"queue": "autoscale"}}
+CELERY_TASK_ROUTES = {
+    "klique.cloud.autoscale": {"queue": "autoscale"},
+    "klique.whatif.run": {"queue": "whatif"},
+}
 CELERY_BEAT_SCHEDULE: dict[str, dict] = {
     "engine-pass": {
         "task": "klique.engine.run_pass",
@@ -394,3 +398,8 @@ WEBHOOK_TIMEOUT_S = float(os.environ.get("WEBHOOK_TIMEOUT_S", "5"))
 WEBHOOK_RETRY_BACKOFF_S = int(os.environ.get("WEBHOOK_RETRY_BACKOFF_S", "10"))
 WEBHOOK_RETRY_BACKOFF_MAX_S = int(os.environ.get("WEBHOOK_RETRY_BACKOFF_MAX_S", "600"))
 WEBHOOK_SEND_INLINE = env_bool("WEBHOOK_SEND_INLINE", not REDIS_URL)
+# What-if runs (docs/whatif.md): a Celery job on queue "whatif", or a thread of the web process
+# without a broker; the longest period; a running job silent this long is marked failed.
+WHATIF_INLINE = env_bool("WHATIF_INLINE", not REDIS_URL)
+WHATIF_MAX_DAYS = int(os.environ.get("WHATIF_MAX_DAYS", "62"))
+WHATIF_STALE_S = int(os.environ.get("WHATIF_STALE_S", "900"))

@@ -1,0 +1,11 @@
+"""Celery task of what-if runs (queue ``whatif``: run a worker of its own so a long replay never
+holds up the engine pass, docs/whatif.md)."""
+
+from celery import shared_task
+
+from apps.whatif import services
+
+
+@shared_task(name="klique.whatif.run", ignore_result=True, acks_late=True)
+def run_whatif(pk: int) -> None:
+    services.execute(pk)
