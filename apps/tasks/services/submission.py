@@ -1,0 +1,239 @@
+"""Writes for task submission: every channel goes through ``submit`` (one task) or ``submit_many``
+(a bulk request, all or none); both check each task with ``check_submission``."""
+
+from decimal import Decimal
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from apps.accounts.models import Project, User
+from apps.core.gpus import gpu_size_error
+from apps.engine import wake
+from apps.policies.models import ComputeResource
+from apps.policies.rules import fmt
+from apps.policies.selectors import largest_pool
+from apps.tasks.limits import nodes_error, size_errors
+from apps.tasks.models import Channel, Task, TaskEvent, counted_gpus
+
+
+def task_size(resource: ComputeResource, gpus) -> Decimal:
+    """The task's size: the profile's, or the task's own when the profile takes it from the task."""
+    profile = resource.profile
+    if gpus is None or gpus == "":
+        return profile.gpus
+    if not profile.size_from_task:
+        if Decimal(gpus) != profile.gpus:
+            raise ValidationError(
+                {"gpus": f"Profile {profile} has a fixed size of {fmt(profile.gpus)} GPUs; leave GPUs empty."}
+            )
+        return profile.gpus
+    error = gpu_size_error(gpus)
+    if error:
+        raise ValidationError({"gpus": f"GPUs: {error}"})
+    size = Decimal(gpus)
+    if size <= 0 and profile.gpus > 0:
+        raise ValidationError({"gpus": "GPUs must be more than 0 on a GPU profile."})
+    if size > resource.policy.limit:
+        raise ValidationError(
+            {
+                "gpus": f"GPUs ({fmt(size)}) exceed the limit of {resource.policy} "
+                f"({fmt(resource.policy.limit)}), so the task could never run."
+            }
+        )
+    return size
+
+
+def check_nodes(resource: ComputeResource, size: Decimal, nodes) -> int:
+    """The task's nodes, checked against its size per node, its policy's limit (on GPUs x nodes)
+    and its profile's pools (several nodes only where every pool of the profile runs multi-node
+    work: the engine places on any of them)."""
+    nodes = 1 if nodes is None or nodes == "" else nodes
+    error = nodes_error(nodes)
+    if error:
+        raise ValidationError({"nodes": error})
+    if nodes == 1:
+        return nodes
+    if size <= 0:
+        raise ValidationError({"nodes": "A task on several nodes needs GPUs on each (GPUs more than 0)."})
+    counted = counted_gpus(size, nodes)
+    if counted > resource.policy.limit:
+        message = (
+            f"GPUs x nodes ({fmt(size)} x {nodes} = {fmt(counted)}) exceed the limit of {resource.policy} "
+            f"({fmt(resource.policy.limit)}), so the task could never run."
+        )
+        raise ValidationError({"gpus": message, "nodes": message})
+    single = resource.profile.pools.filter(multi_node=False).order_by("name").values_list("name", flat=True)
+    if single:
+        raise ValidationError(
+            {
+                "nodes": f"Profile {resource.profile} has pools that run no multi-node work "
+                f"({', '.join(single)}), so a task there runs on one node."
+            }
+        )
+    return nodes
+
+
+def check_fits(resource: ComputeResource, size: Decimal, nodes: int, largest: dict | None = None) -> None:
+    """Refuse a task that could never run: its GPUs x nodes larger than the largest pool its
+    profile lists (declared capacity, enabled or not: a disabled pool may come back), or a profile
+    listing no pool. The field is ``gpus`` when its GPUs alone are too large, else ``nodes``.
+    ``largest`` remembers each profile's largest pool across the items of one bulk request."""
+    profile = resource.profile
+    if largest is not None and profile.pk in largest:
+        found = largest[profile.pk]
+    else:
+        found = largest_pool(profile.pk)
+        if largest is not None:
+            largest[profile.pk] = found
+    if found is None:
+        message = f"Profile {profile} lists no pool, so compute resource {resource} can run nothing."
+        raise ValidationError({"compute_resource": message})
+    name, capacity = found
+    counted = counted_gpus(size, nodes)
+    if counted <= capacity:
+        return
+    shown = f"{_gpus(counted)} never {'fits' if counted == 1 else 'fit'}"
+    if nodes > 1:
+        shown = f"{_gpus(size)} x {nodes} nodes = {shown}"
+    message = f"{shown}: the largest pool of profile {profile} is {name} ({_gpus(capacity)})."
+    raise ValidationError({"gpus" if size > capacity else "nodes": message})
+
+
+def _gpus(amount) -> str:
+    return f"{fmt(amount)} GPU{'' if amount == 1 else 's'}"
+
+
+# Rows per INSERT when tasks and their events are written in bulk.
+BULK_BATCH = 1000
+
+
+def check_submission(
+    *,
+    user: User,
+    compute_resource: ComputeResource,
+    command: str,
+    gpus=None,
+    nodes: int = 1,
+    name: str = "",
+    project: Project | None = None,
+    checkpoint: bool = False,
+    spec: dict | None = None,
+    channel: str = Channel.API,
+    kind: str = Task.Kind.BATCH,
+    largest: dict | None = None,
+) -> Task:
+    """The rules every submission passes, whatever its channel: the unsaved task, or a
+    ValidationError naming the field (``largest``: see ``check_fits``)."""
+    if not compute_resource.enabled:
+        raise ValidationError(
+            {"compute_resource": f"Compute resource {compute_resource} accepts no new tasks."}
+        )
+    if not command or not command.strip():
+        raise ValidationError({"command": "Command is required."})
+    too_large = size_errors(command, spec)
+    if too_large:
+        raise ValidationError(too_large)
+    if project is not None and project.group_id != compute_resource.policy.group_id:
+        raise ValidationError(
+            {"project": f"Project {project} does not belong to group {compute_resource.policy.group}."}
+        )
+    size = task_size(compute_resource, gpus)
+    nodes = check_nodes(compute_resource, size, nodes)
+    check_fits(compute_resource, size, nodes, largest)
+    return Task(
+        user=user,
+        compute_resource=compute_resource,
+        command=command,
+        gpus=size,
+        nodes=nodes,
+        name=name,
+        project=project,
+        checkpoint=checkpoint,
+        spec=spec or {},
+        channel=channel,
+        kind=kind,
+    )
+
+
+def _create(tasks: list[Task]) -> list[Task]:
+    """Write checked tasks in their order: their rows (a task's queue seq is its id), their
+    ``submitted`` events, and one request for an engine pass once the transaction commits."""
+    at = timezone.now()
+    Task.objects.bulk_create(tasks, batch_size=BULK_BATCH)
+    Task.objects.filter(pk__in=[task.pk for task in tasks]).update(queue_seq=F("pk"))
+    for task in tasks:
+        task.queue_seq = task.pk
+    TaskEvent.objects.bulk_create(
+        (
+            TaskEvent(
+                task=task,
+                at=at,
+                kind=TaskEvent.Kind.SUBMITTED,
+                actor=task.user,
+                detail={
+                    "channel": task.channel,
+                    "gpus": str(task.gpus),
+                    **({"nodes": task.nodes} if task.nodes > 1 else {}),
+                    **({"kind": task.kind} if task.kind != Task.Kind.BATCH else {}),
+                },
+            )
+            for task in tasks
+        ),
+        batch_size=BULK_BATCH,
+    )
+    wake.request_pass()
+    return tasks
+
+
+@transaction.atomic
+def submit(*, user: User, compute_resource: ComputeResource, command: str, **fields) -> Task:
+    """Submit a task (the fields of ``check_submission``). A session (``kind="session"``) is
+    started through ``apps.sessions.services``, which calls this and adds its session row in the
+    same transaction."""
+    return _create(
+        [check_submission(user=user, compute_resource=compute_resource, command=command, **fields)]
+    )[0]
+
+
+class SubmissionsRefused(Exception):
+    """Items of a bulk submission were refused: ``errors`` maps each refused item's index to its
+    field errors ({field: [reason, ...]})."""
+
+    def __init__(self, errors: dict[int, dict[str, list[str]]]):
+        super().__init__(f"{len(errors)} of the tasks were refused")
+        self.errors = errors
+
+
+def bulk_count_error(count: int) -> str | None:
+    """Why a bulk submission of ``count`` tasks is refused as a whole, or None."""
+    if count < 1:
+        return "Give at least one task."
+    limit = settings.TASKS_BULK_MAX
+    if count > limit:
+        return (
+            f"At most {limit} tasks per request (TASKS_BULK_MAX); this one has {count}. Send them in batches."
+        )
+    return None
+
+
+@transaction.atomic
+def submit_many(*, user: User, items: list[dict], channel: str = Channel.API) -> list[Task]:
+    """Submit many tasks at once, all or none: each item (the fields of ``check_submission``) is
+    checked by the same rules as ``submit``; when any is refused, ``SubmissionsRefused`` names
+    every refused item and nothing is written. The tasks are created in the items' order (ids and
+    queue seqs ascending) with one request for an engine pass."""
+    error = bulk_count_error(len(items))
+    if error:
+        raise ValidationError({"tasks": error})
+    tasks, errors, largest = [], {}, {}
+    for index, item in enumerate(items):
+        try:
+            tasks.append(check_submission(user=user, channel=channel, largest=largest, **item))
+        except ValidationError as refused:
+            errors[index] = refused.message_dict
+    if errors:
+        raise SubmissionsRefused(errors)
+    return _create(tasks)
