@@ -34,9 +34,11 @@ def test_every_beat_entry_expires_after_its_interval():
         assert entry["options"]["expires"] == entry["schedule"], name
 
 
-def test_the_workers_started_by_make_run_and_the_procfile_consume_every_queue():
+def test_the_workers_started_by_make_run_and_the_procfile_consume_every_scheduled_and_routed_queue():
     used = {entry["options"].get("queue", "celery") for entry in app.conf.beat_schedule.values()}
+    used |= {route["queue"] for route in app.conf.task_routes.values()}
     for path in ("Makefile", "deploy/Procfile"):
         text = (BASE_DIR / path).read_text()
-        (consumed,) = re.findall(r"celery -A klique worker[^\n]*?-Q (\S+)", text)
-        assert used <= set(consumed.split(",")), path
+        consumed = re.findall(r"celery -A klique worker[^\n]*?-Q (\S+)", text)
+        assert consumed, path
+        assert used <= {queue for queues in consumed for queue in queues.split(",")}, path
