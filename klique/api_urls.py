@@ -11,4 +11,5 @@ urlpatterns = [
     path("workers/", include("apps.pools.api.urls")),
     path("usage/", include("apps.ledger.api.urls")),
     path("", include("apps.governance.api.urls")),
+    path("", include("apps.whatif.api.urls")),
 ]

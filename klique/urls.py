@@ -17,7 +17,7 @@ redoc = csp_update({"style-src": ["'unsafe-inline'"], "worker-src": ["'self'", "
 
 admin.site.site_header = "Klique control plane"
 admin.site.site_title = "Klique admin"
-admin.site.index_title = "IT console"
+admin.site.index_title = "Klique admin"
 
 handler400 = "apps.core.errors.bad_request"
 handler404 = "apps.core.errors.not_found"

@@ -6,7 +6,7 @@ import factory
 
 from apps.accounts.models import Group, Membership, Project, User
 from apps.policies.models import ComputeResource, Profile, ResourcePolicy
-from apps.pools.models import GpuType, Pool, Worker
+from apps.pools.models import SINCE_EVER, GpuType, Pool, PoolCapacityChange, Worker
 
 
 class UserFactory(factory.django.DjangoModelFactory):
@@ -58,11 +58,19 @@ class GpuTypeFactory(factory.django.DjangoModelFactory):
 class PoolFactory(factory.django.DjangoModelFactory):
     class Meta:
         model = Pool
+        skip_postgeneration_save = True
 
     name = factory.Sequence(lambda n: f"pool-{n}")
     kind = Pool.Kind.KUBERNETES
     gpu_type = factory.SubFactory(GpuTypeFactory)
     capacity = Decimal("8")
+
+    @factory.post_generation
+    def since_ever(pool, create, extracted, **kwargs):
+        """A test pool has had its capacity since before any test's dates (as a pool that existed
+        when the capacity history began, ``pools.0007``)."""
+        if create:
+            PoolCapacityChange.objects.filter(pool=pool).update(at=SINCE_EVER)
 
 
 class ProfileFactory(factory.django.DjangoModelFactory):

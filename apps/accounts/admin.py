@@ -54,7 +54,7 @@ class GroupForm(forms.ModelForm):
 
     class Meta:
         model = Group
-        fields = ["name", "slug", "kind", "parent"]
+        fields = ["name", "slug", "kind", "parent", "cost_centre"]
 
     def clean(self):
         data = super().clean()
@@ -70,7 +70,7 @@ class GroupForm(forms.ModelForm):
 class GroupAdmin(TenantScoped, admin.ModelAdmin):
     form = GroupForm
     tenant_group = "pk"
-    list_display = ["name", "kind", "parent", "slug"]
+    list_display = ["name", "kind", "parent", "slug", "cost_centre"]
     list_filter = ["kind"]
     search_fields = ["name", "slug"]
     prepopulated_fields = {"slug": ["name"]}

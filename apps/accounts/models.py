@@ -28,6 +28,12 @@ class Group(models.Model):
     parent = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.PROTECT, related_name="children"
     )
+    cost_centre = models.CharField(
+        max_length=40,
+        blank=True,
+        help_text="The finance cost centre code for chargeback; empty: the parent's "
+        "(apps.accounts.selectors.cost_centres).",
+    )
 
     class Meta:
         ordering = ["name"]

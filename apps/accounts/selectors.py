@@ -116,3 +116,26 @@ def cancellable_group_ids(user: User) -> set[int] | None:
     if has_role(user, Role.IT_ADMIN):
         return None
     return subtree_ids(groups_with_role(user, Role.DEPARTMENT_HEAD, Role.TEAM_LEAD, Role.TENANT_ADMIN))
+
+
+def cost_centres() -> dict[int, str]:
+    """Every group's cost centre: its own code, or else its nearest ancestor's ("" when none has
+    one). The one owner of the inheritance; one read of the group tree."""
+    rows = {
+        pk: (parent, code.strip())
+        for pk, parent, code in Group.objects.values_list("pk", "parent_id", "cost_centre")
+    }
+    found: dict[int, str] = {}
+
+    def resolve(pk: int, seen: frozenset = frozenset()) -> str:
+        if pk in found:
+            return found[pk]
+        parent, code = rows[pk]
+        if not code and parent is not None and parent in rows and parent not in seen:
+            code = resolve(parent, seen | {pk})
+        found[pk] = code
+        return code
+
+    for pk in rows:
+        resolve(pk)
+    return found

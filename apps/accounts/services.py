@@ -31,6 +31,7 @@ KLIQUE_APP_LABELS = (
     "klique_sessions",
     "webhooks",
     "governance",
+    "whatif",
 )
 
 

@@ -89,6 +89,8 @@ def sync_capacity(cloud_pool: CloudPool) -> Decimal:
     claim_timeout_s = cloud_pool.boot_timeout_s + int(settings.WORKER_CLAIM_TIMEOUT_S)
     Pool.objects.filter(pk=cloud_pool.pool_id).update(capacity=capacity, claim_timeout_s=claim_timeout_s)
     cloud_pool.pool.capacity, cloud_pool.pool.claim_timeout_s = capacity, claim_timeout_s
+    reason = "cloud pool's maximum" if cloud_pool.enabled else "cloud pool disabled"
+    pools.record_capacity(cloud_pool.pool, reason=reason)
     return capacity
 
 

@@ -5,17 +5,18 @@ import django_tables2 as tables
 
 from apps.cloud import selectors
 from apps.cloud.costs import CloudSpend
-from apps.ledger.tables import NUMBER_ATTRS
+from apps.ledger.tables import FigureColumn
 
 
 def _columns(columns, currency: str) -> list[tuple[str, tables.Column]]:
+    """Text as it is; figures written for reading on the page (``FigureColumn``), exported whole."""
     return [
         (
             key,
-            tables.Column(
-                verbose_name=f"{title} ({currency})" if kind == "money" else title,
-                attrs=NUMBER_ATTRS if kind != "text" else {},
-                default="",
+            tables.Column(verbose_name=title, default="")
+            if kind == "text"
+            else FigureColumn(
+                kind, currency, verbose_name=f"{title} ({currency})" if kind == "money" else title, default=""
             ),
         )
         for key, title, kind in columns

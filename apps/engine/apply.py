@@ -30,6 +30,10 @@ class Applied:
     placed: int
     preempted: int
     verdicts_changed: int
+    # What was written, for the pass's log lines: (task id, pool id) of each placement and
+    # (task id, pool id, reason) of each preemption.
+    placements: tuple = ()
+    preemptions: tuple = ()
 
 
 WAITING_FOR_ROOM = {"no_capacity", "behind_higher_priority"}
@@ -119,6 +123,39 @@ def verdict_json(verdict: core.Verdict, loaded: Loaded) -> dict:
     return data
 
 
+# Each verdict rule in a few words (a table cell) and in a sentence (its hover text); the
+# messages above say the same at length, with the task's figures.
+RULE_WORDS = {
+    "budget_used_up": (
+        "time budget used up",
+        "The time budget of its policy or one above it is used up until the reset.",
+    ),
+    "policy_limit": ("at its limit", "Its group holds the most GPUs its resource policy allows at once."),
+    "ancestor_limit": (
+        "a group above at its limit",
+        "A group above its own holds the most GPUs its policy allows.",
+    ),
+    "budget_start_check": (
+        "too little budget left to start",
+        "The budget hours left would not last the low watermark at the group's rate with this task.",
+    ),
+    "behind_higher_priority": (
+        "behind higher-priority work",
+        "Room in its pools goes to higher-priority work first.",
+    ),
+    "cloud_cap_reached": (
+        "cloud spend cap reached",
+        "A cloud spend cap keeps new work off the cloud pools until it resets.",
+    ),
+    "reclaim_held": (
+        "reclaim held",
+        "Taking its reservation back waits: the work it would stop is protected for now.",
+    ),
+    "no_capacity": ("no room in its pools", "Every pool of its profile has its declared capacity in use."),
+    "never_fits": ("never fits", "It is larger than every enabled pool of its profile, or none is enabled."),
+}
+
+
 def _window(period: str | None) -> str:
     """The window's adjective with its space ("daily "), or nothing for an unnamed window."""
     return {"day": "daily ", "week": "weekly ", "month": "monthly "}.get(period or "", "")
@@ -132,7 +169,16 @@ def apply(loaded: Loaded, decisions: core.Decisions, now) -> Applied:
         placed = _place(decisions.placements, now)
         requeued = [task.pk for task in preempted if task.state == Task.State.QUEUED]
         changed = _verdicts(loaded, decisions, now, requeued)
-    return Applied(placed=placed, preempted=len(preempted), verdicts_changed=changed)
+    decided = {int(p.task): p for p in decisions.preemptions}
+    return Applied(
+        placed=len(placed),
+        preempted=len(preempted),
+        verdicts_changed=changed,
+        placements=tuple((task.pk, pool.pk) for task, pool in placed),
+        preemptions=tuple(
+            (task.pk, int(decided[task.pk].pool), decided[task.pk].reason) for task in preempted
+        ),
+    )
 
 
 def _preempt(preemptions, now) -> list[Task]:
@@ -205,9 +251,10 @@ def _preempted_message(task: Task, reason: str, window: str | None = None) -> st
     return f"Task {task} was preempted and requeued at the front of its queue: {words}."
 
 
-def _place(placements, now) -> int:
+def _place(placements, now) -> list:
+    """The (task, pool) pairs placed: those still waiting of the decided ones."""
     if not placements:
-        return 0
+        return []
     ids = [int(p.task) for p in placements]
     rows = (
         Task.objects.select_for_update(of=("self",))
@@ -219,7 +266,7 @@ def _place(placements, now) -> int:
     pools = {str(pool.pk): pool for pool in Pool.objects.all()}
     pairs = [(found[int(p.task)], pools[p.pool]) for p in placements if int(p.task) in found]
     tasks.place_many(pairs, now)
-    return len(pairs)
+    return pairs
 
 
 def _verdicts(loaded: Loaded, decisions: core.Decisions, now, requeued: list[int]) -> int:

@@ -2,8 +2,9 @@
 simulator's replay of it matches the record ("Fidelity"). Reads only.
 
 The estate is taken as it stands now, with each policy's quota wound back to the period's start
-through its audit trail (``PolicyChange``); the changes inside the period become events. Pools keep
-no capacity history, so pools are exported at their declared capacity now.
+through its audit trail (``PolicyChange``); the changes inside the period become events. Pools are
+exported at their declared capacity at the period's start, from their capacity history
+(``PoolCapacityChange``), and each change inside the period is a ``set_capacity`` event.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from apps.ledger.models import UsageInterval
 from apps.policies.models import BudgetWindow, ComputeResource, PolicyChange, ProfilePool, ResourcePolicy
 from apps.policies.selectors import parent_policy_ids
 from apps.pools.models import Pool
+from apps.pools.selectors import capacity_history
 from apps.tasks.models import Task, TaskEvent
 
 US = timedelta(microseconds=1)
@@ -131,6 +133,7 @@ class _Export:
         pool_ids = {pool for f in profiles.values() for pool in f["pools"]}
         pools = Pool.objects.filter(pk__in=pool_ids).order_by("pk")
         pool_names = {p.pk: p.name for p in pools}
+        capacity_at_start = self._capacity_events(pools)
         execution = defaultdict(list)
         for link in ProfilePool.objects.filter(profile_id__in=profiles).order_by("profile_rank", "pk"):
             execution[pool_names[link.pool_id]].append(profiles[link.profile_id]["row"]["name"])
@@ -145,7 +148,7 @@ class _Export:
             "description": description,
             "start": self._iso(self.start),
             "duration_s": _num(Decimal((self.end - self.start) // US) / 1_000_000),
-            "pools": [{"name": p.name, "capacity": _num(p.capacity)} for p in pools],
+            "pools": [{"name": p.name, "capacity": _num(capacity_at_start[p.pk])} for p in pools],
             "profiles": [f["row"] for f in profiles.values()],
             "policies": policy_rows,
             "compute_resources": [
@@ -292,6 +295,23 @@ class _Export:
             self.notes.append(f"{raised} limit change(s) below a reservation or profile size (raised to it)")
         if skipped:
             self.notes.append(f"{skipped} budget window(s) added, removed or moved to another period")
+
+    def _capacity_events(self, pools) -> dict[int, Decimal]:
+        """Each pool's declared capacity at the start (0 for a pool created later), and a
+        set_capacity event at each change of it inside the period. Whether a pool was enabled is
+        not exported (the simulator's pools have no such state)."""
+        history = capacity_history([p.pk for p in pools], self.start, self.end)
+        at_start = {}
+        for pool in pools:
+            segments = history[pool.pk]
+            at_start[pool.pk] = current = segments[0].capacity
+            for segment in segments[1:]:
+                if segment.capacity != current:
+                    current = segment.capacity
+                    self.event(
+                        segment.start, 0, {"set_capacity": {"pool": pool.name, "capacity": _num(current)}}
+                    )
+        return at_start
 
     def _engine_events(self) -> None:
         windows = (

@@ -1,7 +1,9 @@
 """Prometheus metrics, read from the database at scrape time so that every web process answers
-the same: the pass totals, queues, GPUs in use, preemptions and budgets."""
+the same: the pass totals, queues, GPUs in use, placements, preemptions, budgets and worker daemons
+(the dashboard and alert rules of deploy/grafana and deploy/prometheus use them: docs/operations.md)."""
 
-from django.db.models import Count, Sum
+from django.db.models import Count, Min, Sum
+from django.utils import timezone
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from apps.engine.models import PASS_BUCKETS_MS
@@ -15,6 +17,7 @@ class KliqueCollector:
         yield from self._queues_and_use()
         yield from self._preemptions()
         yield from self._budgets()
+        yield from self._workers()
 
     def _passes(self):
         """The pass counters come from the running totals, which only grow (the pass log they
@@ -40,6 +43,15 @@ class KliqueCollector:
         for name, reason in sorted(reasons.items()):
             skipped.add_metric([reason], totals[name].count if name in totals else 0)
         yield skipped
+        from apps.engine.models import PassRecord
+
+        last = PassRecord.objects.filter(skipped=False).values_list("started_at", flat=True).first()
+        if last is not None:
+            yield GaugeMetricFamily(
+                "klique_engine_last_pass_timestamp_seconds",
+                "When the engine's last pass that ran began (Unix time).",
+                value=last.timestamp(),
+            )
 
     def _queues_and_use(self):
         from apps.ledger.models import UsageInterval
@@ -80,6 +92,8 @@ class KliqueCollector:
         ):
             counter.add_metric([row["reason"]], row["n"])
         yield counter
+        placed = TaskEvent.objects.filter(kind=TaskEvent.Kind.PLACED).count()
+        yield CounterMetricFamily("klique_placements", "Tasks placed on a pool by the engine.", value=placed)
 
     def _budgets(self):
         from apps.ledger.budgets import budget_status
@@ -117,3 +131,27 @@ class KliqueCollector:
         yield left
         yield window_used
         yield window_left
+
+    def _workers(self):
+        """Worker daemons per pool and state (retired ones left out), and per pool the age of the
+        oldest heartbeat among its active daemons: past ``WORKER_HEARTBEAT_TIMEOUT_S`` the sweep
+        declares that daemon lost."""
+        from apps.pools.models import Worker
+
+        count = GaugeMetricFamily(
+            "klique_workers", "Worker daemons per pool and state (active, lost).", labels=["pool", "state"]
+        )
+        live = Worker.objects.exclude(state=Worker.State.RETIRED)
+        for row in live.values("pool__name", "state").annotate(n=Count("pk")).order_by():
+            count.add_metric([row["pool__name"], row["state"]], row["n"])
+        yield count
+        age = GaugeMetricFamily(
+            "klique_worker_heartbeat_age_seconds",
+            "Seconds since the oldest last heartbeat among a pool's active worker daemons.",
+            labels=["pool"],
+        )
+        now = timezone.now()
+        active = Worker.objects.filter(state=Worker.State.ACTIVE, last_heartbeat__isnull=False)
+        for row in active.values("pool__name").annotate(oldest=Min("last_heartbeat")).order_by():
+            age.add_metric([row["pool__name"]], (now - row["oldest"]).total_seconds())
+        yield age

@@ -17,6 +17,7 @@ class EngineSwitch(models.Model):
 
     class Meta:
         verbose_name = "engine switch"
+        verbose_name_plural = "engine switches"
 
     def __str__(self) -> str:
         return "engine enabled" if self.enabled else "engine disabled"

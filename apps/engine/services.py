@@ -23,6 +23,7 @@ from apps.engine.models import PASS_BUCKETS_MS, DisabledWindow, EngineSwitch, Pa
 from apps.webhooks import services as webhooks
 
 log = logging.getLogger("klique.engine")
+pass_log = logging.getLogger("klique.engine.pass")
 
 
 def switch() -> EngineSwitch:
@@ -239,9 +240,33 @@ def run_pass(now=None) -> PassRecord:
                 if applied.placed:
                     pools = {placement.pool for placement in decisions.placements}
                     transaction.on_commit(lambda: wake.notify_placed(pools))
+    _log_pass(record, applied)
     if record.pk % 600 == 0:
         prune_pass_log(now)
     return record
+
+
+def _log_pass(record: PassRecord, applied) -> None:
+    """A line per placement and preemption, with the pass, task and pool ids, and the pass's own
+    line: at INFO when it changed anything, else at DEBUG (a pass a second)."""
+    for task_id, pool_id in applied.placements:
+        pass_log.info("task placed", extra={"pass_id": record.pk, "task_id": task_id, "pool_id": pool_id})
+    for task_id, pool_id, reason in applied.preemptions:
+        fields = {"pass_id": record.pk, "task_id": task_id, "pool_id": pool_id, "reason": reason}
+        pass_log.info("task preempted", extra=fields)
+    pass_log.log(
+        logging.INFO if applied.placed or applied.preempted else logging.DEBUG,
+        "engine pass",
+        extra={
+            "pass_id": record.pk,
+            "duration_ms": round(record.duration_ms, 3),
+            "placed": record.placed,
+            "preempted": record.preempted,
+            "waiting": record.waiting,
+            "running": record.running,
+            "queries": record.queries,
+        },
+    )
 
 
 def prune_pass_log(now) -> int:

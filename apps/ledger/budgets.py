@@ -88,6 +88,46 @@ class BudgetStatus:
         return {"day": "daily", "week": "weekly", "month": "monthly"}.get(self.period or "", "")
 
 
+@dataclass(frozen=True)
+class ResourceBudget:
+    """A compute resource's standing against the time budgets above it, in the reference's words:
+    the one owner of "over budget" and "exempt". A profile of time weight 0 burns no budget hours,
+    so its work runs while its policy's budget is used up: it is exempt, never over budget."""
+
+    held_until: datetime | None
+    exempt: bool = False
+
+    @property
+    def held(self) -> bool:
+        return self.held_until is not None and not self.exempt
+
+    def text(self) -> str:
+        if self.exempt:
+            return "exempt (time weight 0)"
+        if self.held_until is not None:
+            return f"over budget until {self.held_until:%Y-%m-%d %H:%M} UTC"
+        return "ok"
+
+    def explanation(self) -> str:
+        if self.exempt:
+            return (
+                "Its profile's time weight is 0: its work uses no budget hours and runs when the "
+                "budget is used up."
+            )
+        if self.held_until is not None:
+            return (
+                "The time budget of its policy or of a policy above it is used up: new work waits "
+                "until the reset."
+            )
+        return "Budget hours are left, or its policy has no time budget."
+
+
+def resource_budget(time_weight, held_until: datetime | None) -> ResourceBudget:
+    """The standing of a compute resource whose profile has ``time_weight``, under a used-up
+    budget that resets at ``held_until`` (None when no budget above it is used up)."""
+    return ResourceBudget(held_until, exempt=Decimal(time_weight) == 0)
+
+
 def _micros(duration) -> int:
     if duration is None:
         return 0

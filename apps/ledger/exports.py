@@ -12,7 +12,7 @@ from apps.core.exports import spreadsheet_safe
 from apps.ledger.selectors import Report
 
 XLSX_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
-NUMBER_FORMATS = {"hours": "0.000", "money": "0.00"}
+NUMBER_FORMATS = {"hours": "0.000", "money": "0.00", "percent": "0.0"}
 
 
 def table(report: Report) -> list[list]:
@@ -63,6 +63,7 @@ def xlsx_response(report: Report) -> HttpResponse:
         ("Rows by", ", ".join(spec.dims)),
         ("Currency", spec.currency),
         ("Unused capacity", spec.idle or "not shown"),
+        *([("Utilisation of capacity in force (%)", report.utilisation)] if spec.idle else []),
     ]:
         about.append(line)
     buffer = io.BytesIO()

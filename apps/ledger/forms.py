@@ -19,6 +19,7 @@ DIMENSION_CHOICES = [
     ("pool", "Pool"),
 ]
 MAX_RANGE = timedelta(days=5 * 366)
+LEAVES = "leaves"
 
 
 def _unknown(what: str) -> dict[str, str]:
@@ -55,15 +56,31 @@ class ReportForm(forms.Form):
     )
     currency = forms.CharField(required=False, widget=forms.Select)
     group = forms.ModelChoiceField(
-        Group.objects.all(), to_field_name="slug", required=False, error_messages=_unknown("group")
+        Group.objects.all(),
+        to_field_name="slug",
+        required=False,
+        empty_label="any",
+        error_messages=_unknown("group"),
     )
     level = forms.ChoiceField(
         choices=[("", "every level"), *Group.Kind.choices],
         required=False,
         help_text="Group rows of one kind.",
     )
+    rows = forms.ChoiceField(
+        label="group rows",
+        choices=[
+            ("", "each with its subtree"),
+            (LEAVES, "leaves only (own usage)"),
+        ],
+        required=False,
+        help_text="Leaves only: each group's own usage, so the rows add up to the total.",
+    )
     project = forms.ModelChoiceField(
-        Project.objects.select_related("group"), required=False, error_messages=_unknown("project")
+        Project.objects.select_related("group"),
+        required=False,
+        empty_label="any",
+        error_messages=_unknown("project"),
     )
     user = forms.ModelChoiceField(
         User.objects.all(),
@@ -77,10 +94,15 @@ class ReportForm(forms.Form):
         label="GPU type",
         to_field_name="name",
         required=False,
+        empty_label="any",
         error_messages=_unknown("GPU type"),
     )
     pool = forms.ModelChoiceField(
-        Pool.objects.all(), to_field_name="name", required=False, error_messages=_unknown("pool")
+        Pool.objects.all(),
+        to_field_name="name",
+        required=False,
+        empty_label="any",
+        error_messages=_unknown("pool"),
     )
     idle = forms.ChoiceField(
         label="unused capacity",
@@ -92,9 +114,17 @@ class ReportForm(forms.Form):
         required=False,
     )
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.fields["currency"].widget.choices = [(c, c) for c in currencies()]
+    def __init__(self, data=None, *args, **kwargs):
+        known = currencies()
+        if data is not None:
+            # What an empty parameter means is shown selected, so that the form says what the
+            # report shows and pressing Show again keeps it.
+            data = data.copy()
+            for name, default in (("by", "group"), ("period", "month"), ("currency", known[0])):
+                if not data.get(name):
+                    data[name] = default
+        super().__init__(data, *args, **kwargs)
+        self.fields["currency"].widget.choices = [(c, c) for c in known]
 
     def clean_currency(self) -> str:
         known = currencies()
@@ -111,6 +141,8 @@ class ReportForm(forms.Form):
             self.add_error("then_by", "Choose a second cut other than the first.")
         if data.get("level") and "group" not in (data["by"], data.get("then_by")):
             self.add_error("level", "A level applies only to a report by group.")
+        if data.get("rows") and "group" not in (data["by"], data.get("then_by")):
+            self.add_error("rows", "Leaves only applies only to a report by group.")
         if data["period"] == "custom":
             self._clean_custom(data)
         elif data.get("start") or data.get("end"):
@@ -162,5 +194,6 @@ class ReportForm(forms.Form):
             gpu_type=data.get("gpu_type"),
             pool=data.get("pool"),
             level=data.get("level") or "",
+            leaves=data.get("rows") == LEAVES,
             idle=data.get("idle") or "",
         )

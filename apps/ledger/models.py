@@ -182,3 +182,121 @@ class RollupState(models.Model):
 
     def __str__(self) -> str:
         return f"rollups built until {self.built_until}"
+
+
+class MonthClose(models.Model):
+    """A closed UTC month: its chargeback figures are frozen in ``FrozenUsage`` rows (per
+    currency, with the price list in force at the close in ``prices``) and reports read them, not
+    the ledger. A month has at most one close in force; reopening keeps the row, marked reopened,
+    and every close and reopening leaves a ``MonthCloseEvent``."""
+
+    month = models.DateField(help_text="The first day of the UTC month.")
+    closed_at = models.DateTimeField()
+    closed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    prices = models.JSONField(
+        default=dict,
+        help_text="The price list used, per currency: [{gpu_type, start, end, per_gpu_hour}, ...].",
+    )
+    reopened_at = models.DateTimeField(null=True, blank=True)
+    reopened_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    reopen_reason = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-month", "-closed_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["month"],
+                condition=models.Q(reopened_at__isnull=True),
+                name="one_close_in_force_per_month",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        state = "reopened" if self.reopened_at else "closed"
+        return f"{self.month:%B %Y} ({state})"
+
+
+class FrozenUsage(models.Model):
+    """One frozen figure of a closed month: the usage of a group, user, project and pool on one GPU
+    type in one price segment, with its price and cost in one currency. ``cost`` is exactly
+    ``gpu_us / 3.6e9 x per_gpu_hour`` before rounding; empty ``per_gpu_hour``: no price then."""
+
+    close = models.ForeignKey(MonthClose, on_delete=models.CASCADE, related_name="frozen")
+    currency = models.CharField(max_length=3)
+    group = _derived("accounts.Group")
+    user = _derived(settings.AUTH_USER_MODEL)
+    project = _derived("accounts.Project", null=True)
+    pool = _derived("pools.Pool")
+    gpu_type = _derived("pools.GpuType")
+    segment_start = models.DateTimeField(help_text="When the price of this row took effect in the month.")
+    per_gpu_hour = models.DecimalField(max_digits=12, decimal_places=4, null=True, blank=True)
+    gpu_us = models.BigIntegerField("GPU-microseconds")
+    budget_us = models.BigIntegerField("budget-microseconds")
+    cost = models.DecimalField(max_digits=18, decimal_places=2)
+
+    class Meta:
+        indexes = [models.Index(fields=["close", "currency"], name="frozen_close_currency")]
+        verbose_name_plural = "frozen usage"
+
+    def __str__(self) -> str:
+        return f"frozen usage of group {self.group_id} on GPU type {self.gpu_type_id}"
+
+
+class Adjustment(models.Model):
+    """A change to a closed month's figures, booked in the next open month: a back-dated price
+    change or a late usage correction. Deltas per group, project and GPU type, in one currency;
+    ``cost_units`` is the exact cost delta x 3.6e13 (``cost`` the same rounded to cents)."""
+
+    closed_month = models.DateField(help_text="The closed month whose figures changed.")
+    booked_in = models.DateField(help_text="The open month the adjustment is booked in (its first day).")
+    currency = models.CharField(max_length=3)
+    group = models.ForeignKey("accounts.Group", on_delete=models.PROTECT, related_name="+")
+    project = models.ForeignKey(
+        "accounts.Project", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    gpu_type = models.ForeignKey("pools.GpuType", on_delete=models.PROTECT, related_name="+")
+    gpu_us = models.BigIntegerField("GPU-microseconds")
+    budget_us = models.BigIntegerField("budget-microseconds")
+    cost_units = models.DecimalField(max_digits=40, decimal_places=0)
+    cost = models.DecimalField(max_digits=18, decimal_places=2)
+    reason = models.TextField()
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    at = models.DateTimeField()
+    voided_at = models.DateTimeField(
+        null=True, blank=True, help_text="Set when the closed month was reopened: it is priced on read again."
+    )
+
+    class Meta:
+        ordering = ["booked_in", "at", "pk"]
+        indexes = [models.Index(fields=["booked_in"], name="adjustment_booked_in")]
+
+    def __str__(self) -> str:
+        return f"adjustment of {self.closed_month:%B %Y} booked in {self.booked_in:%B %Y}: {self.reason}"
+
+
+class MonthCloseEvent(models.Model):
+    """The audit trail of closing and reopening months: who, when, why."""
+
+    class Action(models.TextChoices):
+        CLOSED = "closed", "Closed"
+        REOPENED = "reopened", "Reopened"
+
+    close = models.ForeignKey(MonthClose, on_delete=models.CASCADE, related_name="events")
+    action = models.CharField(max_length=10, choices=Action.choices)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    reason = models.TextField(blank=True)
+    at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.get_action_display()} {self.close.month:%B %Y} at {self.at:%Y-%m-%d %H:%M}"

@@ -17,13 +17,15 @@ from django.db.models import Q, Sum
 from django.utils import timezone
 
 from apps.accounts.models import Group, Project, User
-from apps.accounts.selectors import managed_group_ids, member_group_ids, subtree_ids
+from apps.accounts.selectors import cost_centres, managed_group_ids, member_group_ids, subtree_ids
 from apps.core.gpus import to_milli
+from apps.ledger import closed
 from apps.ledger.budgets import period_bounds
 from apps.ledger.models import DailyGroupRollup, DailyRollup, HourlyRollup, UsageInterval
 from apps.ledger.rollups import US_PER_HOUR, built_until, hourly_usage, overlapping, to_ms
 from apps.pools.models import GpuType, Pool
-from apps.pricing.selectors import Segment, midnight, price_segments
+from apps.pools.selectors import capacity_history
+from apps.pricing.selectors import Segment, midnight
 
 DIMENSIONS = {
     "group": "group_id",
@@ -47,12 +49,12 @@ def period_range(period: str, day: date) -> tuple[datetime, datetime]:
 
 
 def rounded(value: Fraction | int, places: int) -> Decimal:
-    """Round half up to ``places`` decimals, exactly (values are never negative)."""
-    scaled = Fraction(value) * 10**places
+    """Round half away from zero to ``places`` decimals, exactly (negative values are adjustments)."""
+    scaled = abs(Fraction(value)) * 10**places
     whole, rest = divmod(scaled.numerator, scaled.denominator)
     if 2 * rest >= scaled.denominator:
         whole += 1
-    return Decimal(whole).scaleb(-places)
+    return Decimal(-whole if value < 0 else whole).scaleb(-places)
 
 
 def hours(us: int | Fraction) -> Decimal:
@@ -61,6 +63,11 @@ def hours(us: int | Fraction) -> Decimal:
 
 def money(amount: Fraction) -> Decimal:
     return rounded(amount, 2)
+
+
+def percent(part: Fraction | int, whole: Fraction | int) -> Decimal | None:
+    """``part`` of ``whole`` in per cent with one decimal; None when ``whole`` is nothing."""
+    return rounded(Fraction(part) * 100 / whole, 1) if whole else None
 
 
 @dataclass(frozen=True)
@@ -80,6 +87,7 @@ class ReportSpec:
     pool: Pool | None = None
     level: str = ""
     idle: str = ""
+    leaves: bool = False  # group rows count only their own usage, not their subtree's
 
 
 @dataclass
@@ -132,6 +140,39 @@ class Report:
     unused: Figures | None  # unused capacity: all of it (separate) or the part no row used (spread)
     unpriced: dict[str, Decimal]  # GPU type -> GPU-hours used while it had no price
     rollups_until: datetime | None
+    capacity: "UnusedCapacity | None" = None  # with idle cost: the capacity in force, per pool
+    adjustments: list = field(default_factory=list)  # to closed months, booked in the range
+
+    @property
+    def adjustment_figures(self) -> Figures:
+        line = Figures()
+        for adjustment in self.adjustments:
+            line.add(adjustment.gpu_us, adjustment.budget_us, closed.adjustment_cost(adjustment), Fraction(0))
+        return line
+
+    @property
+    def capacity_us(self) -> int:
+        return sum(self.capacity.capacity_us.values()) if self.capacity else 0
+
+    @property
+    def capacity_hours(self) -> Decimal:
+        return hours(self.capacity_us)
+
+    @property
+    def capacity_used_hours(self) -> Decimal:
+        return hours(sum(self.capacity.used_us.values()) if self.capacity else 0)
+
+    @property
+    def unused_share(self) -> Decimal | None:
+        """The spread unused capacity's part of the total cost, in per cent."""
+        return percent(self.total.idle_share, self.total.cost + self.total.idle_share)
+
+    @property
+    def utilisation(self) -> Decimal | None:
+        """GPU-hours used on the counted pools over their capacity in force, in per cent."""
+        if self.capacity is None:
+            return None
+        return percent(sum(self.capacity.used_us.values()), self.capacity_us)
 
     def columns(self) -> list[tuple[str, str, str]]:
         """(key, title, kind) of each column, the same on the page and in every export; kind is
@@ -147,7 +188,10 @@ class Report:
             columns += [
                 ("unused_capacity", f"Unused capacity share ({currency})", "money"),
                 ("total_cost", f"Total cost ({currency})", "money"),
+                ("unused_share", "Unused capacity in total cost (%)", "percent"),
             ]
+        if self.spec.idle:
+            columns.append(("utilisation", "Utilisation of capacity (%)", "percent"))
         return columns
 
     def _record(self, labels: dict[str, str], figures: Figures, budget: bool = True) -> dict:
@@ -158,24 +202,55 @@ class Report:
             cost=figures.cost_amount,
         )
         if self.spec.idle == IDLE_SPREAD:
-            record.update(unused_capacity=figures.idle_amount, total_cost=figures.total_cost)
+            record.update(
+                unused_capacity=figures.idle_amount,
+                total_cost=figures.total_cost,
+                unused_share=percent(figures.idle_share, figures.cost + figures.idle_share),
+            )
+        if self.spec.idle:
+            record["utilisation"] = None
         return record
 
     def records(self) -> list[dict]:
-        return [self._record(row.labels, row.figures) for row in self.rows]
+        records = [self._record(row.labels, row.figures) for row in self.rows]
+        if self.capacity is not None and tuple(self.spec.dims) == ("pool",):
+            for row, record in zip(self.rows, records, strict=True):
+                record["utilisation"] = percent(
+                    row.figures.gpu_us, self.capacity.capacity_us.get(row.key[0], 0)
+                )
+        return records
 
     def summary_records(self) -> list[dict]:
-        """The lines below the rows: the total and, with idle cost, the unused capacity."""
+        """The lines below the rows: the total and, with idle cost, the unused capacity and the
+        capacity in force with its utilisation (so an idle share is never read as use)."""
         first = self.columns()[0][0]
         lines = [self._record({first: "Total"}, self.total)]
         if self.unused is not None:
             title = "Unused capacity" if self.spec.idle == IDLE_SEPARATE else "Unused capacity not spread"
             lines.append(self._record({first: title}, self.unused, budget=False))
+            line = {key: None for key, _, _ in self.columns()}
+            line.update({key: "" for key, _, kind in self.columns() if kind == "text"})
+            line.update({first: "Capacity in force", "gpu_hours": hours(self.capacity_us)})
+            line["utilisation"] = self.utilisation
+            lines.append(line)
+        # Last, so the lines above keep their places: adjustments booked in the range (section 9).
+        if self.adjustments:
+            adjusted = Figures()
+            for figures in (self.total, self.adjustment_figures):
+                adjusted.add(figures.gpu_us, figures.budget_us, figures.cost, figures.idle_share)
+            lines.append(self._record({first: "Adjustments to closed months"}, self.adjustment_figures))
+            lines.append(self._record({first: "Total with adjustments"}, adjusted))
         return lines
 
 
 LABEL_COLUMNS = {
-    "group": [("group", "Group"), ("group_kind", "Kind"), ("group_path", "Path")],
+    "group": [
+        ("group", "Group"),
+        ("group_kind", "Kind"),
+        ("level", "Level"),
+        ("group_path", "Path"),
+        ("cost_centre", "Cost centre"),
+    ],
     "project": [("project", "Project")],
     "user": [("user", "User")],
     "gpu_type": [("gpu_type", "GPU type")],
@@ -351,38 +426,54 @@ def usage_by(names: list[str], where: Q, start: datetime, stop: datetime, segmen
 
 @dataclass
 class UnusedCapacity:
-    """Declared capacity x hours minus the GPU-hours used, per pool, priced."""
+    """Capacity in force x hours minus the GPU-hours used, per pool, priced."""
 
     idle_us: dict[int, int]
     cost: dict[int, Fraction]
     used_us: dict[int, int]
+    capacity_us: dict[int, int] = field(default_factory=dict)  # capacity in force x time
+
+
+def _capacity_us(history, start: datetime, end: datetime) -> int:
+    """GPU-microseconds of capacity in force in [start, end) (milli-GPUs x milliseconds)."""
+    return sum(
+        to_milli(c.in_force) * (to_ms(min(c.end, end)) - to_ms(max(c.start, start)))
+        for c in history
+        if c.start < end and c.end > start
+    )
 
 
 def unused_capacity(spec: ReportSpec, stop: datetime, segments: list[Segment], rolled) -> UnusedCapacity:
-    pools = Pool.objects.filter(enabled=True, capacity__gt=0)
+    """Per pool, the capacity in force at each moment of the range (its capacity history, so a
+    pool resized or disabled since counts as it was then) less what was used, priced."""
+    pools = Pool.objects.all()
     if spec.pool:
         pools = pools.filter(pk=spec.pool.pk)
     if spec.gpu_type:
         pools = pools.filter(gpu_type_id=spec.gpu_type.pk)
     pools = list(pools)
+    history = capacity_history([p.pk for p in pools], spec.start, stop)
+    pools = [p for p in pools if any(c.in_force > 0 for c in history[p.pk])]
     used = usage_by(["pool_id"], Q(pool_id__in=[p.pk for p in pools]), spec.start, stop, segments, rolled)
     used_in: dict[tuple[int, int], int] = defaultdict(int)
     for ((pool_id,), segment), (gpu, _) in used.items():
         used_in[(pool_id, segment)] += gpu
     result = UnusedCapacity({}, {}, {})
     for pool in pools:
-        capacity = to_milli(pool.capacity)
-        idle, cost = 0, Fraction(0)
+        idle, cost, capacity = 0, Fraction(0), 0
         for i, segment in enumerate(segments):
             if segment.gpu_type_id != pool.gpu_type_id:
                 continue
-            free = max(0, capacity * (to_ms(segment.end) - to_ms(segment.start)) - used_in[(pool.pk, i)])
+            in_force = _capacity_us(history[pool.pk], segment.start, segment.end)
+            capacity += in_force
+            free = max(0, in_force - used_in[(pool.pk, i)])
             idle += free
             if segment.per_gpu_hour is not None:
                 cost += Fraction(free * int(segment.per_gpu_hour * PRICE_SCALE), MONEY_DENOMINATOR)
         result.idle_us[pool.pk] = idle
         result.cost[pool.pk] = cost
         result.used_us[pool.pk] = sum(gpu for (pool_id, _), gpu in used_in.items() if pool_id == pool.pk)
+        result.capacity_us[pool.pk] = capacity
     return result
 
 
@@ -421,6 +512,7 @@ def _labels(dims: tuple[str, ...], keys, parents, groups) -> dict[tuple, dict[st
         names["gpu_type"] = dict(GpuType.objects.filter(pk__in=ids["gpu_type"]).values_list("pk", "name"))
     if "pool" in ids:
         names["pool"] = dict(Pool.objects.filter(pk__in=ids["pool"]).values_list("pk", "name"))
+    centres = cost_centres() if "group" in ids else {}
     result = {}
     for key in keys:
         labels = {}
@@ -430,12 +522,24 @@ def _labels(dims: tuple[str, ...], keys, parents, groups) -> dict[tuple, dict[st
                 labels.update(
                     group=group.name,
                     group_kind=group.get_kind_display(),
+                    level=_depth(group.pk, parents),
                     group_path=_group_path(group.pk, parents, groups),
+                    cost_centre=centres.get(group.pk, ""),
                 )
             else:
                 labels[dim] = names[dim].get(key[i], "")
         result[key] = labels
     return result
+
+
+def _depth(pk: int, parents: dict) -> int:
+    """How far below the organisation a group is: 0 for it, 1 for a business unit, and so on."""
+    depth, node, seen = 0, parents.get(pk), {pk}
+    while node is not None and node not in seen:
+        depth += 1
+        seen.add(node)
+        node = parents.get(node)
+    return depth
 
 
 def _with_ancestors(group_id: int, parents: dict, shown: set[int] | None) -> list[int]:
@@ -459,10 +563,11 @@ def usage_report(viewer: User, spec: ReportSpec, now: datetime | None = None) ->
     now = now or timezone.now()
     stop = max(spec.start, min(spec.end, now.astimezone(UTC)))
     rolled = built_until()
-    segments = price_segments(spec.currency, spec.start, stop)
+    segments = closed.report_segments(spec.currency, spec.start, stop)
     spread = spec.idle == IDLE_SPREAD
     names = list(dict.fromkeys([*(DIMENSIONS[d] for d in spec.dims), *(["pool_id"] if spread else [])]))
-    sums = usage_by(names, visible(viewer) & _filters(spec), spec.start, stop, segments, rolled)
+    where = visible(viewer) & _filters(spec)
+    sums = closed.usage_by(names, where, spec.start, stop, segments, rolled, spec.currency)
     unused = unused_capacity(spec, stop, segments, rolled) if spec.idle else None
     parents, groups = _group_tree()
     figures, total, unpriced = _aggregate(
@@ -484,12 +589,15 @@ def usage_report(viewer: User, spec: ReportSpec, now: datetime | None = None) ->
         unused=_unused_line(spec, unused),
         unpriced={GpuType.objects.get(pk=pk).name: hours(us) for pk, us in unpriced.items()},
         rollups_until=rolled,
+        capacity=unused,
+        adjustments=closed.adjustments(viewer, spec),
     )
 
 
 def _aggregate(spec, names, sums, segments, unused, parents, shown):
     """Price each sum, spread unused capacity over it, and add it to its row (for a cut by group,
-    to the rows of the group and of its ancestors shown) and to the total."""
+    to the rows of the group and of its ancestors shown, or with ``spec.leaves`` to its own group's
+    row only) and to the total. The total adds each sum once, whatever the rows overlap."""
     dims = len(spec.dims)
     group_at = spec.dims.index("group") if "group" in spec.dims else None
     figures: dict[tuple, Figures] = defaultdict(Figures)
@@ -509,7 +617,7 @@ def _aggregate(spec, names, sums, segments, unused, parents, shown):
                 share = unused.cost[pool_id] * gpu / unused.used_us[pool_id]
         key = tuple(values[:dims])
         keys = [key]
-        if group_at is not None:
+        if group_at is not None and not spec.leaves:
             ancestors = _with_ancestors(key[group_at], parents, shown)
             keys = [(*key[:group_at], g, *key[group_at + 1 :]) for g in ancestors]
         for row_key in keys:

@@ -1,11 +1,60 @@
 """The report table: the report's own columns, sortable, with the total (and the unused capacity)
-pinned below the rows."""
+pinned below the rows. Figures are written as a person reads them (``klique/numbers.py``); the
+exports take the report's records, at full precision. A report by group lists every level, each
+row with its subtree: the group's name is indented by its level, and the ``level`` column (hidden
+on the page) goes to the table's CSV."""
 
 import django_tables2 as tables
+from django.utils.html import format_html
 
 from apps.ledger.selectors import Report
+from klique import numbers
 
 NUMBER_ATTRS = {"td": {"class": "num"}, "th": {"class": "num"}}
+MAX_INDENT = 5
+
+
+class FigureColumn(tables.Column):
+    """A report figure: hours, money (in the report's currency), a percentage or a count."""
+
+    def __init__(self, kind: str, currency: str, **kwargs):
+        self.kind, self.currency = kind, currency
+        super().__init__(attrs=NUMBER_ATTRS, **kwargs)
+
+    def render(self, value):
+        if self.kind == "hours":
+            return numbers.hours(value)
+        if self.kind == "money":
+            return numbers.money(value, self.currency)
+        if self.kind == "percent":
+            return f"{numbers.hours(value)} %"
+        if self.kind == "count":
+            return numbers.count(value)
+        return value
+
+    def value(self, value):
+        return value
+
+
+class GroupColumn(tables.Column):
+    """A group's name, indented by its level under the organisation."""
+
+    def render(self, value, record):
+        level = record.get("level")
+        if level in ("", None):
+            return value
+        return format_html('<span class="level level-{}">{}</span>', min(int(level), MAX_INDENT), value)
+
+    def value(self, value):
+        return value
+
+
+def _column(key: str, title: str, kind: str, currency: str) -> tables.Column:
+    if kind == "text":
+        if key == "group":
+            return GroupColumn(verbose_name=title)
+        return tables.Column(verbose_name=title, visible=key != "level")
+    return FigureColumn(kind, currency, verbose_name=title)
 
 
 class UsageTable(tables.Table):
@@ -16,10 +65,8 @@ class UsageTable(tables.Table):
 
     def __init__(self, report: Report, **kwargs):
         self.report = report
-        columns = [
-            (key, tables.Column(verbose_name=title, attrs=NUMBER_ATTRS if kind != "text" else {}))
-            for key, title, kind in report.columns()
-        ]
+        currency = report.spec.currency
+        columns = [(key, _column(key, title, kind, currency)) for key, title, kind in report.columns()]
         super().__init__(report.records(), extra_columns=columns, **kwargs)
 
     def get_bottom_pinned_data(self):

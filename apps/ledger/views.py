@@ -47,7 +47,13 @@ def report(request):
         table = UsageTable(usage)
         RequestConfig(request, paginate={"per_page": 100}).configure(table)
         context.update(
-            report=usage, table=table, csv=_link(request, export="csv"), xlsx=_link(request, export="xlsx")
+            report=usage,
+            table=table,
+            csv=_link(request, export="csv"),
+            xlsx=_link(request, export="xlsx"),
+            by_group="group" in spec.dims,
+            leaves_csv=_link(request, export="csv", rows="leaves"),
+            leaves_xlsx=_link(request, export="xlsx", rows="leaves"),
         )
         if form.cleaned_data["period"] != "custom":
             context["previous"] = _link(request, date=(spec.start - timedelta(days=1)).date().isoformat())

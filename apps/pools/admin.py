@@ -3,13 +3,14 @@ from django.contrib import admin, messages
 from django.db.models import Q, Sum
 from django.template.response import TemplateResponse
 from django.utils import timezone
+from django.utils.html import format_html, format_html_join
 
 from apps.core.fields import PLAIN_NUMBERS
 from apps.policies import services as policies
 from apps.policies.admin import LinkRowForm
 from apps.policies.models import ProfilePool
 from apps.pools import services
-from apps.pools.models import EnrolmentToken, GpuType, Pool, TaskLog, Worker
+from apps.pools.models import EnrolmentToken, GpuType, Pool, PoolCapacityChange, TaskLog, Worker
 from apps.pools.selectors import reservations_behind
 
 
@@ -65,6 +66,12 @@ class PoolForm(forms.ModelForm):
         widget=ByKindSelect,
         help_text=Pool._meta.get_field("multi_node").help_text,
     )
+    capacity_reason = forms.CharField(
+        label="Reason for a capacity change",
+        max_length=200,
+        required=False,
+        help_text="Kept in the capacity history when the declared capacity or enabled changes.",
+    )
 
     class Meta:
         model = Pool
@@ -101,8 +108,13 @@ class PoolAdmin(admin.ModelAdmin):
     list_filter = ["kind", "gpu_type", "multi_node", "enabled", "region", "country"]
     search_fields = ["name", "region"]
     list_select_related = ["gpu_type"]
-    readonly_fields = ["reservations_behind"]
+    readonly_fields = ["reservations_behind", "capacity_history"]
     inlines = [ExecutionOrderInline, WorkerInline]
+
+    def save_model(self, request, obj, form, change):
+        reason = form.cleaned_data.get("capacity_reason") or ("changed" if change else "created")
+        obj.capacity_note = {"by": request.user, "reason": f"{reason} (admin)"}
+        super().save_model(request, obj, form, change)
 
     def get_queryset(self, request):
         held = Sum("intervals__gpus", filter=Q(intervals__end__isnull=True))
@@ -111,6 +123,31 @@ class PoolAdmin(admin.ModelAdmin):
     @admin.display(description="in use / declared", ordering="gpus_in_use")
     def in_use(self, pool: Pool) -> str:
         return f"{pool.gpus_in_use or 0} / {pool.capacity}"
+
+    @admin.display(description="capacity history")
+    def capacity_history(self, pool: Pool) -> str:
+        """Newest first, read-only: every save that changes the capacity or enabled writes a row."""
+        if pool.pk is None:
+            return "-"
+        rows = PoolCapacityChange.objects.filter(pool=pool).select_related("by").order_by("-at", "-pk")
+        return format_html(
+            "<table><tr><th>in force from (UTC)</th><th>GPUs</th><th>enabled</th><th>by</th>"
+            "<th>reason</th></tr>{}</table>",
+            format_html_join(
+                "",
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                (
+                    (
+                        f"{row.at:%Y-%m-%d %H:%M}",
+                        f"{row.capacity.normalize():f}",
+                        "yes" if row.enabled else "no",
+                        row.by or "-",
+                        row.reason,
+                    )
+                    for row in rows
+                ),
+            ),
+        )
 
     @admin.display(description="reservations behind this pool")
     def reservations_behind(self, pool: Pool) -> str:

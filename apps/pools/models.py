@@ -1,11 +1,12 @@
 """The hardware: GPU types, pools with a declared capacity, and the worker daemons that serve them."""
 
+from datetime import UTC, datetime
 from decimal import Decimal
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, RegexValidator
-from django.db import models
+from django.db import models, transaction
 
 from apps.core.countries import normalised, validate_country
 from apps.core.gpus import GPU_DECIMAL_PLACES, GPU_MAX_DIGITS, gpu_amount_error
@@ -107,8 +108,18 @@ class Pool(models.Model):
         return self.name
 
     def save(self, *args, **kwargs) -> None:
+        """Also records a change of declared capacity or of ``enabled`` in the pool's capacity
+        history, whoever saves it; ``capacity_note`` (set by services and the admin) says who, why
+        and since when."""
+        from apps.pools.services import record_capacity
+
         self._default_multi_node()
-        super().save(*args, **kwargs)
+        with transaction.atomic():
+            super().save(*args, **kwargs)
+            fields = kwargs.get("update_fields")
+            if fields is None or {"capacity", "enabled"} & set(fields):
+                record_capacity(self, **(getattr(self, "capacity_note", None) or {}))
+                self.capacity_note = None
 
     def _default_multi_node(self) -> None:
         """Left unset (None), ``multi_node`` follows the kind."""
@@ -139,6 +150,39 @@ class Pool(models.Model):
         from apps.policies import rules
 
         rules.raise_if(rules.pool_errors(self))
+
+
+# The "in force from" of a capacity known to hold since before anything was recorded: the first row
+# of the pools that existed when the history began (migration 0007), and of the demo's pools.
+SINCE_EVER = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class PoolCapacityChange(models.Model):
+    """The pool's declared capacity and whether it was enabled, in force from ``at`` until its next
+    row: the pool's effective-dated capacity history. Every save of a pool that changes either
+    adds a row (``Pool.save``, and the cloud autoscaler's own write); the first row is the pool's
+    creation. Before it the pool did not exist (capacity 0). ``apps.pools.selectors.capacity_segments``
+    reads it."""
+
+    pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="capacity_history")
+    at = models.DateTimeField("in force from")
+    capacity = models.DecimalField(
+        "declared capacity", max_digits=GPU_MAX_DIGITS, decimal_places=GPU_DECIMAL_PLACES
+    )
+    enabled = models.BooleanField()
+    by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    reason = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["pool__name", "at", "pk"]
+        indexes = [models.Index(fields=["pool", "at"], name="pool_capacity_at")]
+        verbose_name = "pool capacity change"
+
+    def __str__(self) -> str:
+        state = "" if self.enabled else ", disabled"
+        return f"{self.pool}: {self.capacity} GPUs{state} from {self.at:%Y-%m-%d %H:%M}"
 
 
 class EnrolmentToken(models.Model):

@@ -1,10 +1,14 @@
 """Reads about pools and workers for the admin, the dashboards and the worker API."""
 
+from collections import defaultdict
 from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 
+from django.db.models import OuterRef, Subquery
+
 from apps.accounts.services import hash_token
-from apps.pools.models import EnrolmentToken, Pool, Worker
+from apps.pools.models import EnrolmentToken, Pool, PoolCapacityChange, Worker
 
 
 @dataclass(frozen=True)
@@ -18,6 +22,56 @@ class ReservationCover:
     @property
     def overcommitted(self) -> bool:
         return self.reserved > self.capacity
+
+
+@dataclass(frozen=True)
+class CapacitySegment:
+    """[start, end): the pool's declared capacity and whether it was enabled. Before the pool's
+    first history row it did not exist: capacity 0, not enabled."""
+
+    start: datetime
+    end: datetime
+    capacity: Decimal
+    enabled: bool
+
+    @property
+    def in_force(self) -> Decimal:
+        """What counts as the pool's capacity then: the declared capacity while enabled."""
+        return self.capacity if self.enabled else Decimal(0)
+
+
+def capacity_history(pool_ids, start: datetime, end: datetime) -> dict[int, list[CapacitySegment]]:
+    """Each pool's capacity at each moment of [start, end), as consecutive segments that cover the
+    range (adjacent equal ones merged), from its effective-dated history (``PoolCapacityChange``):
+    the row in force at ``start`` and every row after it before ``end``."""
+    pool_ids = list(pool_ids)
+    rows = defaultdict(list)
+    in_force = PoolCapacityChange.objects.filter(pool_id=OuterRef("pool_id"), at__lte=start)
+    latest = in_force.order_by("-at", "-pk").values("pk")[:1]
+    before = PoolCapacityChange.objects.filter(pool_id__in=pool_ids, at__lte=start, pk=Subquery(latest))
+    for row in before:
+        rows[row.pool_id].append(row)
+    inside = PoolCapacityChange.objects.filter(pool_id__in=pool_ids, at__gt=start, at__lt=end)
+    for row in inside.order_by("at", "pk"):
+        rows[row.pool_id].append(row)
+    out = {}
+    for pool_id in pool_ids:
+        state, since, segments = (Decimal(0), False), start, []
+        changes = [(max(r.at, start), (r.capacity, r.enabled)) for r in rows[pool_id]]
+        for at, new in [*changes, (end, None)]:
+            if new == state and at < end:
+                continue
+            if at > since:
+                segments.append(CapacitySegment(since, at, *state))
+                since = at
+            state = new
+        out[pool_id] = segments
+    return out
+
+
+def capacity_segments(pool: Pool, start: datetime, end: datetime) -> list[CapacitySegment]:
+    """The capacity of ``pool`` in force at each moment of [start, end), as segments."""
+    return capacity_history([pool.pk], start, end)[pool.pk]
 
 
 def reservations_behind(pool: Pool) -> ReservationCover:

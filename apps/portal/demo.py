@@ -1,6 +1,7 @@
 """The demo estate: a believable organisation, its pools, profiles and policies, and one user
 per role. ``seed_demo`` loads it; running it again changes nothing."""
 
+import itertools
 import os
 from dataclasses import dataclass
 from datetime import date
@@ -18,7 +19,7 @@ from apps.core.writes import validated_save
 from apps.policies import services as policies
 from apps.policies.models import ComputeResource, Profile, ResourcePolicy
 from apps.pools import services as pools
-from apps.pools.models import GpuType, Pool
+from apps.pools.models import SINCE_EVER, GpuType, Pool
 from apps.pricing import services as pricing
 from apps.pricing.models import NodePrice, Price
 from apps.sessions.models import ProfileIdleLimits, SessionKind
@@ -145,6 +146,22 @@ PROJECTS = {
 }
 
 
+def project_picker():
+    """``pick(resource name)``: the next of its team's demo projects, in turn (None for a team
+    without one), so demo work is spread over the teams' projects and "by group and project"
+    reports and team leads' project pages have figures."""
+    by_team: dict[str, list[Project]] = {}
+    for project in Project.objects.filter(group__slug__in=PROJECTS).select_related("group"):
+        by_team.setdefault(project.group.slug, []).append(project)
+    turns = {slug: itertools.cycle(sorted(found, key=lambda p: p.name)) for slug, found in by_team.items()}
+
+    def pick(resource: str) -> Project | None:
+        turn = turns.get(resource.split("/")[0])
+        return next(turn) if turn else None
+
+    return pick
+
+
 @dataclass(frozen=True)
 class DemoUser:
     username: str
@@ -215,6 +232,8 @@ def seed(password: str | None = None) -> dict[str, int]:
                 capacity=capacity,
                 region=region,
                 country=country,
+                now=SINCE_EVER,
+                reason="demo estate",
             )
             created["pools"] += 1
         pool_objects[name] = pool

@@ -22,6 +22,7 @@ from apps.accounts.models import User
 from apps.policies.models import ComputeResource
 from apps.pools import services as pools
 from apps.pools.models import EnrolmentToken, Pool
+from apps.portal import demo
 from apps.tasks import services as tasks
 from apps.tasks.models import Channel, Task
 
@@ -65,12 +66,14 @@ class DemoLoad:
         self.users = {u.username: u for u in User.objects.filter(username__startswith="dev-")}
         self.resources = {r.name: r for r in ComputeResource.objects.select_related("policy", "profile")}
         self.pending = list(STORY)
+        self.project_of = demo.project_picker()
 
     def submit(self, username: str, resource: str, gpus, minutes: tuple[float, float], name: str) -> Task:
         seconds = round(self.rng.uniform(*minutes) * 60)
         return tasks.submit(
             user=self.users[username],
             compute_resource=self.resources[resource],
+            project=self.project_of(resource),
             gpus=gpus,
             command=f"sleep {seconds}",
             name=name,

@@ -46,25 +46,36 @@ class EventFilter(django_filters.FilterSet):
 
 
 class QueueFilter(django_filters.FilterSet):
-    group = django_filters.CharFilter(field_name="policy__group__name", lookup_expr="icontains")
-    waiting_only = django_filters.BooleanFilter(label="Only with work waiting", method="filter_waiting")
+    group = django_filters.CharFilter(
+        field_name="policy__group__name", lookup_expr="icontains", label="Group"
+    )
+    waiting_only = django_filters.ChoiceFilter(
+        label="Work waiting",
+        choices=[("yes", "only with work waiting")],
+        empty_label="any",
+        method="filter_waiting",
+    )
 
     class Meta:
         model = ComputeResource
         fields = []
 
     def filter_waiting(self, queryset, name, value):
-        return queryset.filter(waiting__gt=0) if value else queryset
+        return queryset.filter(waiting__gt=0) if value == "yes" else queryset
 
 
 class NotificationFilter(django_filters.FilterSet):
+    kind = django_filters.ChoiceFilter(choices=Notification.Kind.choices, label="Kind", empty_label="any")
     status = django_filters.ChoiceFilter(
-        choices=[("unread", "unread"), ("read", "read")], method="filter_status", empty_label="all"
+        label="Read or unread",
+        choices=[("unread", "unread"), ("read", "read")],
+        method="filter_status",
+        empty_label="all",
     )
 
     class Meta:
         model = Notification
-        fields = ["kind"]
+        fields = []
 
     def filter_status(self, queryset, name, value):
         return queryset.filter(read_at__isnull=value == "unread")

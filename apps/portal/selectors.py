@@ -24,11 +24,12 @@ from apps.cloud import selectors as cloud_selectors
 from apps.cloud.caps import CapStatus, cap_statuses
 from apps.core.gpus import GPU_DECIMAL_PLACES, GPU_MAX_DIGITS
 from apps.engine.models import EngineSwitch, PassRecord
-from apps.ledger.budgets import BudgetStatus, budget_status
+from apps.ledger.budgets import BudgetStatus, ResourceBudget, budget_status, resource_budget
 from apps.ledger.selectors import Report, ReportSpec, period_range, usage_report
 from apps.policies.models import ComputeResource, PolicyChange, ResourcePolicy
 from apps.policies.selectors import child_policies, parent_policy_ids, submittable_resources
 from apps.pools.models import Pool, Worker
+from apps.pools.selectors import capacity_history
 from apps.pricing.selectors import currencies, midnight
 from apps.tasks import selectors as task_selectors
 from apps.tasks.models import Task, TaskEvent, counted_gpus
@@ -412,12 +413,12 @@ class EstateHistory:
 
 def estate_history(viewer: User, days: int = 14, now: datetime | None = None) -> EstateHistory:
     """Use of the estate per UTC day by business unit, and the use of owned (not cloud) pools
-    against their declared capacity today."""
+    against the declared capacity in force that day (their capacity history)."""
     now = now or timezone.now()
     starts = last_days(days, now)
-    owned = {p.pk: p.capacity for p in Pool.objects.filter(enabled=True).exclude(kind=Pool.Kind.CLOUD)}
-    owned_names = set(Pool.objects.filter(pk__in=owned).values_list("name", flat=True))
-    capacity = sum(owned.values(), ZERO)
+    owned = dict(Pool.objects.exclude(kind=Pool.Kind.CLOUD).values_list("pk", "name"))
+    owned_names = set(owned.values())
+    in_force = capacity_history(owned, starts[0], max(starts[0], now)) if starts else {}
     gpu_hours: dict[str, list[Decimal]] = defaultdict(lambda: [ZERO] * days)
     cost: dict[str, list[Decimal]] = defaultdict(lambda: [ZERO] * days)
     utilisation = []
@@ -429,8 +430,16 @@ def estate_history(viewer: User, days: int = 14, now: datetime | None = None) ->
             cost[row.labels["group"]][i] = row.figures.cost_amount
         by_pool = report(viewer, ("pool",), start, end)
         used = sum((r.figures.gpu_hours for r in by_pool.rows if r.labels["pool"] in owned_names), ZERO)
-        hours = Decimal((min(end, now) - start).total_seconds()) / 3600
-        utilisation.append(used / (capacity * hours) * 100 if capacity and hours > 0 else ZERO)
+        capacity = sum(
+            (
+                c.in_force * Decimal((min(c.end, end, now) - max(c.start, start)).total_seconds()) / 3600
+                for segments in in_force.values()
+                for c in segments
+                if c.start < min(end, now) and c.end > start
+            ),
+            ZERO,
+        )
+        utilisation.append(used / capacity * 100 if capacity > 0 else ZERO)
     return EstateHistory(starts, dict(gpu_hours), dict(cost), utilisation, currencies()[0])
 
 
@@ -500,12 +509,7 @@ def team_projects(viewer: User, group: Group, start: datetime, end: datetime) ->
 
 # A developer's work.
 
-WORK_STATES = {
-    "waiting": Q(state=Task.State.QUEUED, preemption_count=0),
-    "requeued": Q(state=Task.State.QUEUED, preemption_count__gt=0),
-    "running": Q(state__in=Task.ACTIVE_STATES),
-    "done": Q(state__in=Task.FINAL_STATES),
-}
+WORK_STATES = task_selectors.WORK_STATES
 
 
 def my_tasks(user: User):
@@ -514,11 +518,12 @@ def my_tasks(user: User):
     )
 
 
-def my_resources(user: User) -> list[tuple[ComputeResource, datetime | None]]:
-    """Where the user may submit, each with the reset time when a used-up budget holds it."""
+def my_resources(user: User) -> list[tuple[ComputeResource, ResourceBudget]]:
+    """Where the user may submit, each with its standing against the budgets above it (held until
+    a reset by a used-up budget, or exempt with a time weight of 0)."""
     holds = budget_holds(budget_status())
-    resources = submittable_resources(user).filter(enabled=True).order_by("name")
-    return [(r, holds.get(r.policy_id)) for r in resources]
+    resources = submittable_resources(user).filter(enabled=True).select_related("profile").order_by("name")
+    return [(r, resource_budget(r.profile.time_weight, holds.get(r.policy_id))) for r in resources]
 
 
 def my_projects(user: User):

@@ -11,28 +11,25 @@ from django.utils.safestring import mark_safe
 
 from apps.accounts.models import Notification
 from apps.cloud.models import CloudNode
-from apps.core.gpus import from_milli, to_milli
 from apps.engine.models import PassRecord
 from apps.policies.models import PolicyChange
 from apps.policies.rules import fmt
+from apps.portal import words
 from apps.tasks.models import Task, TaskEvent
+from klique import numbers
 
 NUM = {"td": {"class": "num"}, "th": {"class": "num"}}
-THOUSANDTH = Decimal("0.001")
 
-
-def gpus(value) -> str:
-    """A GPU amount with its three decimals."""
-    return str(from_milli(to_milli(value)))
+# Figures as a person reads them: klique/numbers.py owns the rules.
+gpus = numbers.gpus
+hours = numbers.hours
+hours_left = numbers.hours_left
+money = numbers.money
 
 
 def task_gpus(task: Task) -> str:
-    """A task's size: its GPUs, or on several nodes its nodes times its GPUs per node ("2 x 4.000")."""
+    """A task's size: its GPUs, or on several nodes its nodes times its GPUs per node ("2 x 4")."""
     return f"{task.nodes} x {gpus(task.gpus)}" if task.nodes > 1 else gpus(task.gpus)
-
-
-def hours(value) -> str:
-    return "—" if value is None else str(Decimal(value).quantize(THOUSANDTH))
 
 
 def when(value) -> str:
@@ -43,11 +40,6 @@ def run_out(status) -> str:
     """When a time budget runs out at the current burn rate. A run-out at or after the period's
     reset is no run-out: the budget lasts the period, and the reset is shown instead."""
     return when(status.projected_run_out) if status.runs_out_in_period else status.run_out_text()
-
-
-def money(amount, currency: str) -> str:
-    """An amount of money with two decimals and its currency."""
-    return f"{Decimal(amount).quantize(Decimal('0.01'))} {currency}"
 
 
 def cap_status(status) -> str:
@@ -67,6 +59,9 @@ class GpuColumn(tables.Column):
     def render(self, value):
         return gpus(value)
 
+    def value(self, value):
+        return value
+
 
 class HoursColumn(tables.Column):
     def __init__(self, *args, **kwargs):
@@ -75,23 +70,31 @@ class HoursColumn(tables.Column):
     def render(self, value):
         return hours(value)
 
+    def value(self, value):
+        return value
+
 
 class WindowsColumn(tables.Column):
     """A time budget figure of the row's policy, one line per window (``record.status.windows``);
-    in exports the lines are joined with "; "."""
+    in exports the lines are joined with "; ", at full precision when ``exported`` is given."""
 
-    def __init__(self, text, *args, number: bool = True, **kwargs):
-        self.text = text
+    def __init__(self, text, *args, number: bool = True, exported=None, **kwargs):
+        self.text, self.exported = text, exported or text
         super().__init__(*args, attrs=NUM if number else {}, empty_values=(), **kwargs)
 
-    def lines(self, record) -> list[str]:
-        return [self.text(w) for w in (record.status.windows or (record.status,))]
+    def lines(self, record, text=None) -> list[str]:
+        return [(text or self.text)(w) for w in (record.status.windows or (record.status,))]
 
     def render(self, record):
         return format_html_join(mark_safe("<br>"), "{}", ((line,) for line in self.lines(record)))
 
     def value(self, record):
-        return "; ".join(self.lines(record))
+        return "; ".join(self.lines(record, self.exported))
+
+
+def _raw(value) -> str:
+    """A figure at full precision, for an export."""
+    return "" if value is None else str(value)
 
 
 class WhenColumn(tables.Column):
@@ -160,6 +163,9 @@ class TaskTable(tables.Table):
     def render_gpus(self, record):
         return task_gpus(record)
 
+    def value_gpus(self, record):
+        return f"{record.nodes} x {record.gpus}" if record.nodes > 1 else record.gpus
+
     def render_state(self, record):
         return work_state(record)
 
@@ -222,9 +228,11 @@ class ResourceTable(tables.Table):
         return value
 
     def render_budget(self, value):
-        if value is None:
-            return "ok"
-        return format_html('<span class="badge over">over budget until {}</span>', when(value))
+        css = "badge over" if value.held else ("badge exempt" if value.exempt else "")
+        return format_html('<span class="{}" title="{}">{}</span>', css, value.explanation(), value.text())
+
+    def value_budget(self, value):
+        return value.text()
 
 
 class NotificationTable(tables.Table):
@@ -239,6 +247,12 @@ class NotificationTable(tables.Table):
         fields = ["created_at", "kind", "message", "read_at"]
         empty_text = "No notifications."
         row_attrs = {"class": lambda record: "unread" if record.read_at is None else ""}
+
+    def render_kind(self, record):
+        return words.explained(*words.notification_kind(record.kind))
+
+    def value_kind(self, record):
+        return words.notification_kind(record.kind)[0]
 
     def render_message(self, value, record):
         """The message, linked to what it is about (a preempted task's page) when it has a link."""
@@ -284,7 +298,7 @@ class PoolTable(tables.Table):
         empty_text = "No pools."
 
     def render_utilisation(self, value):
-        return f"{value:.0f}"
+        return numbers.count(value)
 
 
 class CloudNodeTable(tables.Table):
@@ -341,19 +355,31 @@ class PolicyUseTable(tables.Table):
     borrowed = GpuColumn()
     waiting = tables.Column(attrs=NUM)
     budget = WindowsColumn(
-        lambda w: hours(w.budget_hours), verbose_name="Budget (h)", accessor="status__budget_hours"
+        lambda w: hours(w.budget_hours),
+        exported=lambda w: _raw(w.budget_hours),
+        verbose_name="Budget (h)",
+        accessor="status__budget_hours",
     )
     period = WindowsColumn(
         lambda w: w.period or "—", verbose_name="Period", accessor="status__period", number=False
     )
     used = WindowsColumn(
-        lambda w: hours(w.used_hours), verbose_name="Used (h)", accessor="status__used_hours"
+        lambda w: hours(w.used_hours),
+        exported=lambda w: _raw(w.used_hours),
+        verbose_name="Used (h)",
+        accessor="status__used_hours",
     )
     left = WindowsColumn(
-        lambda w: hours(w.left_hours), verbose_name="Left (h)", accessor="status__left_hours"
+        lambda w: hours_left(w.left_hours),
+        exported=lambda w: _raw(w.left_hours),
+        verbose_name="Left (h)",
+        accessor="status__left_hours",
     )
     burn_rate = WindowsColumn(
-        lambda w: hours(w.burn_rate), verbose_name="Burn rate (h/h)", accessor="status__burn_rate"
+        lambda w: hours(w.burn_rate),
+        exported=lambda w: _raw(w.burn_rate),
+        verbose_name="Burn rate (h/h)",
+        accessor="status__burn_rate",
     )
     run_out = WindowsColumn(
         run_out, verbose_name="Projected run-out", accessor="status", orderable=False, number=False
@@ -409,6 +435,15 @@ class NeverFitsTable(tables.Table):
     def render_size(self, record):
         return task_gpus(record)
 
+    def value_size(self, record):
+        return f"{record.nodes} x {record.gpus}" if record.nodes > 1 else record.gpus
+
+    def render_cause(self, value):
+        return words.explained(*words.never_fits_cause(value))
+
+    def value_cause(self, value):
+        return words.never_fits_cause(value)[0]
+
 
 class EventTable(tables.Table):
     at = tables.DateTimeColumn(format="Y-m-d H:i:s", verbose_name="At (UTC)")
@@ -426,6 +461,12 @@ class EventTable(tables.Table):
         fields = []
         prefix = "events-"
         empty_text = "No events."
+
+    def render_reason(self, record):
+        return words.explained(*words.event_reason(record.kind, record.reason))
+
+    def value_reason(self, record):
+        return words.event_reason(record.kind, record.reason)[0]
 
 
 # A department and a team.
@@ -448,7 +489,8 @@ class QuotaChangeTable(tables.Table):
 
     def render_changes(self, value):
         return "; ".join(
-            f"{field}: {_shown(old, field)} → {_shown(new, field)}" for field, (old, new) in value.items()
+            f"{words.policy_field(field)}: {_shown(old, field)} → {_shown(new, field)}"
+            for field, (old, new) in value.items()
         )
 
 

@@ -1,7 +1,7 @@
-from django.urls import path
+from django.urls import include, path
 
 from apps.portal import views
-from apps.portal.views import governance, requests
+from apps.portal.views import closing, governance, requests
 from apps.portal.views import webhooks as webhook_views
 
 app_name = "portal"
@@ -14,7 +14,12 @@ urlpatterns = [
     path("leadership/split/", governance.leadership_split, name="leadership-split"),
     path("tenants/<slug:slug>/", governance.tenant, name="tenant"),
     path("it/", views.it, name="it"),
+    path("it/whatif/", include("apps.whatif.urls")),
     path("finance/", views.finance, name="finance"),
+    path("finance/months/", closing.months, name="months"),
+    path("finance/months/close/", closing.close_month, name="close-month"),
+    path("finance/months/<int:pk>/reopen/", closing.reopen_month, name="reopen-month"),
+    path("finance/months/sweep/", closing.sweep, name="sweep-months"),
     path("departments/<slug:slug>/", views.department, name="department"),
     path("departments/<slug:slug>/split/", views.split, name="split"),
     path("teams/<slug:slug>/", views.team, name="team"),

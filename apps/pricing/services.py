@@ -37,6 +37,14 @@ def _node_snapshot(price: NodePrice) -> dict[str, str]:
     }
 
 
+def _adjust_closed_months(change: PriceChange) -> None:
+    """A GPU price change reaching into a closed month is booked as adjustments in the next open
+    month (``apps.ledger.closing``); the closed month itself stays as it was frozen."""
+    from apps.ledger.closing import price_changed
+
+    price_changed(change)
+
+
 @dataclass(frozen=True)
 class AuditedPrices:
     """Audited writes of one kind of price: GPU prices and node prices differ only in their fields,
@@ -49,9 +57,10 @@ class AuditedPrices:
     link: str  # the PriceChange field pointing at the price (cleared once it is deleted)
     named_by: tuple[str, ...]  # the price's fields the PriceChange copies
     related: tuple[str, ...] = ()
+    after_change: Callable[[PriceChange], object] | None = None
 
     def _audit(self, price, action: str, before: dict, after: dict, actor: User | None, via: str):
-        PriceChange.objects.create(
+        change = PriceChange.objects.create(
             **{self.link: None if action == PriceChange.Action.DELETED else price},
             **{name: getattr(price, name) for name in self.named_by},
             currency=price.currency,
@@ -62,6 +71,8 @@ class AuditedPrices:
             via=via,
             at=timezone.now(),
         )
+        if self.after_change is not None:
+            self.after_change(change)
 
     @transaction.atomic
     def save(self, price, *, actor=None, via: str):
@@ -89,8 +100,9 @@ class AuditedPrices:
 
     @transaction.atomic
     def delete(self, price, *, actor=None, via: str) -> None:
-        self._audit(price, PriceChange.Action.DELETED, self.snapshot(price), {}, actor, via)
+        before = self.snapshot(price)
         price.delete()
+        self._audit(price, PriceChange.Action.DELETED, before, {}, actor, via)
 
 
 GPU_PRICES = AuditedPrices(
@@ -101,6 +113,7 @@ GPU_PRICES = AuditedPrices(
     link="price",
     named_by=("gpu_type_id",),
     related=("gpu_type",),
+    after_change=_adjust_closed_months,
 )
 NODE_PRICES = AuditedPrices(
     model=NodePrice,

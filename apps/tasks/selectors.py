@@ -8,6 +8,19 @@ from apps.accounts.models import User
 from apps.accounts.selectors import cancellable_group_ids, managed_group_ids
 from apps.tasks.models import Schedule, Task, TaskEvent
 
+# Where a task is in the portal's words (a developer's "My work"), beside the model's states.
+WORK_STATES = {
+    "waiting": Q(state=Task.State.QUEUED, preemption_count=0),
+    "requeued": Q(state=Task.State.QUEUED, preemption_count__gt=0),
+    "running": Q(state__in=Task.ACTIVE_STATES),
+    "done": Q(state__in=Task.FINAL_STATES),
+}
+# What the API's ``state`` filter takes: every model state (``running`` is the model's, exactly),
+# then the portal's words that are not one.
+STATE_FILTERS = {value: Q(state=value) for value in Task.State.values} | {
+    word: condition for word, condition in WORK_STATES.items() if word not in Task.State.values
+}
+
 
 def queue_position(task: Task) -> int | None:
     """1-based place of a waiting task in its compute resource's queue; None when not waiting."""

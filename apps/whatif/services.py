@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import close_old_connections, transaction
+from django.db import connections, transaction
 from django.utils import timezone
 
 from apps.engine.core.scenario import ScenarioError
@@ -60,6 +60,9 @@ def check(request: RunRequest) -> None:
     longest = timedelta(days=settings.WHATIF_MAX_DAYS)
     if end - start > longest:
         raise RunError("end", f"the period may span at most {settings.WHATIF_MAX_DAYS} days")
+    groups = request.groups
+    if not isinstance(groups, list | tuple) or not all(isinstance(g, str) and g for g in groups):
+        raise RunError("groups", "must be a list of group slugs")
     threshold = request.wait_threshold_s
     if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 0:
         raise RunError("wait_threshold_s", "must be a whole number of seconds, 0 or more")
@@ -121,7 +124,7 @@ def _run_in_thread(pk: int) -> None:
     try:
         execute(pk)
     finally:
-        close_old_connections()
+        connections.close_all()  # this thread's own connections: nothing else would close them
 
 
 def execute(pk: int) -> None:
@@ -137,7 +140,7 @@ def execute(pk: int) -> None:
     run = WhatIfRun.objects.get(pk=pk)
     try:
         scenario = export(run.start, run.end, run.groups or None)
-        tasks = sum(1 for e in scenario.get("events", ()) if e.get("event") == "submit")
+        tasks = sum(1 for e in scenario.get("events", ()) if "submit" in e)
         WhatIfRun.objects.filter(pk=pk).update(tasks=tasks, progress=EXPORT_SHARE, updated_at=timezone.now())
         report = compare(
             scenario,

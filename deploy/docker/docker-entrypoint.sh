@@ -7,7 +7,7 @@ case "$role" in
   web)
     # gthread: each worker daemon waiting at /api/v1/workers/wait (up to WORKER_WAIT_MAX_S, 20 s)
     # holds one thread; the timeout stays above that wait, and nginx's proxy timeouts match it.
-    exec gunicorn klique.wsgi:application --bind "0.0.0.0:${PORT:-8000}" \
+    exec gunicorn --config python:klique.gunicorn_conf klique.wsgi:application --bind "0.0.0.0:${PORT:-8000}" \
       --workers "${WEB_WORKERS:-4}" --worker-class gthread --threads "${WEB_THREADS:-32}" \
       --timeout "${WEB_TIMEOUT:-60}" --graceful-timeout "${WEB_GRACEFUL_TIMEOUT:-30}" \
       --keep-alive "${WEB_KEEPALIVE:-75}" \

@@ -26,6 +26,7 @@ from klique.client.sdk import (
     Usage,
     Verdict,
     WaitTimeout,
+    WhatIfRun,
 )
 
 __all__ = [
@@ -47,4 +48,5 @@ __all__ = [
     "Usage",
     "Verdict",
     "WaitTimeout",
+    "WhatIfRun",
 ]

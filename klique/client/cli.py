@@ -12,17 +12,20 @@ Exit codes (scripts can rely on them):
     7  server error (5xx)
     8  with --wait, the task was canceled
     9  with --wait, the timeout passed before the task ended
+  141  standard output was closed early (``klique ls | head``): quietly, as coreutils
 """
 
 import argparse
 import getpass
 import json
+import os
 import re
 import sys
 import time
 import webbrowser
 from decimal import Decimal
 
+from klique import numbers
 from klique.client import config
 from klique.client.sdk import (
     ApiError,
@@ -41,6 +44,7 @@ from klique.client.sdk import (
 )
 
 OK, FAILED, USAGE, AUTH, DENIED, INVALID, UNREACHABLE, SERVER, TASK_CANCELED, TIMED_OUT = range(10)
+PIPE_CLOSED = 128 + 13  # killed by SIGPIPE, as the shell reports coreutils' ``ls | head``
 EXIT_BY_ERROR = [
     (NotLoggedIn, AUTH),
     (AuthenticationFailed, AUTH),
@@ -62,7 +66,13 @@ REASONS = {
 
 
 def amount(value: Decimal | None) -> str:
-    return "-" if value is None else f"{value.normalize():f}"
+    """GPUs or a time weight as klique/numbers.py writes them ("8", "0.5")."""
+    return "-" if value is None else numbers.gpus(value)
+
+
+def hours(value: Decimal | None) -> str:
+    """Hours with at most one decimal, as on the portal's pages (``--json`` keeps them whole)."""
+    return "-" if value is None else numbers.hours(value)
 
 
 def size(task: Task) -> str:
@@ -371,7 +381,7 @@ def cmd_usage(args, client: Client) -> int:
             amount(u.gpus_in_use),
             amount(u.reservation),
             amount(u.limit),
-            amount(u.gpu_hours),
+            hours(u.gpu_hours),
             u.period or "month",
         ]
         for u in usage
@@ -388,10 +398,10 @@ def cmd_budget(args, client: Client) -> int:
         [
             u.group,
             w.period,
-            amount(w.used_hours),
-            amount(w.budget_hours),
-            amount(w.left_hours),
-            amount(w.burn_rate),
+            hours(w.used_hours),
+            hours(w.budget_hours),
+            "-" if w.left_hours is None else numbers.hours_left(w.left_hours),
+            hours(w.burn_rate),
             when(w.projected_run_out),
             when(w.resets_at),
             "USED UP" if w.used_up else ("over alert threshold" if w.over_threshold else ""),
@@ -615,7 +625,12 @@ def parser() -> argparse.ArgumentParser:
     )
     waiting(submit)
     ls = command("ls", cmd_ls, "your tasks (and your groups' if you lead them), newest first")
-    ls.add_argument("--state", action="append", help="only this state (repeat for several)")
+    ls.add_argument(
+        "--state",
+        action="append",
+        help="only this state (repeat for several): queued, placed, running, stopping, succeeded, "
+        "failed, canceled, or as the portal says waiting, requeued, done; the server checks it",
+    )
     ls.add_argument("--mine", action="store_true", help="only the tasks you submitted")
     ls.add_argument("--limit", type=int, default=50)
     status = command("status", cmd_status, "where a task is, why it waits, its preemptions")
@@ -664,7 +679,21 @@ def parser() -> argparse.ArgumentParser:
         "id", type=int
     )
     command("mcp", cmd_mcp, "run the MCP server over stdio for an agent, acting with your token")
+    from klique.client import whatif_cli  # it imports this module's helpers
+
+    whatif_cli.register(command)
     return root
+
+
+def pipe_closed() -> int:
+    """The reader of standard output went away (``| head``): no traceback, and nothing more
+    written there at exit (Python's own flush would complain)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return PIPE_CLOSED
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -678,9 +707,14 @@ def main(argv: list[str] | None = None) -> int:
     args.command = command
     try:
         if args.handler in (cmd_login, cmd_mcp):
-            return args.handler(args)
-        with Client.from_config(channel="cli") as client:
-            return args.handler(args, client)
+            code = args.handler(args)
+        else:
+            with Client.from_config(channel="cli") as client:
+                code = args.handler(args, client)
+        sys.stdout.flush()  # a reader that went away shows here, not at exit
+        return code
+    except BrokenPipeError:
+        return pipe_closed()
     except KliqueError as error:
         if isinstance(error, ApiError) and error.errors:
             print("klique: the server refused the input:", file=sys.stderr)

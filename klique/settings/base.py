@@ -217,17 +217,38 @@ SPECTACULAR_SETTINGS = {
         "ChangeRequestStateEnum": "apps.governance.models.ChangeRequest.State",
         "StateEnum": "apps.tasks.models.Task.State",
         "RoleEnum": "apps.accounts.models.Membership.Role",
+        "WhatIfRunStateEnum": "apps.whatif.models.WhatIfRun.State",
     },
 }
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
-}
+
+def logging_config(log_format: str) -> dict:
+    """``LOG_FORMAT``: ``text`` (development and tests) or ``json``, one object a line with the
+    pass, task and pool ids (``klique.jsonlog``; production's default, docs/operations.md)."""
+    if log_format not in ("text", "json"):
+        from django.core.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured(f"LOG_FORMAT must be text or json, not {log_format!r}")
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {
+            "text": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+            "json": {"()": "klique.jsonlog.JsonFormatter"},
+        },
+        "filters": {"celery_task": {"()": "apps.core.logs.CeleryTaskFilter"}},
+        "handlers": {
+            "console": {"class": "logging.StreamHandler", "formatter": log_format, "filters": ["celery_task"]}
+        },
+        "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+        "loggers": {"django.db.backends": {"level": "WARNING"}},
+    }
+
+
+LOG_FORMAT = os.environ.get("LOG_FORMAT") or "text"
+LOGGING = logging_config(LOG_FORMAT)
+# In JSON, Celery's worker keeps the handler above instead of installing its own text one.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = LOG_FORMAT != "json"
 
 # Celery: Redis as broker when REDIS_URL is set. Without it (the embedded default) the engine
 # runs in-process through ``manage.py run_engine`` and Celery is not used.

@@ -5,7 +5,7 @@ import os
 from django.core.exceptions import ImproperlyConfigured
 
 from .base import *  # noqa: F401,F403
-from .base import DEV_SECRET_KEY, MIDDLEWARE, REDIS_URL, SECRET_KEY, env_bool, env_list
+from .base import DEV_SECRET_KEY, MIDDLEWARE, REDIS_URL, SECRET_KEY, env_bool, env_list, logging_config
 
 if SECRET_KEY == DEV_SECRET_KEY or len(SECRET_KEY) < 32:
     raise ImproperlyConfigured("SECRET_KEY must be set to a random value of at least 32 characters.")
@@ -25,6 +25,10 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 
 KLIQUE_ENV = "production"
+# One JSON object a log line unless LOG_FORMAT=text (docs/operations.md).
+LOG_FORMAT = os.environ.get("LOG_FORMAT") or "json"
+LOGGING = logging_config(LOG_FORMAT)
+CELERY_WORKER_HIJACK_ROOT_LOGGER = LOG_FORMAT != "json"
 # Webhooks: https only in production unless hosts are named.
 WEBHOOK_HTTP_HOSTS = env_list("WEBHOOK_HTTP_HOSTS", [])
 

@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+from klique.jsonlog import JsonFormatter
 from klique.worker import __version__
 from klique.worker.client import ControlPlane
 from klique.worker.daemon import Daemon, Settings
@@ -107,7 +108,12 @@ def parser() -> argparse.ArgumentParser:
         default=int(env("KLIQUE_WORKER_MAX_CLAIM", 100)),
         help="tasks one claim may take at most, 1 to 100 [KLIQUE_WORKER_MAX_CLAIM]",
     )
-    p.add_argument("--log-format", choices=["text", "json"], default=env("KLIQUE_LOG_FORMAT", "text"))
+    p.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        default=env("KLIQUE_LOG_FORMAT", env("LOG_FORMAT", "text")),
+        help="text, or one JSON object a line [KLIQUE_LOG_FORMAT, else LOG_FORMAT]",
+    )
     p.add_argument(
         "--keep-work-on-exit",
         action="store_true",
@@ -133,19 +139,18 @@ def parser() -> argparse.ArgumentParser:
 
 
 class Formatter(logging.Formatter):
-    """``2026-03-02T09:00:00Z INFO claimed task=12 gpus=1.000`` or one JSON object per line."""
+    """``2026-03-02T09:00:00Z INFO claimed task=12 gpus=1.000``, or one JSON object per line
+    (``klique.jsonlog``; ``context``, the daemon's worker and pool ids once enrolled, on each line)."""
 
-    def __init__(self, as_json: bool):
+    def __init__(self, as_json: bool, context: dict | None = None):
         super().__init__()
-        self.as_json = as_json
+        self.json = JsonFormatter(context=context) if as_json else None
 
     def format(self, record: logging.LogRecord) -> str:
+        if self.json is not None:
+            return self.json.format(record)
         at = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + "Z"
         fields = getattr(record, "fields", {})
-        if self.as_json:
-            return json.dumps(
-                {"at": at, "level": record.levelname.lower(), "event": record.getMessage(), **fields}
-            )
         pairs = " ".join(
             f"{key}={_quoted(value)}" for key, value in fields.items() if value not in (None, "")
         )
@@ -178,7 +183,8 @@ def devices(args, nvml) -> list[str] | None:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(Formatter(args.log_format == "json"))
+    log_context: dict = {}
+    handler.setFormatter(Formatter(args.log_format == "json", log_context))
     logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
     token = enrolment_token(args)
     if not args.server or not token:
@@ -214,7 +220,9 @@ def main(argv: list[str] | None = None) -> int:
         session_host=args.session_host or default_host(socket.gethostname()),
     )
     verify = args.ca_bundle or True
-    daemon = Daemon(settings, ControlPlane(args.server, verify=verify), runner, nvml=nvml)
+    daemon = Daemon(
+        settings, ControlPlane(args.server, verify=verify), runner, nvml=nvml, log_context=log_context
+    )
     signal.signal(signal.SIGTERM, lambda *_: daemon.shutdown())
     signal.signal(signal.SIGINT, lambda *_: daemon.shutdown())
     log.info(

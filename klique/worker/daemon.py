@@ -136,8 +136,11 @@ class Daemon:
         nvml=None,
         clock=time.monotonic,
         rng: random.Random | None = None,
+        log_context: dict | None = None,
     ):
         self.settings, self.client, self.runner, self.nvml, self.clock = settings, client, runner, nvml, clock
+        # Filled at enrolment (worker_id, pool_id); the JSON log lines carry it (klique.jsonlog).
+        self.log_context = log_context if log_context is not None else {}
         self.rng = rng or random.Random()
         self.free = [gpu_slots.WHOLE] * len(settings.devices)
         self.held: dict[int, Held] = {}
@@ -214,6 +217,7 @@ class Daemon:
                 raise Refused(str(error)) from error
             self.heartbeat_s = float(answer["heartbeat_s"])
             self.pool_id = answer.get("pool_id")
+            self.log_context.update(worker_id=answer["worker"], pool_id=self.pool_id)
             self.recovered()
             self.adopt(answer.get("adopted") or [])
             log.info(

@@ -16,6 +16,7 @@ from apps.engine import services as engine
 from apps.policies.models import ComputeResource
 from apps.pools import services as pools
 from apps.pools.models import EnrolmentToken, Pool, Worker
+from apps.portal import demo
 from apps.tasks import services as tasks
 from apps.tasks.models import Channel, Task
 
@@ -63,6 +64,7 @@ def run(days: int = 2, per_wave: int = 4) -> None:
     users = {u.username: u for u in User.objects.filter(username__startswith="dev-")}
     resources = {r.name: r for r in ComputeResource.objects.select_related("policy", "profile")}
     work = cycle(WORK)
+    project_of = demo.project_picker()
     hours_of: dict[int, int] = {}
     now = timezone.now()
     at = now - timedelta(days=days)
@@ -77,6 +79,7 @@ def run(days: int = 2, per_wave: int = 4) -> None:
                     task = tasks.submit(
                         user=users[username],
                         compute_resource=resources[resource],
+                        project=project_of(resource),
                         gpus=gpus,
                         command=f"sleep {hours * 3600}",
                         name=f"{resource.split('/')[0]} run",

@@ -35,7 +35,11 @@ class DatabaseReplay:
         gpu_type = GpuType.objects.get_or_create(name="GPU")[0]
         self.pools = {
             p.name: pools.create_pool(
-                name=p.name, kind="kubernetes", gpu_type=gpu_type, capacity=from_milli(p.capacity)
+                name=p.name,
+                kind="kubernetes",
+                gpu_type=gpu_type,
+                capacity=from_milli(p.capacity),
+                now=sc.start,
             )
             for p in sc.pools
         }

@@ -7,6 +7,7 @@ as an IT admin's would be."""
 import json
 import random
 from datetime import UTC, datetime
+from decimal import Decimal
 
 import pytest
 import time_machine
@@ -18,6 +19,8 @@ from apps.engine import export
 from apps.engine.core import scenario as scenarios
 from apps.policies import services as policies
 from apps.policies.models import PolicyChange, ResourcePolicy
+from apps.pools import services as pools
+from apps.pools.models import Pool
 from apps.portal import demo
 from tests.browser import history
 from tests.engine_live.db_scenario import DatabaseReplay, _hours
@@ -336,3 +339,39 @@ def test_checkpointed_work_counts_all_its_runs_and_work_from_before_the_start_wh
     assert durations == {ids["b1"]: (0, 7), ids["a1"]: (0, 3), ids["a2"]: (0, 3)}
     figures = export.fidelity(later)
     assert figures["within_one_pass"] == 3, figures
+
+
+RESIZED = {
+    "start": "2026-03-02T00:00:00Z",
+    "duration_s": 60,
+    "pools": [{"name": "onprem", "capacity": 2}],
+    "profiles": [{"name": "gpu1", "gpus": 1, "pools": ["onprem"]}],
+    "policies": [{"name": "org", "reservation": 0, "limit": 4}],
+    "compute_resources": [{"name": "org/gpu1", "policy": "org", "profile": "gpu1"}],
+    "events": [
+        {"at": 0, "submit": {"id": "a", "resource": "org/gpu1", "duration_s": 10}},
+        {"at": 20, "set_capacity": {"pool": "onprem", "capacity": 4}},
+        {"at": 40, "set_capacity": {"pool": "onprem", "capacity": 3}},
+    ],
+}
+
+
+def test_pools_are_exported_at_their_capacity_at_the_start_with_each_change_inside_as_an_event(settings):
+    """From the pools' capacity history (docs/whatif.md): the capacity in force at the start, a
+    set_capacity at each change inside the period; a change after the period (today's capacity)
+    changes nothing."""
+    record(RESIZED, settings)
+    pools.update_pool(Pool.objects.get(name="onprem"), capacity=Decimal("16"), reason="new rack")
+    data = export.export(START, datetime(2026, 3, 2, 0, 1, tzinfo=UTC))
+    assert data["pools"] == [{"name": "onprem", "capacity": 2}]
+    changes = [e for e in data["events"] if "set_capacity" in e]
+    assert changes == [
+        {"at": 20, "set_capacity": {"pool": "onprem", "capacity": 4}},
+        {"at": 40, "set_capacity": {"pool": "onprem", "capacity": 3}},
+    ]
+    scenarios.loads(export.dumps(data))
+    later = export.export(datetime(2026, 3, 2, 0, 0, 30, tzinfo=UTC), datetime(2026, 3, 2, 0, 1, tzinfo=UTC))
+    assert later["pools"] == [{"name": "onprem", "capacity": 4}]
+    assert [e for e in later["events"] if "set_capacity" in e] == [
+        {"at": 10, "set_capacity": {"pool": "onprem", "capacity": 3}}
+    ]

@@ -8,6 +8,7 @@ import pytest
 
 from apps.ledger import rollups
 from apps.ledger.selectors import ReportSpec, period_range, usage_report
+from apps.pools import services as pools
 from apps.pricing import services as pricing
 from tests.ledger.ledger_data import make_estate, record
 
@@ -204,8 +205,7 @@ def test_unused_capacity_shown_separately_is_capacity_hours_minus_use_priced(est
     record(
         estate, estate.team_a, estate.users["alice"], estate.onprem, day, day + timedelta(hours=24), gpus="2"
     )
-    estate.cloud.enabled = False
-    estate.cloud.save()
+    pools.update_pool(estate.cloud, enabled=False, now=day - timedelta(days=1), reason="retired")
     one_day = spec("group", start=day, end=day + timedelta(days=1), idle="separate")
     report = usage_report(estate.users["fin"], one_day, now=NOW)
     assert report.unused.gpu_hours == Decimal("144.000")  # 8 GPUs x 24 h - 48 GPU-hours

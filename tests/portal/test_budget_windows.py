@@ -98,9 +98,9 @@ def test_pages_and_the_api_show_each_window(login, day_window):
     policies.set_budget_windows(policy("pretraining"), {"day": Decimal(50)})
     team = login("lead-pretraining").get("/teams/pretraining/").content.decode()
     assert '<li data-window="month">Per month: ' in team
-    assert '<li data-window="day">Per day: 0.000 of 50.000 budget hours used, 50.000 left' in team
+    assert '<li data-window="day">Per day: 0 of 50 budget hours used, 50 left' in team
     department = login("head-language").get("/departments/language/").content.decode()
-    assert '<li data-window="day">Per day: 0.000 of 100.000 budget hours used' in department
+    assert '<li data-window="day">Per day: 0 of 100 budget hours used' in department
     assert "month<br>day" in department  # the teams table: one line per window
     client = APIClient()
     client.force_authenticate(User.objects.get(username="lead-pretraining"))

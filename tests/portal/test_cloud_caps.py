@@ -35,8 +35,8 @@ def test_leadership_sets_a_cap_and_the_page_shows_it_within_the_cap(login):
     for shown in (
         "organisation",
         "Acme Labs",
-        "25000.00 EUR",
-        "0.00 EUR",
+        "€25,000.00",
+        "€0.00",
         "within cap",
         f"{resets:%Y-%m-%d} 00:00 UTC",
     ):
@@ -131,7 +131,7 @@ def test_no_one_but_leadership_changes_a_cap(login, role):
 def test_it_sees_the_caps_but_no_form_to_change_them(login):
     login("cio").post(SET, {"group": group("acme").pk, "amount": "100", "currency": "EUR"})
     page = login("it").get("/leadership/").content.decode()
-    assert "Acme Labs" in page and "100.00 EUR" in page
+    assert "Acme Labs" in page and "€100.00" in page
     assert "Set a cloud spend cap" not in page and "/remove/" not in page
 
 

@@ -76,10 +76,10 @@ def cloud_month(estate, time_machine):
 def test_finance_sees_cloud_spend_with_its_idle_spare_and_attributed_parts(login, cloud_month):
     page = login("finance").get("/finance/").content.decode()
     # Demo prices: 27.20 on demand, 9.50 spot per node-hour. 2 h + 1 h of nodes.
-    assert 'id="cloud-total">63.90 EUR' in page
-    assert 'id="cloud-idle">36.70 EUR (57.4 %)' in page  # 11-12 on demand and the whole spot node
-    assert 'id="cloud-attributed">13.60 EUR' in page  # 4 of 8 GPUs for 1 h at 27.20
-    assert 'id="cloud-spare">13.60 EUR' in page  # the other 4 GPUs in that hour
+    assert 'id="cloud-total">€63.90' in page
+    assert 'id="cloud-idle">€36.70 (57.4 %)' in page  # 11-12 on demand and the whole spot node
+    assert 'id="cloud-attributed">€13.60' in page  # 4 of 8 GPUs for 1 h at 27.20
+    assert 'id="cloud-spare">€13.60' in page  # the other 4 GPUs in that hour
 
 
 def test_the_cloud_tables_export_as_csv(login, cloud_month):

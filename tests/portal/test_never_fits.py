@@ -42,7 +42,7 @@ def test_it_sees_the_waiting_tasks_that_never_fit_with_group_size_and_cause(logi
     rows = client.get("/it/?export=csv&table=neverfits").content.decode().splitlines()
     assert rows[0] == "Task,Group,Compute resource,GPUs,Cause,Why,Submitted"
     assert [row.split(",")[:5] for row in rows[1:]] == [
-        [str(stuck.pk), "Pretraining", "pretraining/h100-8", "8.000", "capacity"]
+        [str(stuck.pk), "Pretraining", "pretraining/h100-8", "8.000", "larger than every pool"]
     ]
 
 

@@ -120,7 +120,7 @@ def test_the_department_shows_its_teams_only_with_use_waiting_work_and_budget_le
     )
     assert [line.split(",")[0] for line in teams[1:]] == ["Alignment", "Pretraining"]
     pretraining = teams[2].split(",")
-    assert pretraining[1:5] == ["48.000", "160.000", "24.000", "0.000"]
+    assert pretraining[1:5] == ["48.000", "160.000", "24.000", "0"]
 
 
 def test_the_team_shows_its_own_members_only(login):
@@ -132,7 +132,8 @@ def test_leadership_sees_gpu_hours_and_spend_by_business_unit(login, busy):
     page = login("cio").get("/leadership/").content.decode()
     assert "use-by-unit" in page and "owned-utilisation" in page and "cloud-in-use" in page
     units = login("cio").get("/leadership/?export=csv&table=units").content.decode().splitlines()
-    assert units[0].startswith("Group,Kind,Path,GPU-hours,Budget hours,Cost (EUR)")
+    assert units[0].startswith("Group,Kind,Level,Path,")
+    assert units[0].endswith("GPU-hours,Budget hours,Cost (EUR)")
     assert {line.split(",")[0] for line in units[1:]} == {"Research", "Products", "Total"}
 
 

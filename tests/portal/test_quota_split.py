@@ -44,7 +44,7 @@ def test_each_saved_change_is_in_the_audit_trail_with_who_and_the_values_before_
     assert change.policy == policy("alignment") and change.actor.username == "head-language"
     assert change.changes == {"limit": ["64.000", "60.000"], "budget_hours": ["8000.000", "7000.000"]}
     page = client.get("/departments/language/").content.decode()
-    assert "limit: 64 → 60; budget_hours: 8000 → 7000" in page
+    assert "limit: 64 → 60; time budget (budget hours): 8000 → 7000" in page
 
 
 def test_an_unchanged_form_saves_nothing_and_audits_nothing(login):

@@ -9,6 +9,7 @@ tests until the matrix says who may use it. Each request runs in a savepoint tha
 so one answer (a removed member, a deleted price) never changes the next."""
 
 from dataclasses import dataclass, field
+from datetime import date
 from decimal import Decimal
 
 import pytest
@@ -19,6 +20,7 @@ from apps.accounts import services as accounts
 from apps.accounts.models import Group, Membership, Notification, Project, User
 from apps.cloud import services as cloud
 from apps.governance import services as governance
+from apps.ledger.closing import close_month
 from apps.policies.models import ComputeResource, ResourcePolicy
 from apps.pools.models import GpuType
 from apps.pricing.models import NodePrice, Price
@@ -61,6 +63,19 @@ MATRIX = {
     "GET /tenants/language/": Rule({"it"}),
     "GET /it/": Rule({"it"}),
     "GET /finance/": Rule(ESTATE),
+    # The month close: finance, leadership and IT see it; finance and IT close and reopen.
+    "GET /finance/months/": Rule(ESTATE),
+    "POST /finance/months/close/": posted(PRICE_EDITORS, month="2026-01"),
+    "POST /finance/months/{month_close}/reopen/": posted(PRICE_EDITORS, reason="Wrong prices."),
+    "POST /finance/months/sweep/": posted(PRICE_EDITORS),
+    # Statements and the cost-centre cut: the reports' own rule.
+    "GET /reports/statements/": Rule(EVERYONE),
+    "GET /reports/statements/?group=language&month=2026-02&format=pdf": Rule(ESTATE | {"head-language"}),
+    "GET /reports/statements/?group=pretraining&month=2026-02&format=csv": Rule(
+        ESTATE | MANAGE_PRETRAINING | {"dev-pretraining"}
+    ),
+    "GET /reports/statements/?group=language&idle=spread&format=csv": Rule(ESTATE),
+    "GET /reports/cost-centres/?month=2026-02": Rule(EVERYONE),
     "GET /departments/language/": Rule(ESTATE | {"head-language"}),
     "GET /departments/vision/": Rule(ESTATE),
     "GET /departments/language/split/": Rule({"it", "head-language"}),
@@ -156,7 +171,32 @@ MATRIX = {
     "POST /groups/perception/webhooks/{perception_webhook}/test/": posted({"it"}),
     "POST /groups/pretraining/webhooks/{pretraining_webhook}/remove/": posted({"it", "lead-pretraining"}),
     "POST /groups/perception/webhooks/{perception_webhook}/remove/": posted({"it"}),
+    # What-if runs: IT only (tests/whatif/test_page.py).
+    "GET /it/whatif/": Rule({"it"}),
+    "POST /it/whatif/": posted(
+        {"it"},
+        start="2026-01-05T00:00",
+        end="2026-01-06T00:00",
+        wait_threshold_s="3600",
+        **{"changes-TOTAL_FORMS": "1", "changes-INITIAL_FORMS": "0", "changes-0-kind": "reservations"},
+        **{"changes-0-target": "group:vision", "changes-0-value": "64"},
+    ),
+    "GET /it/whatif/{whatif_run}/": Rule({"it"}),
+    "GET /it/whatif/{whatif_run}/status/": Rule({"it"}),
+    "GET /it/whatif/{whatif_run}/csv/": Rule({"it"}),
 }
+
+
+def _whatif_run() -> int:
+    """A done what-if run with an empty comparison (the figures are tests/whatif's)."""
+    from datetime import UTC, datetime
+
+    from apps.whatif.models import WhatIfRun
+
+    side = {"groups": {}, "pools": {}, "preemptions": {"budget": 0, "reclaim": 0}, "tasks": {}}
+    report = {"wait_threshold_s": 3600, "changes": {}, "base": side, "changed": side, "difference": side}
+    start, end = datetime(2026, 1, 5, tzinfo=UTC), datetime(2026, 1, 6, tzinfo=UTC)
+    return WhatIfRun.objects.create(start=start, end=end, state="done", progress=1, report=report).pk
 
 
 def _split_data(slug: str) -> dict[str, str]:
@@ -192,6 +232,7 @@ def ids(estate):
         "dev_notification": _notification(dev),
         "dev_token": accounts.create_api_token(user=dev, name="dev's")[0].pk,
         "acme": Group.objects.get(slug="acme").pk,
+        "month_close": close_month(date(2026, 2, 1)).pk,
         "change_request": governance.file_request(
             requester=User.objects.get(username="lead-pretraining"),
             group=Group.objects.get(slug="pretraining"),
@@ -203,6 +244,7 @@ def ids(estate):
         ).pk,
         "pretraining_webhook": _webhook("pretraining"),
         "perception_webhook": _webhook("perception"),
+        "whatif_run": _whatif_run(),
     }
 
 

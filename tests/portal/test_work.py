@@ -54,7 +54,7 @@ def test_running_work_shows_its_pool_and_the_gpus_on_borrowed_capacity(login):
     borrowed = selectors.borrowed_gpus()
     assert [borrowed[t.pk] for t in (first, second, third)] == [0, 0, 8]
     detail = login("dev-ranking").get(f"/work/tasks/{third.pk}/").content.decode()
-    assert "8.000 GPUs on borrowed capacity" in detail
+    assert "8 GPUs on borrowed capacity" in detail
 
 
 def test_requeued_work_shows_the_reason(login):

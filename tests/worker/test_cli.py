@@ -103,8 +103,14 @@ def record(message, **fields):
 def test_logs_read_as_key_value_lines_or_json():
     text = cli.Formatter(as_json=False).format(record("claimed", task=12, devices="0,1", note="two words"))
     assert text == '2026-03-02T09:00:00Z INFO    claimed task=12 devices=0,1 note="two words"'
-    line = json.loads(cli.Formatter(as_json=True).format(record("claimed", task=12)))
-    assert line == {"at": "2026-03-02T09:00:00Z", "level": "info", "event": "claimed", "task": 12}
+    line = json.loads(cli.Formatter(as_json=True, context={"pool_id": 3}).format(record("claimed", task=12)))
+    expected = {
+        "at": "2026-03-02T09:00:00.000Z",
+        "level": "info",
+        "logger": "klique.worker",
+        "event": "claimed",
+    }
+    assert line == expected | {"pool_id": 3, "task_id": 12}
 
 
 def test_the_daemon_imports_no_django():

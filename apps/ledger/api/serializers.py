@@ -23,7 +23,11 @@ def report_data(report: Report) -> dict:
         "columns": [{"key": key, "title": title, "kind": kind} for key, title, kind in report.columns()],
         "rows": [_plain(record) for record in report.records()],
         "total": _plain(summary[0]),
-        "unused_capacity": _plain(summary[1]) if len(summary) > 1 else None,
+        "unused_capacity": _plain(summary[1]) if spec.idle else None,
+        "capacity_in_force": _plain(summary[2]) if spec.idle else None,
+        "adjustments": _plain(summary[-2]) if report.adjustments else None,
+        "total_with_adjustments": _plain(summary[-1]) if report.adjustments else None,
+        "utilisation_pct": None if report.utilisation is None else str(report.utilisation),
         "unpriced_gpu_hours": {name: str(value) for name, value in report.unpriced.items()},
         "rollups_until": report.rollups_until.isoformat() if report.rollups_until else None,
     }

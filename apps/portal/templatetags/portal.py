@@ -2,15 +2,16 @@
 
 from django import template
 
-from apps.portal import tables
+from apps.portal import tables, words
+from klique import numbers
 
 register = template.Library()
 
 
 @register.filter
 def gpus(value) -> str:
-    """A GPU amount with its three decimals."""
-    return tables.gpus(value)
+    """A GPU amount as a person reads it (klique/numbers.py)."""
+    return numbers.gpus(value)
 
 
 @register.filter
@@ -21,8 +22,26 @@ def task_gpus(task) -> str:
 
 @register.filter
 def hours(value) -> str:
-    """Hours with three decimals."""
-    return tables.hours(value)
+    """Hours with at most one decimal (klique/numbers.py)."""
+    return numbers.hours(value)
+
+
+@register.filter
+def hours_left(value) -> str:
+    """The hours left of a time budget: "used up" at or below zero."""
+    return numbers.hours_left(value)
+
+
+@register.filter
+def money(value, currency: str = "") -> str:
+    """An amount with its currency's symbol."""
+    return numbers.money(value, currency)
+
+
+@register.filter
+def stop_reason(code: str):
+    """A stop reason in the reference's words, explained on hover."""
+    return words.explained(*words.stop_reason(code)) if code else "—"
 
 
 @register.filter

@@ -57,6 +57,7 @@ def department(request, slug: str):
                     "limit": [team.policy.limit for team in teams],
                 },
                 y_title="GPUs",
+                empty="No team has a reservation, a limit or GPUs in use.",
             ),
             charts.bars(
                 "team-hours",
@@ -65,9 +66,10 @@ def department(request, slug: str):
                 {
                     "GPU-hours": [team.status.gpu_hours for team in teams],
                     "budget hours used": [team.status.used_hours for team in teams],
-                    "budget hours left": [team.status.left_hours or 0 for team in teams],
+                    "budget hours left": [max(team.status.left_hours or 0, 0) for team in teams],
                 },
                 y_title="hours",
+                empty="No team has used or been given hours in the period.",
             ),
         ],
     }

@@ -109,6 +109,7 @@ def work(request):
                 },
                 y_title="tasks",
                 stacked=True,
+                empty="You have no tasks yet.",
             )
         ],
     }

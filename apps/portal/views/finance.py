@@ -47,15 +47,17 @@ def finance(request):
                 [row.labels["group"] for row in units],
                 {"cost": [row.figures.cost_amount for row in units]},
                 y_title=currency,
+                empty=f"No cost in {currency} this month yet.",
             ),
             charts.bars(
                 "cost-by-gpu-type",
                 f"GPU-hours and cost by GPU type this month ({currency})",
                 [row.labels["gpu_type"] for row in by_type.rows],
-                {
-                    "GPU-hours": [row.figures.gpu_hours for row in by_type.rows],
-                    f"cost ({currency})": [row.figures.cost_amount for row in by_type.rows],
-                },
+                {"GPU-hours": [row.figures.gpu_hours for row in by_type.rows]},
+                y_title="GPU-hours",
+                secondary={f"cost ({currency})": [row.figures.cost_amount for row in by_type.rows]},
+                y2_title=currency,
+                empty="No GPU-hours this month yet.",
             ),
         ],
     }

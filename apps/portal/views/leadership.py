@@ -82,15 +82,17 @@ def _leadership_page(request, *, cap_form: CloudCapForm | None = None, status: i
                 history.gpu_hours,
                 y_title="GPU-hours",
                 stacked=True,
+                empty="No GPU-hours in these days yet.",
             ),
             charts.bars(
                 "spend-by-unit",
                 f"GPU-hours and spend by business unit this month ({units.spec.currency})",
                 unit_names,
-                {
-                    "GPU-hours": [row.figures.gpu_hours for row in units.rows],
-                    f"cost ({units.spec.currency})": [row.figures.cost_amount for row in units.rows],
-                },
+                {"GPU-hours": [row.figures.gpu_hours for row in units.rows]},
+                y_title="GPU-hours",
+                secondary={f"cost ({units.spec.currency})": [row.figures.cost_amount for row in units.rows]},
+                y2_title=units.spec.currency,
+                empty="No business unit has used GPUs this month.",
             ),
             charts.bars(
                 "cloud-in-use",
@@ -98,6 +100,7 @@ def _leadership_page(request, *, cap_form: CloudCapForm | None = None, status: i
                 [use.pool.name for use in cloud],
                 {"declared": [use.pool.capacity for use in cloud], "in use": [use.in_use for use in cloud]},
                 y_title="GPUs",
+                empty="No cloud pool has capacity now.",
             ),
             charts.lines(
                 "owned-utilisation",
@@ -105,6 +108,7 @@ def _leadership_page(request, *, cap_form: CloudCapForm | None = None, status: i
                 days,
                 {"owned pools": history.owned_utilisation},
                 y_title="%",
+                empty="No owned-GPU use in these days yet.",
             ),
         ],
     }
@@ -201,6 +205,7 @@ def it(request):
                     "borrowed": [use.borrowed for use in pools],
                 },
                 y_title="GPUs",
+                empty="No pool has declared capacity.",
             ),
             charts.bars(
                 "queue-waiting",
@@ -208,6 +213,7 @@ def it(request):
                 [r.name for r in waiting],
                 {"waiting": [r.waiting_gpus for r in waiting]},
                 y_title="GPUs",
+                empty="No GPUs are waiting: every compute resource's queue is empty.",
             ),
             charts.lines(
                 "pass-duration",
@@ -215,6 +221,7 @@ def it(request):
                 [p.started_at for p in recent],
                 {"duration": [p.duration_ms for p in recent]},
                 y_title="ms",
+                empty="The engine has not run a pass yet.",
             ),
         ],
     }

@@ -52,6 +52,7 @@ def _team_page(request, group: Group, *, add_form=None, status: int = 200):
                 "limit": [policy.limit],
             },
             y_title="GPUs",
+            empty="No reservation, no limit and no GPUs in use.",
         ),
         charts.bars(
             "member-hours",
@@ -59,6 +60,7 @@ def _team_page(request, group: Group, *, add_form=None, status: int = 200):
             [m.membership.user.username for m in members],
             {"GPU-hours": [m.gpu_hours for m in members]},
             y_title="GPU-hours",
+            empty="No member has used GPUs in the period.",
         ),
     ]
     if status_now.has_budget:

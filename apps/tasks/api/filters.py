@@ -1,10 +1,12 @@
 from datetime import UTC
 
 from django.core.exceptions import ValidationError
+from django.db.models import Q
 from django_filters import rest_framework as filters
 from django_filters.fields import IsoDateTimeField
 
 from apps.tasks.models import Channel, Schedule, Task
+from apps.tasks.selectors import STATE_FILTERS
 
 
 class UtcDateTimeField(IsoDateTimeField):
@@ -26,7 +28,15 @@ class UtcDateTimeFilter(filters.IsoDateTimeFilter):
 
 
 class TaskFilter(filters.FilterSet):
-    state = filters.MultipleChoiceFilter(choices=Task.State.choices, help_text="Repeat for several states.")
+    state = filters.MultipleChoiceFilter(
+        choices=[(value, value) for value in STATE_FILTERS],
+        method="filter_state",
+        help_text="Repeat for several states: " + ", ".join(STATE_FILTERS) + " (waiting: queued and never "
+        "preempted; requeued: queued again after a preemption; done: succeeded, failed or canceled).",
+        error_messages={
+            "invalid_choice": "Unknown state %(value)s: use one of " + ", ".join(STATE_FILTERS) + "."
+        },
+    )
     channel = filters.ChoiceFilter(choices=Channel.choices)
     kind = filters.ChoiceFilter(choices=Task.Kind.choices, help_text="batch or session.")
     compute_resource = filters.CharFilter(field_name="compute_resource__name")
@@ -40,6 +50,14 @@ class TaskFilter(filters.FilterSet):
     class Meta:
         model = Task
         fields = ["state", "kind", "channel", "compute_resource", "group", "user", "project"]
+
+    def filter_state(self, queryset, name, values):
+        if not values:
+            return queryset
+        condition = Q()
+        for value in values:
+            condition |= STATE_FILTERS[value]
+        return queryset.filter(condition)
 
     def filter_mine(self, queryset, name, value):
         return queryset.filter(user=self.request.user) if value else queryset

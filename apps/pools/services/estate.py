@@ -1,0 +1,84 @@
+"""Writes for the hardware: GPU types and pools, with the effective-dated history of each pool's
+declared capacity."""
+
+from datetime import datetime
+from decimal import Decimal
+
+from django.db import transaction
+from django.utils import timezone
+
+from apps.core.writes import validated_save
+from apps.pools.models import (
+    GpuType,
+    Pool,
+    PoolCapacityChange,
+)
+
+
+def create_gpu_type(*, name: str, memory_gb: int = 0, generation: int = 0) -> GpuType:
+    return validated_save(GpuType(name=name, memory_gb=memory_gb, generation=generation))
+
+
+def update_gpu_type(gpu_type: GpuType, **fields) -> GpuType:
+    """Refused when a smaller memory or older generation breaks a profile's minimum."""
+    with transaction.atomic():
+        return validated_save(gpu_type, **fields)
+
+
+def create_pool(
+    *,
+    name: str,
+    kind: str,
+    gpu_type: GpuType,
+    capacity,
+    region: str = "",
+    country: str = "",
+    enabled: bool = True,
+    by=None,
+    reason: str = "created",
+    now: datetime | None = None,
+) -> Pool:
+    """The pool's capacity history starts at ``now`` (default: the clock)."""
+    pool = Pool(
+        name=name,
+        kind=kind,
+        gpu_type=gpu_type,
+        capacity=capacity,
+        region=region,
+        country=country,
+        enabled=enabled,
+    )
+    pool.capacity_note = {"at": now, "by": by, "reason": reason}
+    return validated_save(pool)
+
+
+def update_pool(pool: Pool, *, by=None, reason: str = "", now: datetime | None = None, **fields) -> Pool:
+    """Refused when a new country or GPU type breaks a profile that lists the pool (sovereignty,
+    minimum GPU memory or generation), naming the profile. The pool's row is locked first:
+    ``apps.policies.services.link_pool`` locks it too, so no profile is linked meanwhile. A new
+    capacity or ``enabled`` goes into the capacity history from ``now``, with ``by`` and ``reason``."""
+    with transaction.atomic():
+        list(Pool.objects.select_for_update().filter(pk=pool.pk).values_list("pk", flat=True))
+        pool.capacity_note = {"at": now, "by": by, "reason": reason}
+        return validated_save(pool, **fields)
+
+
+def record_capacity(pool: Pool, *, at: datetime | None = None, by=None, reason: str = "") -> bool:
+    """Add a row to the pool's capacity history when its declared capacity or ``enabled`` differs
+    from the row in force last; return whether it did. ``Pool.save`` calls it on every save, the
+    cloud autoscaler after its own write."""
+    last = PoolCapacityChange.objects.filter(pool=pool).order_by("-at", "-pk").first()
+    capacity = Decimal(pool.capacity)
+    if last is not None and last.capacity == capacity and last.enabled == pool.enabled:
+        return False
+    if not reason:
+        reason = "created" if last is None else ""
+    PoolCapacityChange.objects.create(
+        pool=pool,
+        at=at or timezone.now(),
+        capacity=capacity,
+        enabled=pool.enabled,
+        by=by,
+        reason=reason[:200],
+    )
+    return True

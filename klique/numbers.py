@@ -1,0 +1,96 @@
+"""Readable numbers: the one owner of how a figure is shown to a person, on the portal's pages and
+tables and in the ``klique`` CLI's tables. No Django here (``klique/client`` imports it).
+
+- GPUs: whole GPUs as integers ("80"), fractions with the digits they need ("0.5", "2.125").
+- Hours: at most one decimal ("40,000", "23,998", "2.1"); a positive figure below 0.05 shows
+  "< 0.1", never "0".
+- Hours left of a budget: "used up" at or below zero, never "-0.014".
+- Money: two decimals with the currency's symbol ("€45,239.00"), or its code where it has none
+  ("1,200.00 SEK").
+- Thousands separated by "," in every figure.
+
+Exports (CSV, XLSX, the API) keep full precision and do not go through here.
+"""
+
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+
+NONE = "—"
+USED_UP = "used up"
+SYMBOLS = {"EUR": "€", "USD": "$", "GBP": "£", "JPY": "¥", "CHF": "CHF ", "INR": "₹"}
+TENTH = Decimal("0.1")
+CENT = Decimal("0.01")
+THOUSANDTH = Decimal("0.001")
+
+
+def _decimal(value) -> Decimal | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, float):
+        value = repr(value)
+    try:
+        return Decimal(value)
+    except (InvalidOperation, TypeError, ValueError):
+        return None
+
+
+def _grouped(value: Decimal, places: int | None) -> str:
+    """``value`` with thousands separators; ``places`` None keeps the digits it needs."""
+    if places is None:
+        text = f"{value.normalize():,f}" if value else "0"
+    else:
+        text = f"{value.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP):,.{places}f}"
+    if text.startswith("-") and not any(c in "123456789" for c in text):
+        text = text[1:]  # never "-0"
+    return text
+
+
+def gpus(value) -> str:
+    """A GPU amount: "80", "0.5", "2.125" (GPUs are held to thousandths)."""
+    amount = _decimal(value)
+    if amount is None:
+        return NONE
+    return _grouped(amount.quantize(THOUSANDTH, rounding=ROUND_HALF_UP), None)
+
+
+def hours(value) -> str:
+    """Hours with at most one decimal: "40,000", "2.1", "< 0.1" for a positive figure that would
+    round to 0."""
+    amount = _decimal(value)
+    if amount is None:
+        return NONE
+    if 0 < amount < Decimal("0.05"):
+        return "< 0.1"
+    return _grouped(amount.quantize(TENTH, rounding=ROUND_HALF_UP), None)
+
+
+def hours_left(value) -> str:
+    """The hours left of a time budget: "used up" at or below zero."""
+    amount = _decimal(value)
+    if amount is None:
+        return NONE
+    return USED_UP if amount <= 0 else hours(amount)
+
+
+def count(value) -> str:
+    """A whole number with thousands separators."""
+    amount = _decimal(value)
+    return NONE if amount is None else _grouped(amount, 0)
+
+
+def money(value, currency: str = "") -> str:
+    """Two decimals with the currency's symbol: "€45,239.00", "-$3.50", "1,200.00 SEK"."""
+    amount = _decimal(value)
+    if amount is None:
+        return NONE
+    text = _grouped(amount, 2)
+    sign, text = ("-", text[1:]) if text.startswith("-") else ("", text)
+    code = (currency or "").upper()
+    if code in SYMBOLS:
+        return f"{sign}{SYMBOLS[code]}{text}"
+    return f"{sign}{text} {code}".rstrip()
+
+
+def percent(value) -> str:
+    """A share in whole percent ("42 %"), from a fraction (0.42)."""
+    amount = _decimal(value)
+    return NONE if amount is None else f"{_grouped(amount * 100, 0)} %"

@@ -1,0 +1,79 @@
+"""klique/numbers.py, the one owner of how a figure reads: exact strings, and no Django in it."""
+
+import subprocess
+import sys
+from decimal import Decimal
+
+import pytest
+
+from klique import numbers
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        ("80.000", "80"),
+        (Decimal("0.500"), "0.5"),
+        (Decimal("2.125"), "2.125"),
+        (Decimal("1024"), "1,024"),
+        (3, "3"),
+        (0, "0"),
+        (None, "—"),
+    ],
+)
+def test_gpus_are_whole_or_have_the_digits_they_need(value, shown):
+    assert numbers.gpus(value) == shown
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        ("40000.000", "40,000"),
+        ("23997.964", "23,998"),
+        ("2.125", "2.1"),
+        ("0.25", "0.3"),
+        ("0.014", "< 0.1"),
+        ("0", "0"),
+        ("-0.014", "0"),
+        (None, "—"),
+    ],
+)
+def test_hours_have_at_most_one_decimal_and_thousands_separators(value, shown):
+    assert numbers.hours(value) == shown
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [("-0.014", "used up"), ("0", "used up"), ("23997.964", "23,998"), ("0.04", "< 0.1"), (None, "—")],
+)
+def test_hours_left_at_or_below_zero_are_used_up(value, shown):
+    assert numbers.hours_left(value) == shown
+
+
+@pytest.mark.parametrize(
+    ("value", "currency", "shown"),
+    [
+        ("45239", "EUR", "€45,239.00"),
+        ("75.005", "eur", "€75.01"),
+        ("-3.5", "USD", "-$3.50"),
+        ("1200", "GBP", "£1,200.00"),
+        ("1200", "SEK", "1,200.00 SEK"),
+        ("-0.001", "EUR", "€0.00"),
+        (None, "EUR", "—"),
+    ],
+)
+def test_money_has_two_decimals_and_its_currency_symbol(value, currency, shown):
+    assert numbers.money(value, currency) == shown
+
+
+def test_counts_and_percentages():
+    assert numbers.count(1234567) == "1,234,567"
+    assert numbers.percent(Decimal("0.4242")) == "42 %"
+
+
+def test_the_formatter_and_the_cli_import_no_django():
+    code = (
+        "import sys, klique.numbers, klique.client.cli; "
+        "sys.exit(1 if any(m == 'django' or m.startswith('django.') for m in sys.modules) else 0)"
+    )
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
