@@ -30,6 +30,15 @@ def _unknown(what: str) -> dict[str, str]:
 MIN_YEAR, MAX_YEAR = 1970, 9000
 
 
+def known_currency(value: str) -> str:
+    """A currency with prices (default: the first known), upper case; refused naming the known."""
+    known = currencies()
+    currency = (value or known[0]).upper()
+    if currency not in known:
+        raise forms.ValidationError(f"No prices in {currency}; known currencies: {', '.join(known)}.")
+    return currency
+
+
 class ReportForm(forms.Form):
     by = forms.ChoiceField(choices=DIMENSION_CHOICES, required=False, help_text="What each row is.")
     then_by = forms.ChoiceField(
@@ -127,11 +136,7 @@ class ReportForm(forms.Form):
         self.fields["currency"].widget.choices = [(c, c) for c in known]
 
     def clean_currency(self) -> str:
-        known = currencies()
-        currency = (self.cleaned_data["currency"] or known[0]).upper()
-        if currency not in known:
-            raise forms.ValidationError(f"No prices in {currency}; known currencies: {', '.join(known)}.")
-        return currency
+        return known_currency(self.cleaned_data["currency"])
 
     def clean(self):
         data = super().clean()

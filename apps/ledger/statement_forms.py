@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from apps.accounts.models import Group
 from apps.ledger.closed import month_after
+from apps.ledger.forms import known_currency
 from apps.ledger.selectors import IDLE_SEPARATE, IDLE_SPREAD
 from apps.ledger.statements import STATEMENT_KINDS
 from apps.pricing.selectors import currencies
@@ -54,11 +55,7 @@ class MonthForm(forms.Form):
         return first
 
     def clean_currency(self) -> str:
-        known = currencies()
-        currency = (self.cleaned_data["currency"] or known[0]).upper()
-        if currency not in known:
-            raise forms.ValidationError(f"No prices in {currency}; known currencies: {', '.join(known)}.")
-        return currency
+        return known_currency(self.cleaned_data["currency"])
 
 
 class StatementForm(MonthForm):

@@ -198,17 +198,21 @@ class BadInput(Exception):
     """A task file that cannot be read: the message names the item and what is wrong."""
 
 
+def read_text(source: str) -> str:
+    """A file's text (``-``: standard input); ``BadInput`` when it cannot be read."""
+    try:
+        if source == "-":
+            return sys.stdin.read()
+        with open(source, encoding="utf-8") as handle:
+            return handle.read()
+    except (OSError, UnicodeDecodeError) as error:
+        raise BadInput(f"cannot read {source}: {error}") from error
+
+
 def read_items(source: str) -> list:
     """The tasks of a file (``-``: standard input): a JSON array of objects, or one object a line
     (JSON lines; blank lines skipped)."""
-    try:
-        if source == "-":
-            text = sys.stdin.read()
-        else:
-            with open(source, encoding="utf-8") as handle:
-                text = handle.read()
-    except (OSError, UnicodeDecodeError) as error:
-        raise BadInput(f"cannot read {source}: {error}") from error
+    text = read_text(source)
     if text.lstrip().startswith("["):
         try:
             items = json.loads(text)

@@ -6,7 +6,7 @@ import json
 import sys
 
 from klique import numbers
-from klique.client.cli import FAILED, INVALID, OK, USAGE, show, table, whole_number
+from klique.client.cli import FAILED, INVALID, OK, USAGE, BadInput, read_text, show, table, whole_number
 from klique.client.sdk import Client, WhatIfRun
 
 
@@ -17,13 +17,9 @@ class BadChanges(Exception):
 def read_changes(source: str) -> dict:
     """The changes of a JSON file (``-``: standard input): one object of change kinds."""
     try:
-        if source == "-":
-            text = sys.stdin.read()
-        else:
-            with open(source, encoding="utf-8") as handle:
-                text = handle.read()
-    except (OSError, UnicodeDecodeError) as error:
-        raise BadChanges(f"cannot read {source}: {error}") from error
+        text = read_text(source)
+    except BadInput as error:
+        raise BadChanges(str(error)) from error
     try:
         changes = json.loads(text)
     except json.JSONDecodeError as error:
