@@ -35,8 +35,10 @@ KLIQUE_APP_LABELS = (
 )
 
 
-def create_group(*, name: str, slug: str, kind: str, parent: Group | None = None) -> Group:
-    return validated_save(Group(name=name, slug=slug, kind=kind, parent=parent))
+def create_group(
+    *, name: str, slug: str, kind: str, parent: Group | None = None, cost_centre: str = ""
+) -> Group:
+    return validated_save(Group(name=name, slug=slug, kind=kind, parent=parent, cost_centre=cost_centre))
 
 
 def create_project(*, group: Group, name: str) -> Project:

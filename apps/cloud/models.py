@@ -8,6 +8,7 @@ from django.db import models
 
 from apps.core.currency import currency_error
 from apps.pools.models import EnrolmentToken, Pool, Worker
+from klique import numbers
 from klique.cloud.providers import PROVIDERS, provider_class
 
 # Keys that would put a secret in the database; credentials come from the provider's own chain.
@@ -221,7 +222,7 @@ class CloudSpendCap(models.Model):
         verbose_name = "cloud spend cap"
 
     def __str__(self) -> str:
-        return f"{self.group}: {self.amount} {self.currency} a month"
+        return f"{self.group}: {numbers.money(self.amount, self.currency)} a month"
 
     def clean(self) -> None:
         errors = {}

@@ -48,6 +48,8 @@ GROUPS = [
     ("serving", "Serving", Kind.TEAM, "assistants"),
     ("agents", "Agents", Kind.TEAM, "assistants"),
 ]
+# Finance's cost centres: the business units carry one each, the rest inherit; Language books apart.
+COST_CENTRES = {"research": "CC-4100", "products": "CC-4200", "language": "CC-4130"}
 
 # (name, GPU memory in GB, generation: the CUDA compute capability's major number)
 GPU_TYPES = [("A100-80GB", 80, 8), ("L40S", 48, 8), ("H100", 80, 9), ("CPU", 0, 0)]
@@ -211,7 +213,13 @@ def seed(password: str | None = None) -> dict[str, int]:
     for slug, name, kind, parent in GROUPS:
         group = Group.objects.filter(slug=slug).first()
         if group is None:
-            group = accounts.create_group(name=name, slug=slug, kind=kind, parent=groups.get(parent))
+            group = accounts.create_group(
+                name=name,
+                slug=slug,
+                kind=kind,
+                parent=groups.get(parent),
+                cost_centre=COST_CENTRES.get(slug, ""),
+            )
             created["groups"] += 1
         groups[slug] = group
 

@@ -30,7 +30,7 @@ def test_leadership_sets_a_cap_and_the_page_shows_it_within_the_cap(login):
     change = CloudSpendCapChange.objects.get()
     assert (change.action, change.via, change.actor.username) == ("set", "portal", "cio")
     page = client.get("/leadership/").content.decode()
-    assert "Cloud spend cap of Acme Labs: 25000 EUR a month." in page
+    assert "Cloud spend cap of Acme Labs: €25,000.00 a month." in page
     _, resets = month_bounds(timezone.now())
     for shown in (
         "organisation",

@@ -8,6 +8,7 @@ import time_machine
 from django.db.models import F
 
 from apps.accounts.models import Group, User
+from apps.accounts.selectors import cost_centres
 from apps.engine import services as engine
 from apps.ledger.selectors import ReportSpec, usage_report
 from apps.portal import demo
@@ -42,3 +43,12 @@ def test_demo_work_is_submitted_with_the_teams_projects_and_reports_show_them():
     report = usage_report(User.objects.get(username="finance"), spec, now=START + timedelta(minutes=5))
     projects = {row.labels["project"] for row in report.rows}
     assert "(no project)" not in projects and len(projects) >= 5, projects
+
+
+def test_the_demo_groups_carry_cost_centres_that_teams_inherit():
+    demo.seed()
+    codes = {Group.objects.get(pk=pk).slug: code for pk, code in cost_centres().items()}
+    assert codes["acme"] == ""
+    assert codes["research"] == codes["vision"] == codes["perception"] == "CC-4100"
+    assert codes["language"] == codes["pretraining"] == "CC-4130"
+    assert codes["products"] == codes["agents"] == "CC-4200"

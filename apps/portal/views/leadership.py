@@ -146,7 +146,7 @@ def set_cloud_cap(request):
                 form.add_error(field if field in form.fields else None, errors)
         else:
             messages.success(
-                request, f"Cloud spend cap of {cap.group}: {cap.amount:f} {cap.currency} a month."
+                request, f"Cloud spend cap of {cap}."
             )
             return redirect("portal:leadership")
     return _leadership_page(request, cap_form=form, status=400)
