@@ -1,7 +1,7 @@
 """Pagination of the API's lists: ``?limit=&offset=``, 50 a page by default, at most 200.
 
 A ``limit`` above the most is clamped to it; a ``limit`` or ``offset`` that is not a whole number
-(or a limit below 1, an offset below 0) answers 400 naming the parameter. An offset past the end
+(empty included, or a limit below 1, an offset below 0) answers 400 naming the parameter. An offset past the end
 gives an empty page. No value reaches the database as an out-of-range integer, so none answers 500.
 """
 
@@ -14,7 +14,7 @@ MAX_LIMIT = 200
 def _whole_number(request, name: str, *, minimum: int) -> int | None:
     """The parameter as a whole number; beyond 18 digits it counts as 10**18 (past any list)."""
     raw = request.query_params.get(name)
-    if raw is None or raw == "":
+    if raw is None:
         return None
     text = raw.strip()
     digits = text.lstrip("0") or "0"

@@ -18,7 +18,7 @@ from datetime import date, datetime
 from fractions import Fraction
 
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q, Sum
 from django.utils import timezone
 
@@ -31,6 +31,16 @@ from apps.pricing.selectors import currencies, price_segments
 FROZEN_KEY = ["group_id", "user_id", "project_id", "pool_id", "gpu_type_id"]
 ADJUSTMENT_KEY = ["group_id", "project_id", "gpu_type_id"]
 LATE_CORRECTION = "Usage of the closed month corrected after its close"
+CLOSING_LOCK_KEY = 0x6B6C6D63  # "klmc"
+
+
+def _serialise() -> None:
+    """Closing, reopening, sweeping and booking a price change's adjustments run one at a time
+    (a transaction-level advisory lock on PostgreSQL; SQLite writes one at a time anyway), so that
+    two closes of a month, or a reopen beside a price change, never both write."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [CLOSING_LOCK_KEY])
 
 
 def _units(gpu_us: int, price) -> int:
@@ -45,7 +55,7 @@ def close_month(month: date, *, actor=None, now: datetime | None = None) -> Mont
     start, end = closed.month_bounds(month)
     if end > now:
         raise ValidationError({"month": f"{month:%B %Y} has not ended yet: close it from {end:%Y-%m-%d}."})
-    list(MonthClose.objects.select_for_update().filter(reopened_at__isnull=True))
+    _serialise()
     if MonthClose.objects.filter(month=month, reopened_at__isnull=True).exists():
         raise ValidationError({"month": f"{month:%B %Y} is already closed."})
     for earlier in closed.closes_in_force(None, start):
@@ -92,7 +102,8 @@ def reopen_month(close: MonthClose, *, actor=None, reason: str, now: datetime | 
     reason = (reason or "").strip()
     if not reason:
         raise ValidationError({"reason": "Say why the month is reopened."})
-    close = MonthClose.objects.select_for_update().get(pk=close.pk)
+    _serialise()
+    close = MonthClose.objects.get(pk=close.pk)
     if close.reopened_at is not None:
         raise ValidationError({"month": f"{close.month:%B %Y} is not closed."})
     later = (
@@ -182,7 +193,7 @@ def record_adjustments(
 @transaction.atomic
 def sweep(*, actor=None, now: datetime | None = None) -> list[Adjustment]:
     """Look for late usage corrections in every closed month and book them."""
-    list(MonthClose.objects.select_for_update().filter(reopened_at__isnull=True))
+    _serialise()
     made = []
     for close in closed.closes_in_force():
         made += record_adjustments(close, reason=LATE_CORRECTION, actor=actor, now=now)
@@ -191,16 +202,20 @@ def sweep(*, actor=None, now: datetime | None = None) -> list[Adjustment]:
 
 def price_changed(change) -> list[Adjustment]:
     """After a GPU price was created, changed or deleted (in its transaction): book what it
-    changes in the closed months from its effective date on, in its currency."""
-    days = [date.fromisoformat(side["effective_from"]) for side in (change.before, change.after) if side]
+    changes in the closed months from its effective date on, in its currency and, when the change
+    moved the price to another currency, in the one it left."""
+    sides = [side for side in (change.before, change.after) if side]
+    days = [date.fromisoformat(side["effective_from"]) for side in sides]
     if not days:
         return []
+    touched = {change.currency} | {side["currency"] for side in sides if side.get("currency")}
+    _serialise()
     since = closed.month_bounds(min(days))[0]
     made = []
     for close in closed.closes_in_force(since, None):
-        if change.currency in close.prices:
+        for currency in sorted(touched & set(close.prices)):
             made += record_adjustments(
-                close, reason=price_reason(change), actor=change.actor, only_currency=change.currency
+                close, reason=price_reason(change), actor=change.actor, only_currency=currency
             )
     return made
 

@@ -454,7 +454,8 @@ def unused_capacity(spec: ReportSpec, stop: datetime, segments: list[Segment], r
     pools = list(pools)
     history = capacity_history([p.pk for p in pools], spec.start, stop)
     pools = [p for p in pools if any(c.in_force > 0 for c in history[p.pk])]
-    used = usage_by(["pool_id"], Q(pool_id__in=[p.pk for p in pools]), spec.start, stop, segments, rolled)
+    where = Q(pool_id__in=[p.pk for p in pools])
+    used = closed.usage_by(["pool_id"], where, spec.start, stop, segments, rolled, spec.currency)
     used_in: dict[tuple[int, int], int] = defaultdict(int)
     for ((pool_id,), segment), (gpu, _) in used.items():
         used_in[(pool_id, segment)] += gpu

@@ -6,7 +6,6 @@ from django import forms
 from django.utils import timezone
 
 from apps.accounts.models import Group
-from apps.ledger.closed import month_after
 from apps.ledger.forms import known_currency
 from apps.ledger.selectors import IDLE_SEPARATE, IDLE_SPREAD
 from apps.ledger.statements import STATEMENT_KINDS
@@ -50,7 +49,7 @@ class MonthForm(forms.Form):
             raise forms.ValidationError(f"Give the month as YYYY-MM, not {text!r}.") from None
         if not 1970 <= year <= 9000:
             raise forms.ValidationError("Choose a month between 1970 and 9000.")
-        if first > month_after(timezone.now().date()):
+        if first > timezone.now().date().replace(day=1):
             raise forms.ValidationError("That month has not begun.")
         return first
 

@@ -60,7 +60,7 @@ def test_a_pool_shrunk_below_the_task_gives_never_fits_capacity_and_it_sees_it(e
     assert event.reason == "never_fits"
     rows = it_page().splitlines()
     assert [row.split(",")[:5] for row in rows[1:]] == [
-        [str(eight.pk), "Team", eight.compute_resource.name, "8.000", "capacity"]
+        [str(eight.pk), "Team", eight.compute_resource.name, "8.000", "larger than every pool"]
     ]
 
 

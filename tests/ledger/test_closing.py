@@ -186,3 +186,29 @@ def test_the_api_gives_the_adjustments_and_the_total_with_them(client, estate):
     spread = client.get("/api/v1/usage/report/?by=group&period=month&date=2026-05-01&idle=separate").json()
     assert spread["unused_capacity"]["group"] == "Unused capacity"
     assert spread["adjustments"]["cost"] == "24.00"
+
+
+def test_moving_a_price_to_another_currency_books_the_closed_months_difference_in_the_one_it_left(estate):
+    fin = estate.users["fin"]
+    closing.close_month(date(2026, 4, 1), actor=fin, now=NOW)
+    price = Price.objects.get(gpu_type=estate.a100)
+    pricing.update_price(price, currency="USD", actor=fin, via="portal")
+    made = list(Adjustment.objects.filter(currency="EUR").order_by("group__slug"))
+    assert [(a.group.slug, a.cost) for a in made] == [
+        ("alignment", Decimal("-8.00")),
+        ("pretraining", Decimal("-40.00")),
+    ]
+    assert all(a.actor == fin and "price change" in a.reason for a in made)
+    assert closing.sweep(actor=fin, now=NOW) == [], "booked once, at the change"
+
+
+def test_the_unused_capacity_of_a_closed_month_is_read_from_its_frozen_use(estate):
+    fin = estate.users["fin"]
+    closing.close_month(date(2026, 4, 1), actor=fin, now=NOW)
+    before = report(fin, idle="separate")
+    day = datetime(2026, 4, 20, tzinfo=UTC)
+    record(estate, estate.team_c, estate.users["carol"], estate.onprem, day, day + timedelta(hours=100))
+    after = report(fin, idle="separate")
+    assert after.unused.gpu_us == before.unused.gpu_us > 0
+    assert after.unused.cost_amount == before.unused.cost_amount
+    assert after.utilisation == before.utilisation

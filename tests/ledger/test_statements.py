@@ -7,6 +7,7 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 import pytest
+from django.utils import timezone
 from pypdf import PdfReader
 
 from apps.accounts.selectors import cost_centres
@@ -140,6 +141,7 @@ def test_who_may_download_a_statement_is_the_reports_rule(client, estate):
     [
         ("group=language&month=2026-13&format=pdf", "month"),
         ("group=language&month=april&format=csv", "month"),
+        ("group=language&month=2999-01&format=csv", "month"),
         ("group=nowhere&month=2026-04&format=csv", "group"),
         ("group=acme&month=2026-04&format=csv", "group"),
         ("month=2026-04&format=csv", "group"),
@@ -206,3 +208,12 @@ def test_the_report_export_carries_the_cost_centre(client, estate):
         "Alignment": "CC-ALIGN",
         "Perception": "CC-RES",
     }
+
+
+def test_a_statement_of_a_month_that_has_not_begun_is_refused(client, estate):
+    client.force_login(estate.users["fin"])
+    today = timezone.now().date()
+    coming = (today.replace(day=28) + timedelta(days=5)).strftime("%Y-%m")
+    response = client.get(f"/reports/statements/?group=language&month={coming}&format=csv")
+    assert response.status_code == 400
+    assert response.content.decode() == "month: That month has not begun."
