@@ -184,5 +184,5 @@ def test_the_admin_inline_saves_a_window_and_audits_it(client, it_admin, tree):
 
 def test_the_admin_list_shows_each_window_on_its_own_line(client, it_admin, tree):
     page = client.get(reverse("admin:policies_resourcepolicy_changelist")).content.decode()
-    assert "day: 100.000<br>month: 1000.000" in page  # Org's budget left per window
+    assert "day: 100<br>month: 1,000" in page  # Org's budget left per window
     assert "day: not burning now<br>month: not burning now" in page
