@@ -13,10 +13,10 @@ from django import forms
 from django.forms import formset_factory
 
 from apps.accounts.models import Group
-from apps.engine.core.whatif import CHANGE_KINDS
+from apps.engine.core.whatif import AMOUNT_MAX, CHANGE_KINDS
 from apps.policies.models import Profile
 from apps.pools.models import Pool
-from apps.whatif.services import RunError, RunRequest
+from apps.whatif.services import WAIT_THRESHOLD_MAX_S, RunError, RunRequest
 
 KINDS = [
     ("", "—"),
@@ -156,6 +156,9 @@ class ChangeForm(forms.Form):
         if not number.is_finite():
             self.add_error("value", "must be a number")
             return None
+        if number.adjusted() >= 12:
+            self.add_error("value", f"must be below {AMOUNT_MAX:,}")
+            return None
         if kind == "budgets":
             if not period:
                 self.add_error("period", "required with budget hours")
@@ -194,6 +197,7 @@ class RunForm(forms.Form):
     )
     wait_threshold_s = forms.IntegerField(
         min_value=0,
+        max_value=WAIT_THRESHOLD_MAX_S,
         initial=3600,
         label="Wait threshold (s)",
         help_text="Tasks that wait longer than this are counted per group.",

@@ -24,6 +24,7 @@ from apps.whatif.models import WhatIfRun
 
 log = logging.getLogger(__name__)
 EXPORT_SHARE = 0.05
+WAIT_THRESHOLD_MAX_S = 2**31 - 1
 PROGRESS_EVERY_S = 1.0
 
 
@@ -64,8 +65,9 @@ def check(request: RunRequest) -> None:
     if not isinstance(groups, list | tuple) or not all(isinstance(g, str) and g for g in groups):
         raise RunError("groups", "must be a list of group slugs")
     threshold = request.wait_threshold_s
-    if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 0:
-        raise RunError("wait_threshold_s", "must be a whole number of seconds, 0 or more")
+    whole = isinstance(threshold, int) and not isinstance(threshold, bool)
+    if not whole or not 0 <= threshold <= WAIT_THRESHOLD_MAX_S:
+        raise RunError("wait_threshold_s", f"must be a whole number, 0 or more, up to {WAIT_THRESHOLD_MAX_S}")
     if not isinstance(request.changes, dict):
         raise RunError("changes", "must be an object of change kinds")
     unknown = sorted(set(request.changes) - set(CHANGE_KINDS))
@@ -77,7 +79,7 @@ def check(request: RunRequest) -> None:
         raise _export_error(e) from None
     try:
         apply_changes(estate, request.changes)
-    except (WhatIfError, ScenarioError) as e:
+    except (WhatIfError, ScenarioError, ArithmeticError) as e:
         raise RunError("changes", str(e).removeprefix("changes.").removeprefix("changes: ")) from None
 
 
@@ -128,11 +130,11 @@ def _run_in_thread(pk: int) -> None:
 
 
 def execute(pk: int) -> None:
-    """Run the run ``pk`` if it is queued (or was left running by a job that died): export its
-    period, replay both sides with progress, and store the report or the error."""
+    """Run the run ``pk`` if it is queued: export its period, replay both sides with progress, and
+    store the report or the error. Only a queued run is taken, so a job delivered twice (a broker
+    redelivery) runs it once; a run whose job died is marked failed by ``fail_stale_runs``."""
     now = timezone.now()
-    waiting = [WhatIfRun.State.QUEUED, WhatIfRun.State.RUNNING]
-    claimed = WhatIfRun.objects.filter(pk=pk, state__in=waiting).update(
+    claimed = WhatIfRun.objects.filter(pk=pk, state=WhatIfRun.State.QUEUED).update(
         state=WhatIfRun.State.RUNNING, started_at=now, updated_at=now, progress=0.0, error=""
     )
     if not claimed:
@@ -182,7 +184,8 @@ class _Progress:
 def _finish(pk: int, state: str, *, report: dict | None = None, error: str = "") -> None:
     now = timezone.now()
     done = {"progress": 1.0} if state == WhatIfRun.State.DONE else {}
-    WhatIfRun.objects.filter(pk=pk).update(
+    # Only a run still running: one marked failed as stale meanwhile stays failed.
+    WhatIfRun.objects.filter(pk=pk, state__in=[WhatIfRun.State.QUEUED, WhatIfRun.State.RUNNING]).update(
         state=state, report=report, error=error, finished_at=now, updated_at=now, **done
     )
 

@@ -9,3 +9,8 @@ from apps.whatif import services
 @shared_task(name="klique.whatif.run", ignore_result=True, acks_late=True)
 def run_whatif(pk: int) -> None:
     services.execute(pk)
+
+
+@shared_task(name="klique.whatif.fail_stale_runs", ignore_result=True)
+def fail_stale_runs() -> None:
+    services.fail_stale_runs()

@@ -13,8 +13,6 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from apps.accounts.models import Group
-from apps.core.exports import spreadsheet_safe
-from apps.engine.core.whatif import to_csv_rows
 from apps.portal import charts
 from apps.portal.selectors import may_see_it
 from apps.portal.views.common import allow, render_page
@@ -143,7 +141,5 @@ def run_csv(request, pk: int):
         raise Http404("This run has no comparison yet.")
     response = HttpResponse(content_type="text/csv")
     response["Content-Disposition"] = f'attachment; filename="whatif-{run.pk}.csv"'
-    writer = csv.writer(response)
-    for row in to_csv_rows(run.report):
-        writer.writerow([spreadsheet_safe(cell) for cell in row])
+    csv.writer(response).writerows(selectors.csv_rows(run))
     return response

@@ -175,5 +175,10 @@ def register(command) -> None:
     sub.add_argument("--title", default="", help="a title for the saved run")
     sub.add_argument("--csv", metavar="FILE", help="also write the comparison as CSV to FILE")
     sub.add_argument("--no-wait", action="store_true", help="start the run and print it; do not wait")
-    sub.add_argument("--timeout", type=float, help="give up waiting after this many seconds (exit 9)")
+    sub.add_argument(
+        "--timeout",
+        type=float,
+        default=3600,
+        help="give up waiting after this many seconds (exit 9; default 3600)",
+    )
     sub.add_argument("--poll", type=float, default=2.0, help="seconds between checks (default 2)")

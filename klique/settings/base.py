@@ -331,6 +331,11 @@ CELERY_BEAT_SCHEDULE: dict[str, dict] = {
         "schedule": SESSION_CHECK_INTERVAL_S,
         "options": {"queue": "sweep", "expires": SESSION_CHECK_INTERVAL_S},
     },
+    "whatif-stale": {
+        "task": "klique.whatif.fail_stale_runs",
+        "schedule": 60,
+        "options": {"queue": "sweep", "expires": 60},
+    },
     "ledger-rollup": {
         "task": "klique.ledger.rollup",
         "schedule": LEDGER_ROLLUP_INTERVAL_S,

@@ -22,6 +22,7 @@ from .snapshot import PERIODS
 
 CHANGE_KINDS = ("reservations", "limits", "budgets", "time_weights", "pool_order", "capacities")
 REASONS = ("budget", "reclaim")
+AMOUNT_MAX = 10**12  # GPUs, hours or a time weight: far above any estate, far below Decimal's limits
 CSV_HEADER = ["metric", "name", "base", "changed", "difference"]
 GROUP_METRICS = (
     "tasks",
@@ -178,6 +179,8 @@ def _amount(v, field: str, step: Decimal, unit: str) -> Decimal:
         raise WhatIfError(f"{field}: must be a number")
     if d < 0:
         raise WhatIfError(f"{field}: must be >= 0, got {_plain(d)}")
+    if d >= AMOUNT_MAX:
+        raise WhatIfError(f"{field}: must be below {AMOUNT_MAX:,}")
     if d % step:
         raise WhatIfError(f"{field}: must be a multiple of {unit}")
     return d

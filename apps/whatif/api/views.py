@@ -13,7 +13,6 @@ from rest_framework.response import Response
 
 from apps.accounts.models import Membership
 from apps.accounts.selectors import has_role
-from apps.engine.core.whatif import to_csv_rows
 from apps.whatif import selectors, services
 from apps.whatif.api.serializers import StartRunSerializer, WhatIfRunDetailSerializer, WhatIfRunSerializer
 from apps.whatif.models import WhatIfRun
@@ -48,6 +47,7 @@ class WhatIfRunViewSet(
     error_statuses = {"list": (403,), "retrieve": (403,), "create": (403,), "csv": (403, 409)}
 
     def get_queryset(self):
+        services.fail_stale_runs()  # so a poller sees a run whose job died as failed, not running
         runs = selectors.runs()
         return runs if self.action == "list" else runs.defer(None)
 
@@ -81,7 +81,7 @@ class WhatIfRunViewSet(
             detail = f"The run is {run.state}: its CSV exists once it is done."
             return Response({"detail": detail}, status=status.HTTP_409_CONFLICT)
         out = io.StringIO()
-        csv.writer(out, lineterminator="\n").writerows(to_csv_rows(run.report))
+        csv.writer(out, lineterminator="\n").writerows(selectors.csv_rows(run))
         response = HttpResponse(out.getvalue(), content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="whatif-{run.pk}.csv"'
         return response
