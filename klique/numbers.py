@@ -28,9 +28,11 @@ def _decimal(value) -> Decimal | None:
     if isinstance(value, float):
         value = repr(value)
     try:
-        return Decimal(value)
+        amount = Decimal(value)
     except (InvalidOperation, TypeError, ValueError):
         return None
+    # Not a number, infinite, or beyond what quantizing to thousandths can hold: shown as none.
+    return amount if amount.is_finite() and amount.adjusted() < 24 else None
 
 
 def _grouped(value: Decimal, places: int | None) -> str:

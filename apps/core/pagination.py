@@ -1,8 +1,9 @@
 """Pagination of the API's lists: ``?limit=&offset=``, 50 a page by default, at most 200.
 
 A ``limit`` above the most is clamped to it; a ``limit`` or ``offset`` that is not a whole number
-(empty included, or a limit below 1, an offset below 0) answers 400 naming the parameter. An offset past the end
-gives an empty page. No value reaches the database as an out-of-range integer, so none answers 500.
+(empty included, or a limit below 1, an offset below 0) answers 400 naming the parameter. An
+offset past the end gives an empty page. No value reaches the database as an out-of-range
+integer, so none answers 500.
 """
 
 from rest_framework import serializers

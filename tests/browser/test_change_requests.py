@@ -11,7 +11,7 @@ def test_a_team_lead_asks_the_department_head_approves_and_the_team_page_shows_i
     lead = session()
     lead.log_in("lead-pretraining")
     page = lead.open("/teams/pretraining/")
-    assert "a 48.000 GPU reservation" in page.inner_text("main")
+    assert "a 48 GPU reservation" in page.inner_text("main")
     page.click("#ask-change")
     page.fill("#id_reservation", "56")
     page.fill("#id_justification", "The 70B pretraining run needs eight more GPUs guaranteed.")
@@ -33,5 +33,5 @@ def test_a_team_lead_asks_the_department_head_approves_and_the_team_page_shows_i
     assert "The request for Pretraining is approved." in page.inner_text("main")
 
     page = lead.open("/teams/pretraining/")
-    assert "a 56.000 GPU reservation" in page.inner_text("main")
+    assert "a 56 GPU reservation" in page.inner_text("main")
     assert lead.errors == [] and head.errors == []

@@ -77,3 +77,10 @@ def test_the_formatter_and_the_cli_import_no_django():
         "sys.exit(1 if any(m == 'django' or m.startswith('django.') for m in sys.modules) else 0)"
     )
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+@pytest.mark.parametrize("value", [Decimal("NaN"), Decimal("Infinity"), float("inf"), Decimal("1e30")])
+def test_a_value_that_is_not_a_finite_figure_is_shown_as_none_by_every_formatter(value):
+    for show in (numbers.gpus, numbers.hours, numbers.hours_left, numbers.count, numbers.percent):
+        assert show(value) == numbers.NONE
+    assert numbers.money(value, "EUR") == numbers.NONE

@@ -293,6 +293,7 @@ TOO_LATE = (timezone.now() + timedelta(days=2)).strftime("%Y-%m-%dT%H:%M")
     [
         # checked by the form
         ({}, [("reservations", "group:vision", "lots")], "changes-0-value", "To: must be a number"),
+        ({}, [("reservations", "group:vision", "1e999999999")], "changes-0-value", "To: must be below"),
         (
             {},
             [("capacities", "group:vision", "8")],
