@@ -30,6 +30,9 @@ def _unknown(what: str) -> dict[str, str]:
 MIN_YEAR, MAX_YEAR = 1970, 9000
 
 
+IDLE_CHOICES = [("", "not shown"), (IDLE_SEPARATE, "shown separately"), (IDLE_SPREAD, "spread over the rows")]
+
+
 def known_currency(value: str) -> str:
     """A currency with prices (default: the first known), upper case; refused naming the known."""
     known = currencies()
@@ -113,15 +116,7 @@ class ReportForm(forms.Form):
         empty_label="any",
         error_messages=_unknown("pool"),
     )
-    idle = forms.ChoiceField(
-        label="unused capacity",
-        choices=[
-            ("", "not shown"),
-            (IDLE_SEPARATE, "shown separately"),
-            (IDLE_SPREAD, "spread over the rows"),
-        ],
-        required=False,
-    )
+    idle = forms.ChoiceField(label="unused capacity", choices=IDLE_CHOICES, required=False)
 
     def __init__(self, data=None, *args, **kwargs):
         known = currencies()

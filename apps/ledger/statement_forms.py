@@ -6,8 +6,7 @@ from django import forms
 from django.utils import timezone
 
 from apps.accounts.models import Group
-from apps.ledger.forms import known_currency
-from apps.ledger.selectors import IDLE_SEPARATE, IDLE_SPREAD
+from apps.ledger.forms import IDLE_CHOICES, known_currency
 from apps.ledger.statements import STATEMENT_KINDS
 from apps.pricing.selectors import currencies
 
@@ -65,15 +64,7 @@ class StatementForm(MonthForm):
         error_messages={"invalid_choice": "No business unit, department or team %(value)s."},
         help_text="A business unit, department or team.",
     )
-    idle = forms.ChoiceField(
-        label="unused capacity",
-        choices=[
-            ("", "not shown"),
-            (IDLE_SEPARATE, "shown separately"),
-            (IDLE_SPREAD, "spread over the rows"),
-        ],
-        required=False,
-    )
+    idle = forms.ChoiceField(label="unused capacity", choices=IDLE_CHOICES, required=False)
     format = forms.ChoiceField(choices=[("", "—"), *((f, f.upper()) for f in FORMATS)], required=False)
 
     def clean(self):
