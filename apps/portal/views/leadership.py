@@ -145,9 +145,7 @@ def set_cloud_cap(request):
             for field, errors in error.message_dict.items():
                 form.add_error(field if field in form.fields else None, errors)
         else:
-            messages.success(
-                request, f"Cloud spend cap of {cap}."
-            )
+            messages.success(request, f"Cloud spend cap of {cap}.")
             return redirect("portal:leadership")
     return _leadership_page(request, cap_form=form, status=400)
 
