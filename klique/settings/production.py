@@ -8,7 +8,7 @@ from .base import *  # noqa: F401,F403
 from .base import DEV_SECRET_KEY, MIDDLEWARE, REDIS_URL, SECRET_KEY, env_bool, env_list, logging_config
 
 if SECRET_KEY == DEV_SECRET_KEY or len(SECRET_KEY) < 32 or "change-me" in SECRET_KEY:
-    raise ImproperlyConfigured("SECRET_KEY must be a random value of 32+ characters, not an example's.")
+    raise ImproperlyConfigured("SECRET_KEY must be set to a random value of 32+ characters, not an example.")
 
 DEBUG = env_bool("DEBUG", False)
 if DEBUG:

@@ -155,7 +155,11 @@ def test_the_kubernetes_daemon_runs_a_pod_and_after_a_restart_re_adopts_it_on_on
     )
     task = Task.objects.get(pk=pk)
     assert task.state == "running" and task.preemption_count == 0, first.output() + second.output()
-    assert f"adopted work left running tasks=[{pk}]" in second.output()
+    # Enrolment itself marks the worker alive, so the daemon may log its adoption a moment later.
+    live.wait_for(
+        lambda: f"adopted work left running tasks=[{pk}]" in second.output(),
+        what="the second daemon's adoption in its log",
+    )
 
     stack.cluster.kubelet.write_log("ml", f"klique-{pk}-0", "training\nsaved\n")
     stack.cluster.kubelet.exit("ml", f"klique-{pk}-0", 0)
