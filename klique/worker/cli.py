@@ -180,12 +180,24 @@ def devices(args, nvml) -> list[str] | None:
     return [str(index) for index in range(args.gpus)]
 
 
+# Libraries that log every request at INFO: the daemon logs state changes only (docs/workers.md).
+CHATTY_LOGGERS = ("httpx", "httpcore", "urllib3", "kubernetes", "docker")
+
+
+def quiet_libraries() -> None:
+    """Only warnings from the HTTP libraries: at INFO the daemon's log is one line per state change
+    (enrolled, claimed, started, ended, unreachable, reachable again), not one per request."""
+    for name in CHATTY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     handler = logging.StreamHandler(sys.stderr)
     log_context: dict = {}
     handler.setFormatter(Formatter(args.log_format == "json", log_context))
     logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
+    quiet_libraries()
     token = enrolment_token(args)
     if not args.server or not token:
         parser().error("--server and an enrolment token (--enrolment-token, its file or variable) are needed")

@@ -412,13 +412,13 @@ class Daemon:
         return moved and bool(self.reports)
 
     def backoff(self, error: Exception) -> float:
-        """Full jitter: the n-th failure in a row waits uniformly in [0, min(retry_max, 2**n)] s."""
+        """Full jitter: the n-th failure in a row waits uniformly in [0, min(retry_max, 2**n)] s.
+        The first failure is logged as a warning (the connection lost), the retries at debug."""
         self.failures += 1
         delay = self.rng.uniform(0, self.backoff_cap(self.failures))
-        log.warning(
-            "control plane unreachable",
-            extra={"fields": {"error": str(error), "attempt": self.failures, "retry_in_s": round(delay, 1)}},
-        )
+        fields = {"error": str(error), "attempt": self.failures, "retry_in_s": round(delay, 1)}
+        level = logging.WARNING if self.failures == 1 else logging.DEBUG
+        log.log(level, "control plane unreachable", extra={"fields": fields})
         return delay
 
     def backoff_cap(self, failures: int) -> float:
