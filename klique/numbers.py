@@ -9,7 +9,9 @@ tables and in the ``klique`` CLI's tables. No Django here (``klique/client`` imp
   ("1,200.00 SEK").
 - Thousands separated by "," in every figure.
 
-Exports (CSV, XLSX, the API) keep full precision and do not go through here.
+Exports (CSV, XLSX) write each column in one fixed format whatever the database returned (an
+aggregate may come back as ``4`` on SQLite and ``4.000`` on PostgreSQL): GPUs and hours to three
+decimals ("4.000"), money to two, counts whole, nothing for none (``exact_*`` below).
 """
 
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
@@ -96,3 +98,32 @@ def percent(value) -> str:
     """A share in whole percent ("42 %"), from a fraction (0.42)."""
     amount = _decimal(value)
     return NONE if amount is None else f"{_grouped(amount * 100, 0)} %"
+
+
+def exact(value, places: int) -> str:
+    """An export's figure: ``places`` decimals, no separators; "" for none or a non-number."""
+    amount = _decimal(value)
+    if amount is None:
+        return ""
+    text = f"{amount.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP):f}"
+    return text[1:] if text.startswith("-") and not any(c in "123456789" for c in text) else text
+
+
+def exact_gpus(value) -> str:
+    """GPUs in an export: "4.000" (GPUs are held to thousandths)."""
+    return exact(value, 3)
+
+
+def exact_hours(value) -> str:
+    """Hours in an export: "23.998"."""
+    return exact(value, 3)
+
+
+def exact_count(value) -> str:
+    """A count in an export: "12"."""
+    return exact(value, 0)
+
+
+def exact_money(value) -> str:
+    """Money in an export: "45239.00" (the currency is a column of its own)."""
+    return exact(value, 2)

@@ -33,7 +33,8 @@ class FigureColumn(tables.Column):
         return value
 
     def value(self, value):
-        return value
+        exact = {"hours": numbers.exact_hours, "money": numbers.exact_money, "count": numbers.exact_count}
+        return exact[self.kind](value) if self.kind in exact else value
 
 
 class GroupColumn(tables.Column):

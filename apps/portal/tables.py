@@ -25,6 +25,7 @@ gpus = numbers.gpus
 hours = numbers.hours
 hours_left = numbers.hours_left
 money = numbers.money
+exact_gpus, exact_hours, exact_money = numbers.exact_gpus, numbers.exact_hours, numbers.exact_money
 
 
 def task_gpus(task: Task) -> str:
@@ -60,7 +61,7 @@ class GpuColumn(tables.Column):
         return gpus(value)
 
     def value(self, value):
-        return value
+        return exact_gpus(value)
 
 
 class HoursColumn(tables.Column):
@@ -71,7 +72,7 @@ class HoursColumn(tables.Column):
         return hours(value)
 
     def value(self, value):
-        return value
+        return exact_hours(value)
 
 
 class WindowsColumn(tables.Column):
@@ -90,11 +91,6 @@ class WindowsColumn(tables.Column):
 
     def value(self, record):
         return "; ".join(self.lines(record, self.exported))
-
-
-def _raw(value) -> str:
-    """A figure at full precision, for an export."""
-    return "" if value is None else str(value)
 
 
 class WhenColumn(tables.Column):
@@ -164,7 +160,7 @@ class TaskTable(tables.Table):
         return task_gpus(record)
 
     def value_gpus(self, record):
-        return f"{record.nodes} x {record.gpus}" if record.nodes > 1 else record.gpus
+        return f"{record.nodes} x {exact_gpus(record.gpus)}" if record.nodes > 1 else exact_gpus(record.gpus)
 
     def render_state(self, record):
         return work_state(record)
@@ -356,7 +352,7 @@ class PolicyUseTable(tables.Table):
     waiting = tables.Column(attrs=NUM)
     budget = WindowsColumn(
         lambda w: hours(w.budget_hours),
-        exported=lambda w: _raw(w.budget_hours),
+        exported=lambda w: exact_hours(w.budget_hours),
         verbose_name="Budget (h)",
         accessor="status__budget_hours",
     )
@@ -365,19 +361,19 @@ class PolicyUseTable(tables.Table):
     )
     used = WindowsColumn(
         lambda w: hours(w.used_hours),
-        exported=lambda w: _raw(w.used_hours),
+        exported=lambda w: exact_hours(w.used_hours),
         verbose_name="Used (h)",
         accessor="status__used_hours",
     )
     left = WindowsColumn(
         lambda w: hours_left(w.left_hours),
-        exported=lambda w: _raw(w.left_hours),
+        exported=lambda w: exact_hours(w.left_hours),
         verbose_name="Left (h)",
         accessor="status__left_hours",
     )
     burn_rate = WindowsColumn(
         lambda w: hours(w.burn_rate),
-        exported=lambda w: _raw(w.burn_rate),
+        exported=lambda w: exact_hours(w.burn_rate),
         verbose_name="Burn rate (h/h)",
         accessor="status__burn_rate",
     )
@@ -436,7 +432,7 @@ class NeverFitsTable(tables.Table):
         return task_gpus(record)
 
     def value_size(self, record):
-        return f"{record.nodes} x {record.gpus}" if record.nodes > 1 else record.gpus
+        return f"{record.nodes} x {exact_gpus(record.gpus)}" if record.nodes > 1 else exact_gpus(record.gpus)
 
     def render_cause(self, value):
         return words.explained(*words.never_fits_cause(value))
@@ -555,13 +551,13 @@ class CloudCapTable(tables.Table):
         return money(value, record.currency)
 
     def value_amount(self, value):
-        return value
+        return exact_money(value)
 
     def render_spent(self, value, record):
         return money(value, record.currency)
 
     def value_spent(self, value):
-        return value
+        return exact_money(value)
 
     def render_share(self, value):
         return "—" if value is None else f"{value * 100:.0f}"

@@ -84,3 +84,20 @@ def test_a_value_that_is_not_a_finite_figure_is_shown_as_none_by_every_formatter
     for show in (numbers.gpus, numbers.hours, numbers.hours_left, numbers.count, numbers.percent):
         assert show(value) == numbers.NONE
     assert numbers.money(value, "EUR") == numbers.NONE
+
+
+@pytest.mark.parametrize(
+    ("function", "value", "written"),
+    [
+        (numbers.exact_gpus, 4, "4.000"),
+        (numbers.exact_gpus, Decimal("0.5"), "0.500"),
+        (numbers.exact_hours, Decimal("23.9985"), "23.999"),
+        (numbers.exact_hours, Decimal("-0.0001"), "0.000"),
+        (numbers.exact_money, Decimal("45239"), "45239.00"),
+        (numbers.exact_count, 12, "12"),
+        (numbers.exact_gpus, None, ""),
+        (numbers.exact_gpus, float("nan"), ""),
+    ],
+)
+def test_an_export_figure_has_a_fixed_number_of_decimals_and_no_separators(function, value, written):
+    assert function(value) == written

@@ -120,7 +120,7 @@ def test_the_department_shows_its_teams_only_with_use_waiting_work_and_budget_le
     )
     assert [line.split(",")[0] for line in teams[1:]] == ["Alignment", "Pretraining"]
     pretraining = teams[2].split(",")
-    assert pretraining[1:5] == ["48.000", "160.000", "24.000", "0"]
+    assert pretraining[1:5] == ["48.000", "160.000", "24.000", "0.000"]
 
 
 def test_the_team_shows_its_own_members_only(login):

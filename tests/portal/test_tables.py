@@ -5,6 +5,7 @@ at 25 rows and export all of their rows, not one page."""
 import csv
 import io
 import re
+from decimal import Decimal
 
 import pytest
 from django.utils import timezone
@@ -263,3 +264,17 @@ def test_a_table_built_from_figures_pages_and_exports_every_row_too(login, estat
     assert _rows_on_page(first, "members") == 25 and _rows_on_page(second, "members") == 7
     assert len(exported(client, "/teams/pretraining/", "members")) == 32
     assert len(exported(client, "/teams/pretraining/", "members", "m-person=person-")) == 30
+
+
+def test_an_export_writes_each_figure_column_in_one_format_whatever_the_database_returns():
+    """SQLite may return an aggregate as 4 where PostgreSQL returns 4.000: the export must not."""
+    from apps.portal.tables import GpuColumn, HoursColumn
+
+    assert [GpuColumn().value(v) for v in (4, Decimal("4.000"), 4.0, Decimal("0.5"), None)] == [
+        "4.000",
+        "4.000",
+        "4.000",
+        "0.500",
+        "",
+    ]
+    assert [HoursColumn().value(v) for v in (24, Decimal("23.9984"), 0)] == ["24.000", "23.998", "0.000"]
