@@ -2,18 +2,38 @@
 a public sign-up form; and failed logins are limited on every login page (django-axes, counted in
 the shared cache, docs/deploy.md)."""
 
+import ipaddress
 import math
 
 from allauth.account.adapter import DefaultAccountAdapter
 from allauth.socialaccount.adapter import DefaultSocialAccountAdapter
 from axes.backends import AxesStandaloneBackend
 from axes.helpers import get_cool_off
+from django.conf import settings
 from django.shortcuts import render
 
 
 class AccountAdapter(DefaultAccountAdapter):
     def is_open_for_signup(self, request) -> bool:
         return False
+
+    def get_client_ip(self, request) -> str:
+        return client_address(request)
+
+
+def client_address(request) -> str:
+    """The client's address for login limits (allauth's and django-axes' alike): the peer's, or
+    behind ``TRUSTED_PROXY_COUNT`` proxies the entry the outermost one appended to
+    X-Forwarded-For, so a client cannot choose its own."""
+    peer = request.META.get("REMOTE_ADDR", "")
+    count = settings.TRUSTED_PROXY_COUNT
+    hops = [hop.strip() for hop in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",")]
+    if count and len(hops) >= count:
+        try:
+            return str(ipaddress.ip_address(hops[-count]))
+        except ValueError:
+            pass
+    return peer
 
 
 class SocialAccountAdapter(DefaultSocialAccountAdapter):

@@ -365,9 +365,11 @@ CACHES = {
 SILENCED_SYSTEM_CHECKS = [] if REDIS_URL else ["axes.W001"]
 
 # django-axes locks a (username, client IP) pair after LOGIN_FAILURE_LIMIT failed logins, on the
-# admin's login and the portal's alike, for LOGIN_LOCKOUT_MINUTES; allauth's own rate limits on
-# the portal stay on too. Behind TRUSTED_PROXY_COUNT proxies the client IP comes from
-# X-Forwarded-For; with none it is the peer's address, so a client cannot choose its own.
+# admin's login and the portal's alike, for LOGIN_LOCKOUT_MINUTES. allauth's own failed-login limit
+# is keyed by the login alone (anyone could lock a person out from anywhere), so it is off; its
+# per-address limit on login attempts stays. Both read the client address from
+# apps.portal.auth.client_address: behind TRUSTED_PROXY_COUNT proxies from X-Forwarded-For; with
+# none it is the peer's address, so a client cannot choose its own.
 LOGIN_FAILURE_LIMIT = int(os.environ.get("LOGIN_FAILURE_LIMIT", "10"))
 LOGIN_LOCKOUT_MINUTES = float(os.environ.get("LOGIN_LOCKOUT_MINUTES", "15"))
 TRUSTED_PROXY_COUNT = int(os.environ.get("TRUSTED_PROXY_COUNT", "0"))
@@ -379,11 +381,8 @@ AXES_USERNAME_CALLABLE = "apps.portal.auth.login_name"
 AXES_LOCKOUT_CALLABLE = "apps.portal.auth.locked_out"
 AXES_RESET_ON_SUCCESS = True
 AXES_VERBOSE = False
-AXES_IPWARE_PROXY_COUNT = TRUSTED_PROXY_COUNT or None
-AXES_IPWARE_META_PRECEDENCE_ORDER = (
-    ["HTTP_X_FORWARDED_FOR", "REMOTE_ADDR"] if TRUSTED_PROXY_COUNT else ["REMOTE_ADDR"]
-)
-ALLAUTH_TRUSTED_PROXY_COUNT = TRUSTED_PROXY_COUNT
+AXES_CLIENT_IP_CALLABLE = "apps.portal.auth.client_address"
+ACCOUNT_RATE_LIMITS = {"login_failed": None}
 
 # API throttles (apps/core/throttles.py), counted per caller: per worker on the worker endpoints,
 # per enrolment token on enrolment, per person on personal token creation.

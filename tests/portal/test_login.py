@@ -137,8 +137,7 @@ def test_the_admin_login_is_locked_after_the_failure_limit_even_with_the_right_p
 def test_the_portal_login_is_locked_after_the_failure_limit_even_with_the_right_password(
     client, estate, fresh_cache
 ):
-    """allauth's own limits answer first (5 failures per login in 5 minutes, on the form; 30 logins
-    a minute from one address, 429); the lock of django-axes holds behind them."""
+    """The lock of django-axes holds behind allauth's per-address limit (30 logins a minute, 429)."""
     for _ in range(TRIES):
         portal_login(client, "wrong")
     locked = portal_login(client, demo.demo_password())
@@ -226,3 +225,28 @@ def test_the_lock_is_shared_through_redis_by_every_web_process(client, settings)
             cache.clear()
     finally:
         AxesProxyHandler.get_implementation(force=True)
+
+
+def client_from(address: str, behind_proxy: bool):
+    from django.test import Client
+
+    if behind_proxy:
+        return Client(REMOTE_ADDR="10.0.0.2", HTTP_X_FORWARDED_FOR=address)
+    return Client(REMOTE_ADDR=address)
+
+
+@pytest.mark.parametrize("behind_proxy", [False, True], ids=["direct", "behind-one-proxy"])
+def test_a_portal_lock_is_per_username_and_address_so_the_owner_still_logs_in_from_elsewhere(
+    estate, fresh_cache, settings, behind_proxy
+):
+    """docs/limits.md, failed logins: the portal's lock is keyed by username *and* client address
+    (the peer's, or the one the trusted proxy reports with TRUSTED_PROXY_COUNT=1)."""
+    settings.TRUSTED_PROXY_COUNT = 1 if behind_proxy else 0
+    attacker, owner = client_from("198.51.100.7", behind_proxy), client_from("203.0.113.9", behind_proxy)
+    for _ in range(settings.LOGIN_FAILURE_LIMIT):
+        portal_login(attacker, "wrong")
+    answer = portal_login(owner, demo.demo_password())
+    assert answer.status_code == 302 and "_auth_user_id" in owner.session
+    locked = portal_login(attacker, demo.demo_password())
+    assert locked.status_code == 429 and int(locked["Retry-After"]) > 0
+    assert "_auth_user_id" not in attacker.session
