@@ -4,8 +4,11 @@ VENV := .venv
 PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
+TEST_WORKERS ?= auto
+TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/klique
+TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: run test lint install migrate seed clean
+.PHONY: run test test-services lint install migrate seed clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,9 +48,17 @@ run: seed
 	$(PY) manage.py demo_load --workers --server http://$(HOST):$(PORT) & \
 	$(PY) manage.py runserver --noreload $(HOST):$(PORT)
 
-## The whole suite. With DATABASE_URL / REDIS_URL set it runs against PostgreSQL and Redis.
+## The whole suite on the embedded SQLite default, on every core (pytest-xdist, a database file per
+## worker). Tests that need a service this machine lacks skip, with the command that runs them.
 test: install
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+
+## The same suite against real PostgreSQL and Redis: installs them from Debian's packages where
+## missing (root) and starts them on loopback. With CI=1 (as .ci/run sets) whatever is missing fails.
+test-services: install
+	deploy/dev-services/start.sh postgresql redis
+	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) \
+	  $(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile --create-db $(PYTEST_ARGS)
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -52,3 +52,17 @@ def _real_services_for_markers(request):
         require_redis()
     if request.node.get_closest_marker("slurm"):
         require_slurm()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """After a run that skipped tests for want of a service, say how to run them."""
+    skipped = terminalreporter.stats.get("skipped", [])
+    wanting = [r for r in skipped if any(w in str(r.longrepr) for w in ("needs ", "is not installed"))]
+    if not wanting:
+        return
+    terminalreporter.write_sep("-", "the rest of the suite")
+    terminalreporter.write_line(
+        f"{len(wanting)} tests skipped for want of a real service or tool (reasons above). To run them:\n"
+        "  make test-services   PostgreSQL and Redis (installs them from Debian, starts them; root)\n"
+        "  .ci/run              everything CI runs: also Slurm, Podman, Chromium, nginx and the deploy checks"
+    )
