@@ -138,9 +138,10 @@ def cmd_login(args) -> int:
     elif token is None:
         token = getpass.getpass("Personal API token (create one at /account/tokens/): ")
     token = token.strip()
-    with Client(url, token, channel="cli") as client:
+    ca_bundle = args.ca_bundle or stored["ca_bundle"]
+    with Client(url, token, channel="cli", ca_bundle=ca_bundle) as client:
         me = client.me()
-    path = config.save(url, token)
+    path = config.save(url, token, ca_bundle)
     groups = ", ".join(f"{m['group']} ({m['role']})" for m in me.memberships) or "no groups yet"
     show(args, me, f"Logged in to {url} as {me.username}: {groups}.\nSaved to {path}.")
     return OK
@@ -563,6 +564,11 @@ def cmd_mcp(args) -> int:
 def parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--json", action="store_true", help="print JSON for scripts instead of tables")
+    ca_help = (
+        "a CA file (PEM) to check the server's certificate with; `klique login` stores it "
+        "[KLIQUE_CA_BUNDLE; default: SSL_CERT_FILE, else the CAs shipped with certifi]"
+    )
+    common.add_argument("--ca-bundle", metavar="FILE", default=argparse.SUPPRESS, help=ca_help)
     root = argparse.ArgumentParser(
         prog="klique",
         description="Ask Klique for GPUs as yourself. Start with `klique login`.",
@@ -570,6 +576,7 @@ def parser() -> argparse.ArgumentParser:
         "2 usage, 3 not logged in, 4 forbidden or not found, 5 input refused, 6 unreachable, "
         "7 server error, 8 task canceled, 9 wait timed out.",
     )
+    root.add_argument("--ca-bundle", metavar="FILE", default=None, help=ca_help)
     commands = root.add_subparsers(dest="command_name", required=True, metavar="COMMAND")
 
     def command(name, handler, help_text, parent=commands, usage=None):
@@ -713,7 +720,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.handler in (cmd_login, cmd_mcp):
             code = args.handler(args)
         else:
-            with Client.from_config(channel="cli") as client:
+            with Client.from_config(channel="cli", ca_bundle=args.ca_bundle) as client:
                 code = args.handler(args, client)
         sys.stdout.flush()  # a reader that went away shows here, not at exit
         return code

@@ -14,6 +14,7 @@ DELETE that answers 404 on a retry after a lost reply was done by the first try:
 import dataclasses
 import re
 import shlex
+import ssl
 import time
 import typing
 from collections.abc import Callable, Sequence
@@ -39,6 +40,10 @@ class NotLoggedIn(KliqueError):
 
 class ConnectionFailed(KliqueError):
     """The server could not be reached (after the retries)."""
+
+
+class CertificateNotTrusted(ConnectionFailed):
+    """The server's TLS certificate did not verify against the CAs trusted here."""
 
 
 class WaitTimeout(KliqueError):
@@ -84,6 +89,28 @@ NEVER_CONNECTED = (httpx.ConnectError, httpx.ConnectTimeout)
 # The request may have reached the server (or its reply was lost): safe to repeat only when
 # repeating it changes nothing.
 CONNECTION_LOST = (httpx.NetworkError, httpx.TimeoutException, httpx.RemoteProtocolError)
+
+
+def tls_verify(ca_bundle: str | None) -> ssl.SSLContext | bool:
+    """httpx's ``verify``: a context trusting ``ca_bundle`` (a PEM file of CA certificates), else
+    True: the ``SSL_CERT_FILE`` or ``SSL_CERT_DIR`` of the environment, else certifi's CAs."""
+    if not ca_bundle:
+        return True
+    try:
+        return ssl.create_default_context(cafile=ca_bundle)
+    except (OSError, ssl.SSLError) as error:
+        raise KliqueError(f"Cannot use the CA bundle {ca_bundle}: {error}") from error
+
+
+def certificate_error(error: BaseException) -> ssl.SSLCertVerificationError | None:
+    """The certificate verification failure behind a connection error, if that is what it was."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, ssl.SSLCertVerificationError):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
 
 
 def _convert(hint, value):
@@ -422,6 +449,8 @@ class Client:
     ``retries`` is how many times a request is repeated, with a short backoff: an idempotent one
     (GET, PUT, DELETE, cancel) on a connection error or a timeout, any other only when the
     connection was never made. Pass ``transport`` to use another httpx transport (tests, proxies).
+    ``ca_bundle`` is a CA file to check the server's certificate with (default: ``SSL_CERT_FILE``,
+    else certifi's CAs); a certificate that does not verify is never retried.
     """
 
     def __init__(
@@ -433,6 +462,7 @@ class Client:
         timeout: float = 30.0,
         retries: int = 3,
         transport: httpx.BaseTransport | None = None,
+        ca_bundle: str | None = None,
     ):
         if not url or not token:
             raise NotLoggedIn("Not logged in: run `klique login`, or set KLIQUE_URL and KLIQUE_TOKEN.")
@@ -448,12 +478,15 @@ class Client:
             },
             timeout=timeout,
             transport=transport,
+            verify=tls_verify(ca_bundle),
         )
 
     @classmethod
     def from_config(cls, **kwargs) -> "Client":
-        """A client with the URL and token saved by ``klique login`` (or KLIQUE_URL, KLIQUE_TOKEN)."""
+        """A client with the URL, token and CA bundle saved by ``klique login`` (or KLIQUE_URL,
+        KLIQUE_TOKEN, KLIQUE_CA_BUNDLE); a ``ca_bundle`` given here wins."""
         stored = config.load()
+        kwargs["ca_bundle"] = kwargs.get("ca_bundle") or stored["ca_bundle"]
         return cls(stored["url"], stored["token"], **kwargs)
 
     def close(self) -> None:
@@ -480,6 +513,13 @@ class Client:
                 response = self._http.request(method, path, **kwargs)
                 break
             except httpx.TransportError as error:
+                untrusted = certificate_error(error)
+                if untrusted is not None:
+                    raise CertificateNotTrusted(
+                        f"The TLS certificate of {self.url} is not trusted "
+                        f"({untrusted.verify_message or untrusted.reason}): pass --ca-bundle FILE "
+                        "(or set KLIQUE_CA_BUNDLE or SSL_CERT_FILE) naming the CA that signed it."
+                    ) from error
                 if attempt == self.retries or not isinstance(error, retriable):
                     raise ConnectionFailed(f"Cannot reach Klique at {self.url}: {error}") from error
                 maybe_done = maybe_done or not isinstance(error, NEVER_CONNECTED)

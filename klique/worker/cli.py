@@ -14,13 +14,14 @@ import json
 import logging
 import signal
 import socket
+import ssl
 import sys
 import time
 from pathlib import Path
 
 from klique.jsonlog import JsonFormatter
 from klique.worker import __version__
-from klique.worker.client import ControlPlane
+from klique.worker.client import ControlPlane, tls_verify
 from klique.worker.daemon import Daemon, Settings
 from klique.worker.gpus import Nvml
 from klique.worker.runs import env
@@ -90,7 +91,12 @@ def parser() -> argparse.ArgumentParser:
         default=env("KLIQUE_CHECKPOINT_ROOT"),
         help="KLIQUE_CHECKPOINT_DIR of each task is a folder under it (default: STATE_DIR/checkpoints)",
     )
-    p.add_argument("--ca-bundle", default=env("KLIQUE_CA_BUNDLE"), help="CA file to check the server with")
+    p.add_argument(
+        "--ca-bundle",
+        default=env("KLIQUE_CA_BUNDLE"),
+        help="a CA file (PEM) to check the server's certificate with [KLIQUE_CA_BUNDLE; default: "
+        "SSL_CERT_FILE, else the CAs shipped with certifi]",
+    )
     p.add_argument("--poll-min", type=float, default=float(env("KLIQUE_WORKER_POLL_MIN_S", 1)))
     p.add_argument("--poll-max", type=float, default=float(env("KLIQUE_WORKER_POLL_MAX_S", 10)))
     p.add_argument("--retry-max", type=float, default=float(env("KLIQUE_WORKER_RETRY_MAX_S", 30)))
@@ -231,7 +237,10 @@ def main(argv: list[str] | None = None) -> int:
         keep_work_on_exit=args.keep_work_on_exit,
         session_host=args.session_host or default_host(socket.gethostname()),
     )
-    verify = args.ca_bundle or True
+    try:
+        verify = tls_verify(args.ca_bundle)
+    except (OSError, ssl.SSLError) as error:
+        parser().error(f"--ca-bundle {args.ca_bundle}: {error}")
     daemon = Daemon(
         settings, ControlPlane(args.server, verify=verify), runner, nvml=nvml, log_context=log_context
     )

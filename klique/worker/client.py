@@ -3,6 +3,7 @@
 ``wait`` long-polls on a connection of its own (a second ``httpx.Client`` whose read timeout
 outlasts the wait), so the waker thread waiting there never holds up the daemon's ``sync``."""
 
+import ssl
 import threading
 
 import httpx
@@ -12,6 +13,10 @@ from klique.worker import __version__
 
 class Unreachable(Exception):
     """No answer, a timeout, or a server error: try again later; the work keeps running."""
+
+
+class Untrusted(Unreachable):
+    """The server's TLS certificate did not verify against the CAs trusted here."""
 
 
 class Refused(Exception):
@@ -27,12 +32,32 @@ class Rejected(Exception):
         self.status = status
 
 
+def tls_verify(ca_bundle: str | None) -> ssl.SSLContext | bool:
+    """httpx's ``verify``: a context trusting ``ca_bundle`` (PEM CA certificates), else True: the
+    ``SSL_CERT_FILE`` or ``SSL_CERT_DIR`` of the environment, else certifi's CAs. OSError or
+    ssl.SSLError when the file cannot be read."""
+    return ssl.create_default_context(cafile=ca_bundle) if ca_bundle else True
+
+
+def unreachable(error: Exception) -> Unreachable:
+    """An Unreachable for an httpx error: Untrusted when a certificate did not verify."""
+    cause: BaseException | None = error
+    while cause is not None:
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            reason = cause.verify_message or cause.reason
+            return Untrusted(f"the server's TLS certificate is not trusted: {reason}")
+        cause = cause.__cause__ or cause.__context__
+    return Unreachable(f"{type(error).__name__}: {error}")
+
+
 # How much longer than the wait itself its request may take to answer before it is a timeout.
 WAIT_MARGIN_S = 10.0
 
 
 class ControlPlane:
-    def __init__(self, server: str, *, verify: bool | str = True, timeout_s: float = 10, transport=None):
+    def __init__(
+        self, server: str, *, verify: bool | ssl.SSLContext = True, timeout_s: float = 10, transport=None
+    ):
         self._options = {
             "base_url": server.rstrip("/") + "/api/v1/workers/",
             "verify": verify,
@@ -54,7 +79,7 @@ class ControlPlane:
         try:
             answer = self._http.post(path, json=body, headers={"Authorization": f"Bearer {token}"})
         except httpx.HTTPError as error:
-            raise Unreachable(f"{type(error).__name__}: {error}") from error
+            raise unreachable(error) from error
         return self._answer(answer)
 
     @staticmethod
@@ -111,5 +136,5 @@ class ControlPlane:
                 timeout=timeout,
             )
         except (httpx.HTTPError, RuntimeError) as error:  # RuntimeError: closed at shutdown
-            raise Unreachable(f"{type(error).__name__}: {error}") from error
+            raise unreachable(error) from error
         return bool(self._answer(answer).get("placed"))

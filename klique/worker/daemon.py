@@ -54,7 +54,7 @@ from decimal import Decimal
 
 from klique.worker import sessions
 from klique.worker import slots as gpu_slots
-from klique.worker.client import ControlPlane, Refused, Rejected, Unreachable
+from klique.worker.client import ControlPlane, Refused, Rejected, Unreachable, Untrusted
 from klique.worker.runs import StartFailed, utc_now
 from klique.worker.text import storable
 
@@ -172,7 +172,8 @@ class Daemon:
     # The loop.
 
     def run(self) -> int:
-        """Serve until shut down (SIGTERM) and every task has stopped; 0, or 3 when refused."""
+        """Serve until shut down (SIGTERM) and every task has stopped; 0, 3 when refused, 4 when the
+        control plane's certificate is not trusted at enrolment."""
         try:
             self.found = self.runner.recover()
             self.enrol()
@@ -189,6 +190,13 @@ class Daemon:
             log.error("refused by the control plane; stopping", extra={"fields": {"error": str(error)}})
             self.abandon()
             return 3
+        except Untrusted as error:
+            fields = {"error": str(error), "hint": "--ca-bundle FILE or SSL_CERT_FILE: the CA that signed it"}
+            log.error(
+                "cannot enrol: the control plane's certificate is not trusted; stopping",
+                extra={"fields": fields},
+            )
+            return 4
         finally:
             self.stopping.set()
             with self.claim_answers:
@@ -208,6 +216,8 @@ class Daemon:
                     mode=self.runner.mode,
                     running=sorted(self.found),
                 )
+            except Untrusted:
+                raise  # a wrong CA or server name: retrying will not help (once enrolled it does)
             except Unreachable as error:
                 self.wait(self.backoff(error))
                 if self.draining_since is not None:
