@@ -6,7 +6,7 @@
 #
 # - PostgreSQL (Debian's `postgresql`): the first cluster, trust for 127.0.0.1 and ::1 so that the
 #   tests connect as `postgres` without a password (a test machine only: never in production).
-# - Redis (`redis-server`): 127.0.0.1:6379, no persistence.
+# - Redis (`redis-server`): 127.0.0.1:6379, no persistence, 256 databases (one per test worker).
 # - MariaDB (`mariadb-server`): 127.0.0.1:3306, root without a password, for slurmdbd (deploy/slurm-dev).
 #
 # Needs root (apt-get, the clusters' own users). Idempotent: a service already answering is left.
@@ -41,7 +41,7 @@ wait_for() {  # what, command...
 start_postgresql() {
   apt_install postgresql
   local version hba
-  version=$(ls /etc/postgresql | sort -V | tail -1)
+  version=$(find /etc/postgresql -mindepth 1 -maxdepth 1 -printf '%f\n' | sort -V | tail -1)
   hba=/etc/postgresql/$version/main/pg_hba.conf
   if ! grep -q "^# klique-dev: trust on loopback" "$hba"; then
     # The first matching line wins: trust for loopback TCP goes first.
@@ -65,9 +65,18 @@ start_postgresql() {
 
 start_redis() {
   apt_install redis-server
+  # 256 databases: each pytest-xdist worker takes REDIS_URL's number + 16 * N (klique/settings/test.py).
+  # A Redis already running with fewer (Debian's package may start one) is restarted as ours.
+  local databases
+  databases=$(redis-cli -h 127.0.0.1 -p 6379 config get databases 2>/dev/null | tail -1)
+  if [ -n "$databases" ] && [ "$databases" -lt 256 ]; then
+    echo "dev-services: restarting the Redis on 127.0.0.1:6379 with 256 databases (it had $databases)" >&2
+    redis-cli -h 127.0.0.1 -p 6379 shutdown nosave >/dev/null 2>&1 || true
+    for _ in $(seq 1 20); do redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1 || break; sleep 0.5; done
+  fi
   if ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
     redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no \
-      --logfile /tmp/klique-dev-redis.log
+      --databases 256 --logfile /tmp/klique-dev-redis.log
   fi
   wait_for "Redis on 127.0.0.1:6379" redis-cli -h 127.0.0.1 -p 6379 ping
   echo "redis: redis://127.0.0.1:6379/"
