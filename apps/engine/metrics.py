@@ -1,7 +1,12 @@
 """Prometheus metrics, read from the database at scrape time so that every web process answers
 the same: the pass totals, queues, GPUs in use, placements, preemptions, budgets and worker daemons
-(the dashboard and alert rules of deploy/grafana and deploy/prometheus use them: docs/operations.md)."""
+(the dashboard and alert rules of deploy/grafana and deploy/prometheus use them: docs/operations.md).
+With Redis as Celery's broker, the length of each routed queue is read from Redis at scrape time
+too (one pipeline of LLENs). The HTTP metrics are apps/core/http_metrics.py's."""
 
+import logging
+
+from django.conf import settings
 from django.db.models import Count, Min, Sum
 from django.utils import timezone
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
@@ -9,6 +14,20 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from apps.engine.models import PASS_BUCKETS_MS
 
 SKIP_REASONS = ("another pass running", "disabled")
+# kombu's Redis transport keeps a queue's messages of priority 3, 6 and 9 in lists of their own,
+# named with this separator (priority 0, the default, is the queue's own name).
+PRIORITY_SEPARATOR = "\x06\x16"
+PRIORITY_STEPS = (3, 6, 9)
+BROKER_TIMEOUT_S = 1.0
+log = logging.getLogger("klique.metrics")
+
+
+def celery_queues() -> list[str]:
+    """Every queue Klique routes tasks to: the default, the routes' and the beat schedule's."""
+    queues = {getattr(settings, "CELERY_TASK_DEFAULT_QUEUE", "celery")}
+    queues |= {route.get("queue") for route in settings.CELERY_TASK_ROUTES.values()}
+    queues |= {entry.get("options", {}).get("queue") for entry in settings.CELERY_BEAT_SCHEDULE.values()}
+    return sorted(queue for queue in queues if queue)
 
 
 class KliqueCollector:
@@ -18,6 +37,7 @@ class KliqueCollector:
         yield from self._preemptions()
         yield from self._budgets()
         yield from self._workers()
+        yield from self._celery_queues()
 
     def _passes(self):
         """The pass counters come from the running totals, which only grow (the pass log they
@@ -155,3 +175,37 @@ class KliqueCollector:
         for row in active.values("pool__name").annotate(oldest=Min("last_heartbeat")).order_by():
             age.add_metric([row["pool__name"]], (now - row["oldest"]).total_seconds())
         yield age
+
+    def _celery_queues(self):
+        """Messages waiting in each routed Celery queue (not yet taken by a worker), read from the
+        Redis broker; nothing without one, or when it does not answer (logged)."""
+        url = settings.CELERY_BROKER_URL
+        if not url.startswith(("redis://", "rediss://", "unix://")):
+            return
+        import redis
+
+        queues = celery_queues()
+        client = redis.Redis.from_url(
+            url, socket_timeout=BROKER_TIMEOUT_S, socket_connect_timeout=BROKER_TIMEOUT_S
+        )
+        try:
+            pipe = client.pipeline(transaction=False)
+            for queue in queues:
+                pipe.llen(queue)
+                for step in PRIORITY_STEPS:
+                    pipe.llen(f"{queue}{PRIORITY_SEPARATOR}{step}")
+            lengths = pipe.execute()
+        except (redis.RedisError, OSError) as error:
+            log.warning("Celery queue lengths unreadable: %s", error)
+            return
+        finally:
+            client.close()
+        family = GaugeMetricFamily(
+            "klique_celery_queue_length",
+            "Messages waiting in each Celery queue on the Redis broker.",
+            labels=["queue"],
+        )
+        per_queue = len(PRIORITY_STEPS) + 1
+        for index, queue in enumerate(queues):
+            family.add_metric([queue], sum(lengths[index * per_queue : (index + 1) * per_queue]))
+        yield family

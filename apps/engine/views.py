@@ -7,6 +7,7 @@ from django.conf import settings
 from django.http import HttpResponse, HttpResponseForbidden
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from apps.core.http_metrics import HttpCollector
 from apps.engine.metrics import KliqueCollector
 
 
@@ -20,4 +21,5 @@ def metrics(request):
         return HttpResponseForbidden("set METRICS_TOKEN to serve metrics outside development")
     registry = CollectorRegistry(auto_describe=False)
     registry.register(KliqueCollector())
+    registry.register(HttpCollector())
     return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)

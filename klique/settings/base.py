@@ -67,6 +67,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "apps.core.health.HealthMiddleware",
+    # HTTP metrics (docs/deploy.md, "Metrics"): after the probes, so those are not counted.
+    "apps.core.http_metrics.HttpMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -178,6 +180,9 @@ OIDC_ROLE_PREFIX = os.environ.get("OIDC_ROLE_PREFIX", "klique:")
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
 METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
+# Where the HTTP request counters of /metrics live: "redis" (shared by every web process; the
+# default with REDIS_URL), "memory" (this process; the default without) or "off".
+HTTP_METRICS = os.environ.get("HTTP_METRICS", "")
 
 EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
