@@ -5,6 +5,7 @@ from apps.accounts.selectors import has_role
 from apps.cloud import services
 from apps.cloud.models import CloudNode, CloudPool, CloudSpendCap, CloudSpendCapChange, InstanceType
 from apps.core.fields import PLAIN_NUMBERS
+from apps.core.parsers import JSON_FIELDS
 
 
 class InstanceTypeInline(admin.TabularInline):
@@ -35,7 +36,7 @@ class CloudPoolAdmin(admin.ModelAdmin):
     ]
     readonly_fields = ["capacity"]
     inlines = [InstanceTypeInline]
-    formfield_overrides = PLAIN_NUMBERS
+    formfield_overrides = PLAIN_NUMBERS | JSON_FIELDS
 
     @admin.display(description="declared capacity (GPUs)")
     def capacity(self, obj: CloudPool):

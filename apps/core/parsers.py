@@ -24,6 +24,7 @@ from collections.abc import Collection
 
 from django import forms
 from django.conf import settings
+from django.db import models
 from django.forms.fields import InvalidJSONInput
 from rest_framework import parsers, serializers
 from rest_framework.exceptions import ParseError
@@ -195,3 +196,7 @@ class JSONFormField(forms.JSONField):
             return loads(data)
         except ValueError:
             return InvalidJSONInput(data)
+
+
+# An admin's ``formfield_overrides`` for its JSON fields: ``PLAIN_NUMBERS | JSON_FIELDS``.
+JSON_FIELDS = {models.JSONField: {"form_class": JSONFormField}}

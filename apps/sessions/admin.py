@@ -1,6 +1,7 @@
 from django.contrib import admin
 
 from apps.core.fields import PLAIN_NUMBERS
+from apps.core.parsers import JSON_FIELDS
 from apps.sessions.models import ProfileIdleLimits, ResourceIdleLimits, Session, SessionKind
 
 LIMIT_FIELDSETS = [
@@ -21,7 +22,7 @@ LIMIT_FIELDSETS = [
 
 @admin.register(SessionKind)
 class SessionKindAdmin(admin.ModelAdmin):
-    formfield_overrides = PLAIN_NUMBERS
+    formfield_overrides = PLAIN_NUMBERS | JSON_FIELDS
     list_display = ["name", "type", "ready_path", "enabled"]
     list_filter = ["type", "enabled"]
     search_fields = ["name"]

@@ -13,6 +13,7 @@ from django import forms
 from django.forms import formset_factory
 
 from apps.accounts.models import Group
+from apps.core import parsers
 from apps.engine.core.whatif import AMOUNT_MAX, CHANGE_KINDS
 from apps.policies.models import Profile
 from apps.pools.models import Pool
@@ -234,7 +235,9 @@ class RunForm(forms.Form):
         if not text:
             return {}
         try:
-            changes = json.loads(text)
+            changes = parsers.loads(text)
+        except parsers.JSONInputError as e:
+            raise forms.ValidationError(str(e)) from None
         except json.JSONDecodeError as e:
             raise forms.ValidationError(f"not JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
         if not isinstance(changes, dict):

@@ -315,6 +315,10 @@ TOO_LATE = (timezone.now() + timedelta(days=2)).strftime("%Y-%m-%dT%H:%M")
         ),
         ({"changes_json": "{"}, [], "changes_json", "not JSON: Expecting property name"),
         ({"changes_json": '{"capacity": {}}'}, [], "changes_json", "capacity: unknown kind"),
+        # the one JSON reader (apps.core.parsers.loads), as on the API: depth, range, storable text
+        ({"changes_json": "[" * 100_000}, [], "changes_json", "nested deeper than 64 levels"),
+        ({"changes_json": '{"limits": {"vision": 1e999}}'}, [], "changes_json", "out of range"),
+        ({"changes_json": '{"limits": {"a\\u0000": 1}}'}, [], "changes_json", "NUL character"),
         (
             {"changes_json": '{"limits": {"vision": 90}}'},
             [("limits", "group:vision", "100")],
