@@ -6,7 +6,9 @@
 # to FILE.partial, then checks that pg_restore can read its table of contents, then renames it:
 # a FILE that exists is a whole dump. The database stays online: pg_dump reads one consistent
 # snapshot while the web, Celery and the engine keep writing.
+# The dump holds every password hash and token digest: readable by its owner only (0600).
 set -euo pipefail
+umask 077
 : "${DATABASE_URL:?set DATABASE_URL to the database to back up}"
 case "$DATABASE_URL" in
   postgres://* | postgresql://*) ;;
