@@ -8,16 +8,35 @@
 # Tools that pip installs go into a venv of their own ($KLIQUE_DEPLOY_TOOLS, made on first use),
 # never the project's. A step is skipped, saying so, only when its tool cannot be had here; any
 # failure makes the script exit 1.
-# Usage: deploy/check.sh [--images]   (--images: DATABASE_URL and REDIS_URL name the host's services)
+# Usage: deploy/check.sh [--images | --images-only]   (DATABASE_URL and REDIS_URL name the host's
+#   services; --images-only runs the image step alone). A check whose subject is missing (podman,
+#   an image that was not built) fails: asked for and not done is not a pass.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 TOOLS=${KLIQUE_DEPLOY_TOOLS:-/tmp/klique-deploy-tools}
 KUBE_VERSION=${KUBE_VERSION:-1.30.0}
 IMAGES=0
-[ "${1:-}" = "--images" ] && IMAGES=1
+ONLY_IMAGES=0
+case "${1:-}" in
+  --images) IMAGES=1 ;;
+  --images-only) IMAGES=1 ONLY_IMAGES=1 ;;
+  "") ;;
+  *) echo "usage: deploy/check.sh [--images | --images-only]" >&2; exit 2 ;;
+esac
 WORK=$(mktemp -d)
 chmod 755 "$WORK"  # nginx workers (user nobody) read the end-to-end run's static files in it
-trap 'rm -rf "$WORK"' EXIT
+CONTAINERS=(klique-check-web klique-check-worker klique-check-beat klique-check-daemon)
+# Whatever happens (a failure, Ctrl-C), the containers and nginx of the image step go too.
+cleanup() {
+  if [ "$IMAGES" = 1 ] && command -v podman >/dev/null; then
+    command podman rm -f "${CONTAINERS[@]}" >/dev/null 2>&1
+  fi
+  if [ -f "$WORK/e2e/nginx.pid" ]; then kill "$(cat "$WORK/e2e/nginx.pid")" 2>/dev/null; fi
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 failed=()
 step() { printf '\n== %s\n' "$*"; }
 ok() { printf 'ok: %s\n' "$*"; }
@@ -33,11 +52,11 @@ images_end_to_end() {
     -e "ALLOWED_HOSTS=klique.example.org" -e "SECRET_KEY=$(python3 -c 'import secrets; print(secrets.token_urlsafe(50))')")
   if podman run --rm "${env[@]}" localhost/klique:check migrate >"$WORK/migrate.log" 2>&1; then
     ok "migrate (one-shot)"; else tail -20 "$WORK/migrate.log"; fail "migrate"; return; fi
-  podman run -d --name klique-check-web "${env[@]}" -e "PORT=$port" -e WEB_WORKERS=1 localhost/klique:check web >/dev/null
-  podman run -d --name klique-check-worker "${env[@]}" localhost/klique:check worker >/dev/null
-  podman run -d --name klique-check-beat "${env[@]}" localhost/klique:check beat >/dev/null
-  trap 'podman rm -f klique-check-web klique-check-worker klique-check-beat klique-check-daemon >/dev/null 2>&1;
-    [ -f "$WORK/e2e/nginx.pid" ] && kill "$(cat "$WORK/e2e/nginx.pid")"; rm -rf "$WORK"' EXIT
+  local role
+  for role in web worker beat; do
+    if ! podman run -d --name "klique-check-$role" "${env[@]}" -e "PORT=$port" -e WEB_WORKERS=1 \
+      localhost/klique:check "$role" >/dev/null; then fail "container klique-check-$role did not start"; return; fi
+  done
   for i in $(seq 1 60); do
     ready=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/readyz") && [ "$ready" = 200 ] && break
     sleep 1
@@ -71,9 +90,12 @@ images_end_to_end() {
   else fail "through nginx: login $login, static $static"; fi
 
   read -r token task < <(podman run -i --rm "${env[@]}" localhost/klique:check manage shell <deploy/smoke_task.py | tail -1)
-  podman run -d --name klique-check-daemon --network host --add-host klique.example.org:127.0.0.1 \
+  if [ -z "${token:-}" ] || [ -z "${task:-}" ]; then fail "deploy/smoke_task.py gave no token and task"; return; fi
+  if ! podman run -d --name klique-check-daemon --network host --add-host klique.example.org:127.0.0.1 \
     -v "$T/ssl/tls.crt:/etc/klique/ca.crt:ro" -e "KLIQUE_SERVER=$url" -e KLIQUE_CA_BUNDLE=/etc/klique/ca.crt \
-    -e "KLIQUE_ENROLMENT_TOKEN=$token" localhost/klique-worker:check --gpus 1 --hostname klique-check >/dev/null
+    -e "KLIQUE_ENROLMENT_TOKEN=$token" localhost/klique-worker:check --gpus 1 --hostname klique-check >/dev/null; then
+    fail "container klique-check-daemon did not start"; return
+  fi
   for i in $(seq 1 30); do
     state=$(podman exec klique-check-web python manage.py shell -c \
       "from apps.tasks.models import Task; t = Task.objects.get(pk=$task); print(t.state, t.exit_code)" 2>/dev/null | tail -1)
@@ -87,6 +109,7 @@ images_end_to_end() {
   fi
 }
 
+if [ "$ONLY_IMAGES" = 0 ]; then
 step "tools venv ($TOOLS)"
 if [ ! -x "$TOOLS/bin/kubernetes-validate" ] || [ ! -x "$TOOLS/bin/podman-compose" ] \
   || [ ! -x "$TOOLS/bin/hadolint" ] || ! "$TOOLS/bin/python" -c "import helm_python" 2>/dev/null; then
@@ -186,10 +209,12 @@ else
   skip "the helm CLI is not installed (no registry here ships it; the Helm Go library above did lint and render)"
 fi
 
+fi  # ONLY_IMAGES
+
 if [ "$IMAGES" = 1 ]; then
   step "images: podman build, then the control plane against the host's PostgreSQL and Redis"
   if ! command -v podman >/dev/null; then
-    skip "podman not installed (apt-get install podman runc uidmap slirp4netns fuse-overlayfs)"
+    fail "--images: podman is not installed (apt-get install podman runc catatonit uidmap slirp4netns fuse-overlayfs)"
   else
     # Podman schedules health checks with systemd timers; without systemd as PID 1 it says so on
     # every run: that line is dropped (podman healthcheck run still runs the check).
@@ -199,19 +224,29 @@ if [ "$IMAGES" = 1 ]; then
     base=${KLIQUE_BASE_IMAGE:-}
     args=()
     [ -n "$base" ] && args=(--build-arg "BASE_IMAGE=$base")
+    # Leftovers of an interrupted run would make every "podman run --name" fail.
+    command podman rm -f "${CONTAINERS[@]}" >/dev/null 2>&1
     built=1
     for file in Dockerfile:klique Dockerfile.worker:klique-worker; do
       start=$SECONDS
-      if podman build --format docker "${args[@]}" -f "deploy/docker/${file%%:*}" -t "localhost/${file#*:}:check" . \
-        >"$WORK/build-${file#*:}.log" 2>&1; then
-        ok "podman build deploy/docker/${file%%:*} ($((SECONDS - start)) s, $(podman image inspect --format '{{.Size}}' "localhost/${file#*:}:check" | numfmt --to=iec))"
+      image="localhost/${file#*:}:check"
+      if podman build --format docker "${args[@]}" -f "deploy/docker/${file%%:*}" -t "$image" . \
+        >"$WORK/build-${file#*:}.log" 2>&1 && podman image exists "$image"; then
+        ok "podman build deploy/docker/${file%%:*} ($((SECONDS - start)) s, $(podman image inspect --format '{{.Size}}' "$image" | numfmt --to=iec))"
       else
-        tail -30 "$WORK/build-${file#*:}.log"; fail "podman build deploy/docker/${file%%:*}"; built=0
+        tail -30 "$WORK/build-${file#*:}.log"; fail "podman build deploy/docker/${file%%:*}: no image $image"; built=0
       fi
     done
-    if podman run --rm --network host --entrypoint python3 localhost/klique-worker:check -c "import django" 2>/dev/null; then
-      fail "the worker image holds Django"
-    else ok "the worker image has no Django: $(podman run --rm localhost/klique-worker:check --version)"; fi
+    # Exit 0: imports klique.worker and finds no Django; 3: Django is there; anything else (no
+    # image, no Python, no klique): the check could not run, which is a failure too.
+    podman run --rm --network host --entrypoint python3 localhost/klique-worker:check -c \
+      "import importlib.util, sys, klique.worker; sys.exit(3 if importlib.util.find_spec('django') else 0)" \
+      >"$WORK/django.log" 2>&1
+    case $? in
+      0) ok "the worker image has no Django: $(podman run --rm localhost/klique-worker:check --version 2>&1)" ;;
+      3) fail "the worker image holds Django" ;;
+      *) tail -5 "$WORK/django.log"; fail "the worker image's Django check did not run (no image localhost/klique-worker:check?)" ;;
+    esac
     : "${DATABASE_URL:?--images needs DATABASE_URL (a database it may migrate) and REDIS_URL}"
     : "${REDIS_URL:?--images needs REDIS_URL}"
     if [ "$built" = 1 ]; then images_end_to_end; fi
