@@ -8,6 +8,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 
 from apps.engine.views import metrics
+from klique.version import VERSION
 
 # Redoc injects its styles and starts its search worker from a blob at run time: its page alone
 # allows both (never an inline script).
@@ -17,7 +18,7 @@ redoc = csp_update({"style-src": ["'unsafe-inline'"], "worker-src": ["'self'", "
 
 admin.site.site_header = "Klique control plane"
 admin.site.site_title = "Klique admin"
-admin.site.index_title = "Klique admin"
+admin.site.index_title = f"Klique admin, release {VERSION}"  # the index, after login only
 
 handler400 = "apps.core.errors.bad_request"
 handler404 = "apps.core.errors.not_found"
