@@ -15,45 +15,77 @@ def all_kinds() -> list[str]:
     return list(KINDS)
 
 
-def internal_address(hostname: str) -> str | None:
-    """The loopback, private, link-local, reserved or multicast address the host is or resolves
-    to, or None. A host that does not resolve here is not refused (its sending fails later)."""
+def internal(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """Not a globally routable unicast address: loopback, private, link-local, carrier-grade NAT
+    (100.64.0.0/10, where one cloud's metadata service answers), documentation, reserved,
+    multicast, unspecified."""
+    return not address.is_global or address.is_multicast
+
+
+def resolve(hostname: str, port: int | None = None) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+    """The addresses ``hostname`` is (an address literal) or resolves to, each once, in the
+    resolver's order. ``OSError`` or ``UnicodeError`` when it does not resolve."""
     try:
-        addresses = [ipaddress.ip_address(hostname)]
+        return [ipaddress.ip_address(hostname)]
     except ValueError:
-        try:
-            addresses = [ipaddress.ip_address(info[4][0]) for info in socket.getaddrinfo(hostname, None)]
-        except (OSError, UnicodeError):
-            return None
-    for address in addresses:
-        if (
-            address.is_loopback
-            or address.is_private
-            or address.is_link_local
-            or address.is_reserved
-            or address.is_multicast
-            or address.is_unspecified
-        ):
-            return str(address)
-    return None
+        pass
+    infos = socket.getaddrinfo(hostname, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(ipaddress.ip_address(info[4][0]) for info in infos))
 
 
-def validate_url(url: str) -> None:
-    """https everywhere; plain http only to the hosts of ``WEBHOOK_HTTP_HOSTS`` (development,
-    tests). Internal addresses (loopback, private, link-local: a cloud's metadata service) are
-    refused unless the host is in ``WEBHOOK_HTTP_HOSTS``, so that a webhook cannot make the server
-    call inside its own network."""
+def internal_address(hostname: str) -> str | None:
+    """The first address the host is or resolves to that is not globally routable, or None. A
+    host that does not resolve here is not refused (its sending fails later)."""
+    try:
+        addresses = resolve(hostname)
+    except (OSError, UnicodeError):
+        return None
+    return next((str(address) for address in addresses if internal(address)), None)
+
+
+def _checked_scheme(url: str):
+    """The URL's parts and whether its host is a development host (``WEBHOOK_HTTP_HOSTS``)."""
     parts = urlsplit(url or "")
     if not parts.hostname:
         raise ValidationError("Enter a full URL, e.g. https://hooks.slack.com/services/...")
     allowed = parts.hostname in settings.WEBHOOK_HTTP_HOSTS
     if parts.scheme not in ("https", "http") or (parts.scheme == "http" and not allowed):
         raise ValidationError("A webhook URL must use https.")
-    internal = None if allowed else internal_address(parts.hostname)
-    if internal:
-        raise ValidationError(
-            f"{parts.hostname} is an internal address ({internal}); a webhook goes to outside services."
-        )
+    return parts, allowed
+
+
+def _refuse_internal(hostname: str, address: str) -> None:
+    raise ValidationError(
+        f"{hostname} is an internal address ({address}); a webhook goes to outside services."
+    )
+
+
+def validate_url(url: str) -> None:
+    """https everywhere; plain http only to the hosts of ``WEBHOOK_HTTP_HOSTS`` (development,
+    tests). A host that is or resolves to any address that is not globally routable is refused
+    unless it is in ``WEBHOOK_HTTP_HOSTS``, so that a webhook cannot make the server call inside
+    its own network."""
+    parts, allowed = _checked_scheme(url)
+    found = None if allowed else internal_address(parts.hostname)
+    if found:
+        _refuse_internal(parts.hostname, found)
+
+
+def send_address(url: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """The one address a delivery to ``url`` connects to: the URL checked as at saving, its host
+    resolved once here and every address checked, so that no later lookup (DNS rebinding) can
+    send it inside. ``ValidationError`` otherwise."""
+    parts, allowed = _checked_scheme(url)
+    try:
+        addresses = resolve(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80))
+    except (OSError, UnicodeError) as error:
+        raise ValidationError(f"{parts.hostname} does not resolve: {error}") from None
+    if not addresses:
+        raise ValidationError(f"{parts.hostname} does not resolve.")
+    found = None if allowed else next((a for a in addresses if internal(a)), None)
+    if found:
+        _refuse_internal(parts.hostname, str(found))
+    return addresses[0]
 
 
 class Webhook(models.Model):

@@ -3,6 +3,7 @@ only once it commits (``transaction.on_commit``); the sending is a Celery task w
 
 import hashlib
 import hmac
+import ipaddress
 import json
 import logging
 
@@ -13,7 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.webhooks import payloads
-from apps.webhooks.models import KINDS, Webhook, WebhookDelivery, validate_url
+from apps.webhooks.models import KINDS, Webhook, WebhookDelivery, send_address
 
 log = logging.getLogger("klique.webhooks")
 
@@ -115,6 +116,22 @@ def signature(secret: str, body: bytes) -> str:
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
+def post(url: str, address, body: bytes, headers: dict) -> httpx.Response:
+    """POST ``body`` to ``url`` over a connection to ``address``, the one its host was checked
+    at; the host's name still goes in ``Host`` and in TLS (SNI and the certificate's check)."""
+    target = httpx.URL(url)
+    extensions = {}
+    try:
+        ipaddress.ip_address(target.host)
+    except ValueError:
+        name = target.raw_host.decode("ascii")
+        headers = headers | {"Host": f"{name}:{target.port}" if target.port else name}
+        extensions = {"sni_hostname": name}
+        target = target.copy_with(host=str(address))
+    with httpx.Client(timeout=settings.WEBHOOK_TIMEOUT_S) as client:
+        return client.post(target, content=body, headers=headers, extensions=extensions)
+
+
 def attempt(pk: int, last: bool) -> None:
     """One attempt at a pending delivery, recorded in the log. Raises ``DeliveryFailed`` when it
     failed and is not the ``last``; the last failed attempt marks the delivery failed."""
@@ -133,8 +150,7 @@ def attempt(pk: int, last: bool) -> None:
         headers["X-Klique-Signature"] = signature(hook.secret, body)
     status, error = None, ""
     try:
-        validate_url(hook.url)  # again at sending: the host may resolve elsewhere since it was saved
-        answer = httpx.post(hook.url, content=body, headers=headers, timeout=settings.WEBHOOK_TIMEOUT_S)
+        answer = post(hook.url, send_address(hook.url), body, headers)
         status = answer.status_code
         if not 200 <= status < 300:
             error = f"HTTP {status}"  # never the answer's body: it is shown to the group's lead
