@@ -1,7 +1,12 @@
 """The real processes of the crash tests, each started, killed with SIGKILL and restarted as an
 operator's machine would see it: the web server, the engine (the ``run_engine`` loop, or a Celery
 worker with beat), ``klique-worker`` daemons, a process submitting over HTTP, and a Redis server
-and a PostgreSQL cluster that the test owns (so restarting them touches no other test)."""
+and a PostgreSQL cluster that the test owns (so restarting them touches no other test).
+
+Every wait here is on progress, never on a guessed total time: on a loaded machine everything is
+slower but keeps moving. A wait fails only after ``STALL_S`` (``CRASH_STALL_S``, default 180 s)
+without any sign of progress, or after ``CAP_S`` (``CRASH_CAP_S``, default 1 hour) in all, and
+says what was stuck."""
 
 import glob
 import json
@@ -21,11 +26,29 @@ from pathlib import Path
 import httpx
 import psycopg
 
-from tests.worker.live import wait_for
-
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 PASS_S = 0.25
+STALL_S = float(os.environ.get("CRASH_STALL_S", "180"))
+CAP_S = float(os.environ.get("CRASH_CAP_S", "3600"))
+
+
+def wait_on_progress(done, progress=lambda: None, *, what: str, stuck=lambda: "", every: float = 0.2):
+    """Wait until ``done()``, as long as ``progress()`` keeps changing: fail after ``STALL_S``
+    without a change, or after ``CAP_S`` in all, with ``stuck()``, what was stuck."""
+    start = moved = time.monotonic()
+    seen = progress()
+    while True:
+        value = done()
+        if value:
+            return value
+        now, current = time.monotonic(), progress()
+        if current != seen:
+            seen, moved = current, now
+        if now - moved > STALL_S or now - start > CAP_S:
+            why = f"no progress for {now - moved:.0f} s" if now - moved > STALL_S else f"over {CAP_S:.0f} s"
+            raise AssertionError(f"timed out waiting for {what}: {why}, progress {seen!r}; {stuck()}")
+        time.sleep(every)
 
 
 def free_port() -> int:
@@ -110,7 +133,7 @@ class Redis:
             except redis.RedisError:
                 return False
 
-        wait_for(up, 30, what="redis-server to answer", every=0.05)
+        wait_on_progress(up, what="redis-server to answer", stuck=self.process.output, every=0.05)
 
     def restart(self) -> None:
         self.process.kill()
@@ -138,7 +161,7 @@ class Postgres:
 
     def as_postgres(self, *args: str) -> None:
         subprocess.run(
-            ["runuser", "-u", "postgres", "--", *args], check=True, capture_output=True, timeout=120
+            ["runuser", "-u", "postgres", "--", *args], check=True, capture_output=True, timeout=STALL_S + 60
         )
 
     def url(self, db: str = "postgres") -> str:
@@ -157,12 +180,24 @@ class Postgres:
             "-o",
             options,
             "-w",
+            "-t",
+            str(int(STALL_S)),
             "start",
         )
 
     def crash_restart(self) -> None:
         """Stop at once, as a crash would (``immediate``: recovery from the WAL on the next start)."""
-        self.as_postgres(f"{self.bin}/pg_ctl", "-D", f"{self.dir}/data", "-m", "immediate", "-w", "stop")
+        self.as_postgres(
+            f"{self.bin}/pg_ctl",
+            "-D",
+            f"{self.dir}/data",
+            "-m",
+            "immediate",
+            "-w",
+            "-t",
+            str(int(STALL_S)),
+            "stop",
+        )
         self.start()
 
     def copy_database(self, source_url: str, name: str) -> str:
@@ -187,6 +222,11 @@ class Postgres:
         except subprocess.CalledProcessError:
             pass
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+NOT_ENDED = "WHERE state NOT IN ('succeeded', 'failed', 'canceled')"
+UNENDED = f"SELECT count(*) FROM tasks_task {NOT_ENDED}"
+EVENTS = "SELECT count(*) FROM tasks_taskevent WHERE kind <> 'verdict'"
 
 
 class Stack:
@@ -225,7 +265,7 @@ class Stack:
         self.url = f"http://127.0.0.1:{port}"
         web = [str(BIN / "gunicorn"), "klique.wsgi:application", "--bind", f"127.0.0.1:{port}"]
         self.server = self.start("server", [*web, "--workers", "2", "--threads", "4", "--timeout", "60"])
-        wait_for(self.server_answers, 60, what="the web server", every=0.05)
+        wait_on_progress(self.server_answers, what="the web server", stuck=self.server.output, every=0.05)
         self.workers = [
             self.start(
                 f"w{i}",
@@ -309,7 +349,13 @@ class Stack:
         for _ in range(kills):
             since, wanted = datetime.now(UTC), rng.randint(1, 3)
             begun = partial(self.passes_begun, since, wanted)
-            wait_for(begun, 120, what=f"{wanted} passes of the engine", every=0.05)
+            wait_on_progress(
+                begun,
+                partial(self.passes_since, since),
+                what=f"{wanted} passes of the engine",
+                stuck=self.engine.output,
+                every=0.05,
+            )
             time.sleep(rng.uniform(0, PASS_S))
             self.alive()
             self.engine.kill()
@@ -318,10 +364,11 @@ class Stack:
 
     def resumes(self, since: datetime) -> None:
         """Passes run and place work again after ``since``."""
-        wait_for(
+        wait_on_progress(
             lambda: self.alive() and self.passes_since(since) and self.placements_since(since),
-            120,
+            lambda: (self.passes_since(since), self.placements_since(since)),
             what="a pass that places work after the restart",
+            stuck=self.engine.output,
             every=0.05,
         )
 
@@ -332,12 +379,37 @@ class Stack:
         return True
 
     def drain(self) -> dict:
-        """Stop submitting, let every task end, and check every rule on the whole history."""
+        """Stop submitting, let every task end, and check every rule on the whole history. The
+        wait lasts as long as tasks keep moving (placed, claimed, started, ended: any event)."""
         self.stop_file.touch()
-        self.submitter.process.wait(timeout=60)
-        waiting = "SELECT count(*) FROM tasks_task WHERE state NOT IN ('succeeded', 'failed', 'canceled')"
-        wait_for(lambda: self.query(waiting) == 0, 180, what="every task to end", every=0.5)
+        wait_on_progress(lambda: self.submitter.process.poll() is not None, what="the submitter to stop")
+        wait_on_progress(
+            lambda: self.query(UNENDED) == 0,
+            lambda: (self.query(UNENDED), self.query(EVENTS)),
+            what="every task to end",
+            stuck=self.unended,
+            every=0.5,
+        )
         return self.check(final=True)
+
+    def unended(self) -> str:
+        """What a drain that stopped moving was stuck on: the tasks by state, the oldest one's
+        history, and any process of the stack that ended."""
+        try:
+            with psycopg.connect(self.database_url, connect_timeout=2) as conn:
+                states = conn.execute(f"SELECT state, count(*) FROM tasks_task {NOT_ENDED} GROUP BY state")
+                oldest = conn.execute(
+                    "SELECT kind, reason, at FROM tasks_taskevent WHERE kind <> 'verdict' AND task_id ="
+                    f" (SELECT min(id) FROM tasks_task {NOT_ENDED}) ORDER BY at, id"
+                )
+                states, oldest = dict(states.fetchall()), oldest.fetchall()
+        except psycopg.OperationalError as error:
+            return f"the database cannot be reached: {error}"
+        ended = [p.name for p in self.processes if p is not self.submitter and not p.alive()]
+        history = ", ".join(
+            f"{kind}{'/' + reason if reason else ''} {at:%H:%M:%S}" for kind, reason, at in oldest
+        )
+        return f"unended by state {states}; the oldest: {history}; processes ended: {ended or 'none'}"
 
     def close(self) -> None:
         for process in reversed(self.processes):

@@ -13,7 +13,8 @@ placement, no pool's capacity is exceeded at any instant (from the usage interva
 from the task events), an open interval for exactly the active tasks and none overlapping for one
 task, every placement and preemption with its pass record, the meter equal to the intervals. After
 each restart the engine must run passes that place work again. Then submissions stop, every task
-must end (done or canceled) and the whole history is checked again.
+must end (done or canceled) and the whole history is checked again. Every wait is on progress, not
+a fixed time (``tests.crash.stack.wait_on_progress``): a loaded machine is slower, not stuck.
 
 ``CRASH_KILLS`` (default 4) sets the kills per test, for a longer soak.
 """
