@@ -16,7 +16,7 @@ Bodies keep DRF's shape: ``{"detail": "..."}``, or for 400 also ``{"<field>": ["
 """
 
 from drf_spectacular import openapi
-from drf_spectacular.plumbing import ResolvedComponent
+from drf_spectacular.plumbing import ResolvedComponent, force_instance
 from rest_framework import serializers
 from rest_framework.authentication import SessionAuthentication
 
@@ -59,6 +59,11 @@ class AutoSchema(openapi.AutoSchema):
             if code not in responses:
                 responses[code] = self._error_response(code)
         return operation
+
+    def _get_request_for_media_type(self, serializer, direction="request"):
+        schema, required = super()._get_request_for_media_type(serializer, direction)
+        # a body that must send one of several fields (``apps.core.fields.ExactlyOneOf``) is required
+        return schema, required or bool(getattr(force_instance(serializer), "one_of", ()))
 
     def _error_statuses(self, operation: dict) -> set[str]:
         parameters = operation.get("parameters", [])

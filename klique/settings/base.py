@@ -214,6 +214,9 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Request bodies get components of their own (``SubmitRequest``), so that a text field that
+    # refuses blank text says minLength: 1 there while answers may still hold "".
+    "COMPONENT_SPLIT_REQUEST": True,
     # Two choice sets share the field name "kind": a task's (batch, session) and its events'.
     "ENUM_NAME_OVERRIDES": {
         "TaskKindEnum": "apps.tasks.models.Task.Kind",

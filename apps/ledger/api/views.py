@@ -1,6 +1,7 @@
 """``/api/v1/usage/report/``: a usage report as JSON or CSV (``?format=csv`` or ``Accept:
 text/csv``), with the parameters of the report page."""
 
+from django import forms
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
@@ -15,10 +16,16 @@ from apps.ledger.api.renderers import CSVRenderer
 from apps.ledger.api.serializers import cloud_data, report_data
 from apps.ledger.forms import ReportForm
 
-PARAMETERS = [
-    OpenApiParameter(name, str, description=str(field.help_text or field.label or name))
-    for name, field in ReportForm.base_fields.items()
-]
+
+def parameter(name: str, field: forms.Field) -> OpenApiParameter:
+    """The report form's field as a query parameter; a choice lists its values (empty: the default)."""
+    choices = None
+    if isinstance(field, forms.ChoiceField) and not isinstance(field, forms.ModelChoiceField):
+        choices = list(dict.fromkeys(["", *(str(value) for value, _ in field.choices)]))
+    return OpenApiParameter(name, str, enum=choices, description=str(field.help_text or field.label or name))
+
+
+PARAMETERS = [parameter(name, field) for name, field in ReportForm.base_fields.items()]
 
 
 class UsageReportView(APIView):

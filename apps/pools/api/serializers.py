@@ -3,9 +3,11 @@
 import json
 import math
 
+from django.core.validators import ProhibitNullCharactersValidator
 from rest_framework import serializers
 
 from apps.core.fields import (
+    ExactlyOneOf,
     GpuAmountField,
     PlainDecimalField,
     PlainIntegerField,
@@ -146,7 +148,8 @@ class HeartbeatSerializer(serializers.Serializer):
         return free_within_gpus(data, self.context["worker"])
 
 
-class ClaimSerializer(serializers.Serializer):
+class ClaimSerializer(ExactlyOneOf, serializers.Serializer):
+    one_of = ("slots", "free_gpus")
     slots = serializers.ListField(
         child=PlainDecimalField(max_digits=4, decimal_places=3, min_value=0, max_value=1),
         max_length=MAX_GPUS_PER_WORKER,
@@ -164,11 +167,7 @@ class ClaimSerializer(serializers.Serializer):
     )
 
     def validate(self, data):
-        if ("slots" in data) == ("free_gpus" in data):
-            raise serializers.ValidationError(
-                {"slots": "Send either slots or free_gpus, not both or neither."}
-            )
-        return free_within_gpus(data, self.context["worker"])
+        return free_within_gpus(self.exactly_one(data), self.context["worker"])
 
 
 class RuntimeSerializer(serializers.Serializer):
@@ -232,6 +231,8 @@ class StoredTextField(StrictCharField):
 
     def __init__(self, **kwargs):
         super().__init__(trim_whitespace=False, allow_blank=True, **kwargs)
+        # cleaned, not refused: so the schema gives it no pattern against NUL (apps.core.fields)
+        self.validators = [v for v in self.validators if not isinstance(v, ProhibitNullCharactersValidator)]
 
     def to_internal_value(self, data):
         return storable(super().to_internal_value(data))

@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.db import models
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
@@ -12,6 +13,7 @@ from apps.sessions.models import SessionKind
 from apps.sessions.selectors import session_view
 from apps.tasks.limits import MAX_COMMAND_CHARS, MAX_NODES, spec_error
 from apps.tasks.models import Schedule, Task, TaskEvent
+from apps.tasks.services.submission import BULK_MIN
 
 VERDICT_HELP = (
     "Why the task waits, from the engine's last pass: {rule, message, ...details}, rule one of "
@@ -257,8 +259,10 @@ class SubmitSerializer(serializers.Serializer):
 class BulkSubmitSerializer(serializers.Serializer):
     """The body of ``POST tasks/bulk/`` (read by the view item by item, for errors by index)."""
 
-    tasks = SubmitSerializer(
-        many=True,
+    tasks = serializers.ListField(
+        child=SubmitSerializer(),
+        min_length=BULK_MIN,
+        max_length=settings.TASKS_BULK_MAX,
         help_text="1 to TASKS_BULK_MAX (default 1000) batch tasks, each as POST tasks/ takes it; "
         "created in this order, all or none.",
     )

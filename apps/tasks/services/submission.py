@@ -207,9 +207,12 @@ class SubmissionsRefused(Exception):
         self.errors = errors
 
 
+BULK_MIN = 1  # the fewest tasks of a bulk submission (the most: settings.TASKS_BULK_MAX)
+
+
 def bulk_count_error(count: int) -> str | None:
     """Why a bulk submission of ``count`` tasks is refused as a whole, or None."""
-    if count < 1:
+    if count < BULK_MIN:
         return "Give at least one task."
     limit = settings.TASKS_BULK_MAX
     if count > limit:
