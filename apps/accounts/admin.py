@@ -6,9 +6,10 @@ from apps.accounts import services
 from apps.accounts.admin_scope import TENANT_ROLES, TenantScoped
 from apps.accounts.models import ApiToken, Group, Membership, Project, User
 from apps.core.fields import PLAIN_NUMBERS
+from apps.core.formsets import CappedInline
 
 
-class MembershipInline(TenantScoped, admin.TabularInline):
+class MembershipInline(CappedInline, TenantScoped, admin.TabularInline):
     model = Membership
     tenant_owns = "subtree"
     extra = 0
@@ -38,7 +39,7 @@ class UserAdmin(DjangoUserAdmin):
         services.sync_staff(form.instance)
 
 
-class ChildGroupInline(TenantScoped, admin.TabularInline):
+class ChildGroupInline(CappedInline, TenantScoped, admin.TabularInline):
     model = Group
     tenant_group = "pk"
     fk_name = "parent"

@@ -5,10 +5,11 @@ from apps.accounts.selectors import has_role
 from apps.cloud import services
 from apps.cloud.models import CloudNode, CloudPool, CloudSpendCap, CloudSpendCapChange, InstanceType
 from apps.core.fields import PLAIN_NUMBERS
+from apps.core.formsets import CappedInline
 from apps.core.parsers import JSON_FIELDS
 
 
-class InstanceTypeInline(admin.TabularInline):
+class InstanceTypeInline(CappedInline, admin.TabularInline):
     model = InstanceType
     fields = ["rank", "name", "gpus", "max_count", "spot"]
     ordering = ["rank", "pk"]

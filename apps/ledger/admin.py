@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.db import models
 
 from apps.core.fields import PLAIN_NUMBERS, PlainIntegerFormField
+from apps.core.formsets import CappedInline
 from apps.ledger.models import Adjustment, MonthClose, MonthCloseEvent, UsageInterval
 
 
@@ -37,7 +38,7 @@ class ReadOnly(admin.ModelAdmin):
         return False
 
 
-class MonthCloseEventInline(admin.TabularInline):
+class MonthCloseEventInline(CappedInline, admin.TabularInline):
     model = MonthCloseEvent
     extra = 0
     fields = ["action", "actor", "at", "reason"]

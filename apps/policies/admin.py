@@ -11,6 +11,7 @@ from django.utils.safestring import mark_safe
 
 from apps.accounts.admin_scope import TenantScoped
 from apps.core.fields import PLAIN_NUMBERS, PlainIntegerFormField
+from apps.core.formsets import CappedInline
 from apps.policies import rules, selectors, services
 from apps.policies.models import (
     BudgetWindow,
@@ -50,7 +51,7 @@ class PoolLinkForm(LinkRowForm):
         return 1 if count is None else count
 
 
-class PoolOrderInline(admin.TabularInline):
+class PoolOrderInline(CappedInline, admin.TabularInline):
     """The profile's pools in order: work goes to the first pool with capacity, then the next."""
 
     formfield_overrides = PLAIN_NUMBERS
@@ -67,7 +68,7 @@ class PoolOrderInline(admin.TabularInline):
     autocomplete_fields = ["pool"]
 
 
-class QueuingOrderInline(admin.TabularInline):
+class QueuingOrderInline(CappedInline, admin.TabularInline):
     """The profile's policies in queuing priority: the first group's work is placed first."""
 
     formfield_overrides = PLAIN_NUMBERS
@@ -190,7 +191,7 @@ class PolicyScoped(TenantScoped):
         return super().tenant_choices(request, db_field, scope)
 
 
-class PolicyComputeResourceInline(PolicyScoped, admin.TabularInline):
+class PolicyComputeResourceInline(CappedInline, PolicyScoped, admin.TabularInline):
     formfield_overrides = PLAIN_NUMBERS
     model = ComputeResource
     fk_name = "policy"
@@ -222,7 +223,7 @@ class BudgetWindowFormSet(BaseInlineFormSet):
             raise ValidationError([message for messages in errors.values() for message in messages])
 
 
-class BudgetWindowInline(PolicyScoped, admin.TabularInline):
+class BudgetWindowInline(CappedInline, PolicyScoped, admin.TabularInline):
     """Further time budget windows besides the policy's own, e.g. 8 budget hours a day and 100 a
     month: every window is enforced at once."""
 
@@ -231,6 +232,7 @@ class BudgetWindowInline(PolicyScoped, admin.TabularInline):
     formset = BudgetWindowFormSet
     fields = ["period", "hours"]
     extra = 0
+    new_rows = 3  # one per period: day, week, month
 
 
 _budget_statuses: ContextVar[dict | None] = ContextVar("budget_statuses", default=None)

@@ -6,6 +6,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from apps.core.fields import PLAIN_NUMBERS
+from apps.core.formsets import CappedInline
 from apps.policies import services as policies
 from apps.policies.admin import LinkRowForm
 from apps.policies.models import ProfilePool
@@ -21,7 +22,7 @@ class GpuTypeAdmin(admin.ModelAdmin):
     search_fields = ["name"]
 
 
-class ExecutionOrderInline(admin.TabularInline):
+class ExecutionOrderInline(CappedInline, admin.TabularInline):
     """The pool's profiles in execution priority: the first one's work is placed first."""
 
     formfield_overrides = PLAIN_NUMBERS
@@ -38,7 +39,7 @@ class ExecutionOrderInline(admin.TabularInline):
     autocomplete_fields = ["profile"]
 
 
-class WorkerInline(admin.TabularInline):
+class WorkerInline(CappedInline, admin.TabularInline):
     formfield_overrides = PLAIN_NUMBERS
     model = Worker
     fields = ["hostname", "state", "gpus", "last_heartbeat"]

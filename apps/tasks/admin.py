@@ -3,13 +3,14 @@ from django.contrib import admin
 from django.core.exceptions import ValidationError
 
 from apps.core.fields import PLAIN_NUMBERS, GpuAmountFormField
+from apps.core.formsets import CappedInline
 from apps.core.parsers import JSONFormField
 from apps.engine.core.decisions import RULES
 from apps.tasks import services
 from apps.tasks.models import Channel, Schedule, ScheduleRun, Task, TaskEvent
 
 
-class TaskEventInline(admin.TabularInline):
+class TaskEventInline(CappedInline, admin.TabularInline):
     model = TaskEvent
     fields = ["at", "kind", "pool", "reason", "actor", "detail"]
     readonly_fields = fields
@@ -161,7 +162,7 @@ class TaskEventAdmin(admin.ModelAdmin):
         return False
 
 
-class ScheduleRunInline(admin.TabularInline):
+class ScheduleRunInline(CappedInline, admin.TabularInline):
     model = ScheduleRun
     fields = ["due_at", "task", "created_at"]
     readonly_fields = fields

@@ -168,7 +168,10 @@ class ChangeForm(forms.Form):
         return _plain(number)
 
 
-ChangeFormSet = formset_factory(ChangeForm, extra=3)
+MAX_CHANGE_ROWS = 50
+ChangeFormSet = formset_factory(
+    ChangeForm, extra=3, max_num=MAX_CHANGE_ROWS, absolute_max=MAX_CHANGE_ROWS, validate_max=True
+)
 
 
 class RunForm(forms.Form):

@@ -394,3 +394,19 @@ def test_moving_a_group_that_would_break_an_envelope_is_refused_on_the_parent(cl
     assert refused.status_code == 200
     assert "above its reservation" in refused.content.decode()
     assert Group.objects.get(pk=sub.pk).parent_id == pretraining.pk
+
+
+def test_a_form_count_beyond_what_a_person_needs_is_refused_on_the_group_page(client):
+    """docs/limits.md, forms per request: an inline builds at most its existing rows plus
+    ``NEW_ROWS``; a POST claiming 2,000 child groups is refused with the formset's error (it was
+    minutes of building forms) and nothing changes."""
+    from apps.core.formsets import NEW_ROWS
+
+    pretraining = Group.objects.get(slug="pretraining")
+    data = {"name": "Pretraining", "slug": "pretraining", "kind": pretraining.kind, **NO_INLINES}
+    data |= {"parent": pretraining.parent_id, "children-TOTAL_FORMS": "2000"}
+    response = client.post(change_url("accounts.group", pretraining.pk), data)
+    assert response.status_code == 200
+    (children,) = [s for s in response.context["inline_admin_formsets"] if s.formset.prefix == "children"]
+    assert f"Please submit at most {NEW_ROWS} forms." in children.formset.non_form_errors()
+    assert len(children.formset.forms) <= NEW_ROWS

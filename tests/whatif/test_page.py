@@ -412,3 +412,17 @@ def test_everyone_but_it_is_refused(login, username):
         assert client.get(url).status_code == 403, url
     assert client.post(URL, form([("reservations", "group:vision", "70")])).status_code == 403
     assert WhatIfRun.objects.count() == 1
+
+
+def test_more_change_rows_than_a_person_needs_are_refused_with_a_form_error(login):
+    """docs/limits.md, forms per request: the what-if form takes at most ``MAX_CHANGE_ROWS`` rows;
+    2,000 claimed rows are refused on the rows (it was 22 s of building forms) and nothing runs."""
+    from apps.whatif.forms import MAX_CHANGE_ROWS
+
+    client = login("it")
+    response = client.post(URL, form() | {"changes-TOTAL_FORMS": "2000"})
+    assert response.status_code == 400
+    rows = response.context["forms"].rows
+    assert f"Please submit at most {MAX_CHANGE_ROWS} forms." in rows.non_form_errors()
+    assert len(rows.forms) <= MAX_CHANGE_ROWS
+    assert WhatIfRun.objects.count() == 0
