@@ -24,6 +24,7 @@ from klique.worker import __version__
 from klique.worker.client import ControlPlane, tls_verify
 from klique.worker.daemon import Daemon, Settings
 from klique.worker.gpus import Nvml
+from klique.worker.hostnames import hostname_error
 from klique.worker.runs import env
 from klique.worker.sessions import default_host
 
@@ -211,6 +212,11 @@ def main(argv: list[str] | None = None) -> int:
         parser().error(f"--max-claim: {args.max_claim} is not from 1 to 100")
     if args.wait < 0:
         parser().error(f"--wait: {args.wait:g} is less than 0")
+    if hostname_error(args.hostname):
+        parser().error(
+            f"--hostname: {args.hostname!a}: {hostname_error(args.hostname)} Set --hostname or "
+            "KLIQUE_WORKER_HOSTNAME to this host's DNS name."
+        )
     try:
         cls = runner_class(args.mode)
     except ImportError as error:

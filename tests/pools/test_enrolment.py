@@ -89,6 +89,39 @@ def test_bad_enrolment_input_is_400_naming_the_field(enrolment, body, field):
     assert answer.status_code == 400 and field in answer.json()
 
 
+@pytest.mark.parametrize(
+    "hostname, reason",
+    [
+        ("gpu\u202e10", "letters, digits and hyphens"),  # right-to-left override
+        ("gpu 01", "letters, digits and hyphens"),
+        ("gpu_01", "letters, digits and hyphens"),
+        ("gpü-01", "letters, digits and hyphens"),
+        ("-gpu", "start and end with a letter or digit"),
+        ("gpu-", "start and end with a letter or digit"),
+        ("gpu..01", "empty label"),
+        (".gpu", "empty label"),
+        ("a" * 64 + ".example", "at most 63 characters"),
+        (".".join(["a" * 63] * 4), "at most 253 characters"),
+        (7, "Not a valid string"),
+    ],
+)
+def test_a_hostname_must_be_an_rfc_1123_host_name_or_it_is_400_naming_the_field_and_the_reason(
+    enrolment, hostname, reason
+):
+    answer = bearer(enrolment[1]).post(ENROL, {"hostname": hostname, "gpus": "1"}, format="json")
+    assert answer.status_code == 400, answer.content
+    assert reason in " ".join(answer.json()["hostname"])
+    assert not Worker.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "hostname", ["gpu-01", "GPU-01.dc1.example.com", "10-0-0-7", "a", "node-1.", "a" * 63]
+)
+def test_an_rfc_1123_host_name_enrols(enrolment, hostname):
+    answer = bearer(enrolment[1]).post(ENROL, {"hostname": hostname, "gpus": "1"}, format="json")
+    assert answer.status_code == 201, answer.content
+
+
 def test_malformed_json_is_400(enrolment):
     answer = bearer(enrolment[1]).post(ENROL, "{not json", content_type="application/json")
     assert answer.status_code == 400

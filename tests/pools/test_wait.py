@@ -68,7 +68,18 @@ def test_a_zero_ceiling_turns_waiting_off(enrol, settings):
 
 @pytest.mark.django_db
 @pytest.mark.parametrize(
-    "body", [{}, {"timeout_s": 0}, {"timeout_s": -1}, {"timeout_s": 21}, {"timeout_s": "x"}]
+    "body",
+    [
+        {},
+        {"timeout_s": 0},
+        {"timeout_s": -1},
+        {"timeout_s": 21},
+        {"timeout_s": "x"},
+        {"timeout_s": "5"},  # a number is a JSON number
+        {"timeout_s": True},  # a boolean is not a number (it was read as 1 second)
+        {"timeout_s": False},
+        {"timeout_s": None},
+    ],
 )
 def test_bad_waits_are_400_naming_the_field(enrol, body):
     _, client = enrol()

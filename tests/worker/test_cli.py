@@ -86,6 +86,25 @@ def test_a_claim_bound_or_wait_out_of_range_is_a_usage_error(capsys, flags, name
     assert exit_.value.code == 2 and named in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("hostname", ["gpu\u202e01", "gpu_01", "gpu 01"])
+def test_a_hostname_the_control_plane_would_refuse_is_a_usage_error_naming_the_flag(
+    monkeypatch, capsys, hostname
+):
+    """The control plane takes RFC 1123 host names only; a host whose own name is not one (from
+    socket.gethostname) is told to set --hostname, instead of failing enrolment over and over."""
+    monkeypatch.setattr(cli.socket, "gethostname", lambda: hostname)
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["--server", "http://x", "--enrolment-token", "kqe_x", "--gpus", "1"])
+    error = capsys.readouterr().err
+    assert exit_.value.code == 2 and "--hostname" in error and "KLIQUE_WORKER_HOSTNAME" in error
+
+
+def test_this_machines_own_name_is_a_valid_hostname():
+    from klique.worker.hostnames import hostname_error
+
+    assert hostname_error(args().hostname) is None
+
+
 def test_the_claim_bound_and_wait_come_from_the_environment(monkeypatch):
     monkeypatch.setenv("KLIQUE_WORKER_MAX_CLAIM", "12")
     monkeypatch.setenv("KLIQUE_WORKER_WAIT_S", "0")

@@ -16,6 +16,7 @@ from apps.core.fields import (
 )
 from apps.core.gpus import GPU_DECIMAL_PLACES, GPU_MAX_DIGITS
 from apps.pools.models import TaskLog, Worker
+from klique.worker.hostnames import MAX_HOSTNAME_CHARS, hostname_error
 from klique.worker.text import storable
 
 MAX_TASKS_PER_WORKER = 10_000
@@ -32,8 +33,19 @@ def gpu_amount(**kwargs) -> serializers.DecimalField:
     return GpuAmountField(min_value=0, **kwargs)
 
 
+class HostnameField(StrictCharField):
+    """An RFC 1123 host name (``klique.worker.hostnames``): no spaces, controls or bidi marks."""
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        error = hostname_error(value)
+        if error:
+            raise serializers.ValidationError(error)
+        return value
+
+
 class EnrolSerializer(serializers.Serializer):
-    hostname = StrictCharField(max_length=255)
+    hostname = HostnameField(max_length=MAX_HOSTNAME_CHARS)
     gpus = gpu_amount()
     mode = serializers.ChoiceField(choices=Worker.Mode.choices, default=Worker.Mode.PROCESS)
     version = StrictCharField(max_length=40, required=False, default="", allow_blank=True)

@@ -17,8 +17,19 @@ from apps.pools.api.views import WorkerLost, WorkerView, _valid
 from apps.pools.models import Worker
 
 
+class SecondsField(serializers.FloatField):
+    """A JSON number: DRF's field would read ``true`` as 1 and ``"5"`` as 5."""
+
+    default_error_messages = {"invalid": 'Enter the seconds as a JSON number (5, not "5" or true).'}
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, int | float):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 class WaitSerializer(serializers.Serializer):
-    timeout_s = serializers.FloatField(
+    timeout_s = SecondsField(
         help_text="Seconds to wait at most: more than 0, at most WORKER_WAIT_MAX_S (default 20)."
     )
 
