@@ -240,7 +240,7 @@ def synced_twice(hostname: str, timeout: float = 30) -> Worker:
 @pytest.mark.parametrize("trust", ["--ca-bundle", "SSL_CERT_FILE", "KLIQUE_CA_BUNDLE"])
 def test_the_worker_enrols_and_syncs_through_nginx_trusting_the_private_ca(tls, tmp_path, trust):
     token = enrolment_token()
-    hostname = f"tls-{trust.strip('-').lower()}"
+    hostname = f"tls-{trust.strip('-').lower().replace('_', '-')}"  # an RFC 1123 host name
     flags = ("--ca-bundle", tls["ca"]) if trust == "--ca-bundle" else ()
     env = {} if flags else {trust: tls["ca"]}
     worker = run_worker(tmp_path, tls["url"], hostname, *flags, KLIQUE_ENROLMENT_TOKEN=token, **env)
