@@ -423,7 +423,8 @@ def _backing_off(cloud_pool: CloudPool, instance_type: InstanceType, now: dateti
 
 
 def _new_node(cloud_pool: CloudPool, instance_type: InstanceType, now: datetime) -> tuple[CloudNode, str]:
-    name = f"{slugify(cloud_pool.pool.name)[:40].strip('-') or 'cloud'}-{secrets.token_hex(4)}"
+    label = slugify(cloud_pool.pool.name).replace("_", "-")[:40].strip("-") or "cloud"
+    name = f"{label}-{secrets.token_hex(4)}"  # its hostname: RFC 1123
     token = EnrolmentToken(
         pool=cloud_pool.pool,
         name=f"cloud node {name}",

@@ -212,6 +212,15 @@ def test_user_data_names_server_token_gpus_and_hostname(local_cloud, place, sett
     }
 
 
+def test_a_nodes_hostname_is_an_rfc_1123_host_name_whatever_its_pools_name(local_cloud, place):
+    """Enrolment takes RFC 1123 host names only (docs/limits.md): no underscore from the pool's name."""
+    from klique.worker.hostnames import hostname_error
+
+    cloud_pool = local_cloud(name="gpu_burst")
+    node, _ = cloud._new_node(cloud_pool, cloud_pool.instance_types.get(), timezone.now())
+    assert node.name.startswith("gpu-burst-") and hostname_error(node.name) is None
+
+
 def test_the_celery_task_runs_the_pass_on_its_own_queue(local_cloud, place, settings):
     from apps.cloud.tasks import autoscale
     from klique.celery import app
