@@ -18,6 +18,7 @@ import yaml
 from django.conf import settings
 
 from klique.settings.base import BASE_DIR
+from tests.conftest import _fail_or_skip
 
 DEPLOY = BASE_DIR / "deploy"
 UNITS = sorted((DEPLOY / "systemd").glob("*.service"))
@@ -33,7 +34,7 @@ def load(path: Path):
 def need(tool: str) -> str:
     found = shutil.which(tool)
     if not found:
-        pytest.skip(f"{tool} is not installed (apt-get install it; CI's .ci/run does)")
+        _fail_or_skip(f"{tool} is not installed (apt-get install it; CI's .ci/run does)")
     return found
 
 
@@ -300,7 +301,7 @@ def tools_python() -> str:
             )
             if probe.returncode == 0:
                 return python
-    pytest.skip(
+    _fail_or_skip(
         "helm-python-sdk and kubernetes-validate are not installed: deploy/check.sh installs them into "
         "$KLIQUE_DEPLOY_TOOLS (/tmp/klique-deploy-tools)"
     )

@@ -92,4 +92,5 @@ def test_a_start_and_an_exit_carry_the_time_they_happened_not_the_time_they_were
     time.sleep(0.2)  # the daemon looks later: the changes keep the earlier times
     changes = {change.kind: change for change in runner.poll()}
     assert before <= changes["running"].at <= started
-    assert started <= changes["exited"].at <= ended
+    # `true` may exit before start() returns under load: the exit is after the start, before `ended`
+    assert changes["running"].at <= changes["exited"].at <= ended

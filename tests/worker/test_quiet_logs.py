@@ -29,6 +29,8 @@ def messages(caplog, logger="klique.worker"):
 
 def test_httpx_logs_each_request_at_info_unless_quieted(caplog, make_daemon, network):
     caplog.set_level(logging.INFO)
+    # httpx's own level as a fresh process has it, whatever an earlier test in this one set
+    caplog.set_level(logging.NOTSET, logger="httpx")
     daemon = make_daemon()
     daemon.tick()
     assert any(r.name == "httpx" and "HTTP Request" in r.getMessage() for r in caplog.records)
