@@ -5,29 +5,16 @@ are a form error naming the field, never a 500."""
 import pytest
 from django import forms
 from django.contrib import admin
-from django.test import RequestFactory
 
-from apps.accounts import services as accounts
 from apps.core.parsers import JSONFormField
 from apps.sessions.models import SessionKind
+from tests.admins import ADMIN_IDS, ADMINS, superuser_request
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
 
-ADMINS = [
-    (model, model_admin)
-    for model, model_admin in admin.site._registry.items()
-    if model._meta.app_label in accounts.KLIQUE_APP_LABELS
-]
 
-
-def superuser_request():
-    request = RequestFactory().get("/admin/")
-    request.user = UserFactory(username="root", is_staff=True, is_superuser=True)
-    return request
-
-
-@pytest.mark.parametrize("model, model_admin", ADMINS, ids=[model._meta.label for model, _ in ADMINS])
+@pytest.mark.parametrize("model, model_admin", ADMINS, ids=ADMIN_IDS)
 def test_every_json_field_of_every_admin_page_reads_with_the_one_json_reader(model, model_admin):
     request = superuser_request()
     form_classes = []

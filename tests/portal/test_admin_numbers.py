@@ -5,26 +5,13 @@ own fields read as 10 and 1."""
 import pytest
 from django import forms
 from django.contrib import admin
-from django.test import RequestFactory
 
-from apps.accounts import services as accounts
 from apps.core.fields import PlainDecimalFormField, PlainIntegerFormField
 from apps.pools.models import Pool
+from tests.admins import ADMIN_IDS, ADMINS, superuser_request
 from tests.factories import PoolFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
-
-ADMINS = [
-    (model, model_admin)
-    for model, model_admin in admin.site._registry.items()
-    if model._meta.app_label in accounts.KLIQUE_APP_LABELS
-]
-
-
-def superuser_request():
-    request = RequestFactory().get("/admin/")
-    request.user = UserFactory(username="root", is_staff=True, is_superuser=True)
-    return request
 
 
 def number_fields(form_class):
@@ -36,7 +23,7 @@ def number_fields(form_class):
     }
 
 
-@pytest.mark.parametrize("model, model_admin", ADMINS, ids=[model._meta.label for model, _ in ADMINS])
+@pytest.mark.parametrize("model, model_admin", ADMINS, ids=ADMIN_IDS)
 def test_every_number_field_of_every_admin_page_reads_plain_notation_only(model, model_admin):
     request = superuser_request()
     form_classes = [model_admin.get_form(request)]
