@@ -6,6 +6,9 @@ import re
 MAX_HOSTNAME_CHARS = 253
 MAX_LABEL_CHARS = 63
 _LABEL = re.compile(r"[A-Za-z0-9-]+", re.ASCII)
+# The same rule as one regular expression, for the API's schema (its length is maxLength there).
+_PATTERN_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+HOSTNAME_PATTERN = rf"^{_PATTERN_LABEL}(?:\.{_PATTERN_LABEL})*\.?$"
 
 
 def hostname_error(name: str) -> str | None:

@@ -14,7 +14,8 @@ import schemathesis
 from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
 from django.utils import timezone
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from rest_framework import serializers
 from schemathesis.checks import CHECKS, load_all_checks
 from schemathesis.config import SchemathesisConfig
@@ -127,10 +128,8 @@ CANNOT_STATE = [
     r"^Choose a second cut|^A level applies only|^Leaves only applies|^Start and end go with",
     r"^Choose a date between|^Enter a valid date|^A custom range needs|^The (start|end) must"
     r"|^A report covers at most",
-    # not described yet: a heartbeat's session keys, sync's unknown fields, and the wait's bounds and
-    # the enrolment's host name (issue 29, item 8, in progress)
-    r"^Not a task id|^Unknown field: send|^Must be (more than 0|at most \d+) seconds",
-    r"^A host name |^Each label of a host name",
+    # not described yet: a heartbeat's session keys and sync's unknown fields
+    r"^Not a task id|^Unknown field: send",
 ]
 STATED_ELSEWHERE = re.compile("|".join(f"(?:{pattern})" for pattern in CANNOT_STATE))
 
@@ -277,12 +276,30 @@ def test_a_text_field_that_refuses_nul_says_so_and_one_that_cleans_it_does_not(c
     for name, field in (
         ("SubmitRequest", "command"),
         ("SubmitRequest", "compute_resource"),
-        ("EnrolRequest", "hostname"),
     ):
         assert components[name]["properties"][field]["pattern"] == WITHOUT_NUL, (name, field)
         assert re.fullmatch(WITHOUT_NUL, "ok") and not re.fullmatch(WITHOUT_NUL, "a\x00b")
     log_tail = components["ExitedRequest"]["properties"]["log_tail"]
     assert "pattern" not in log_tail, "a log tail's NUL is stored as U+FFFD, not refused"
+
+
+def test_an_enrolment_states_the_host_name_rule_and_a_wait_its_bounds(components):
+    from django.conf import settings as django_settings
+
+    from klique.worker.hostnames import HOSTNAME_PATTERN, MAX_HOSTNAME_CHARS
+
+    hostname = components["EnrolRequest"]["properties"]["hostname"]
+    assert (hostname["pattern"], hostname["maxLength"]) == (HOSTNAME_PATTERN, MAX_HOSTNAME_CHARS)
+    wait = components["WaitRequest"]["properties"]["timeout_s"]
+    assert (wait["type"], wait["minimum"], wait["exclusiveMinimum"]) == ("number", 0, True)
+    assert wait["maximum"] == django_settings.WORKER_WAIT_MAX_S
+
+
+@given(st.text(alphabet="ab-.1_\u202e\x00", max_size=70) | st.from_regex(r"[a-z0-9-]{60,66}", fullmatch=True))
+def test_the_host_name_pattern_accepts_exactly_what_enrolment_accepts(name):
+    from klique.worker.hostnames import HOSTNAME_PATTERN, hostname_error
+
+    assert bool(re.fullmatch(HOSTNAME_PATTERN, name)) == (hostname_error(name) is None), name
 
 
 def test_the_usage_report_lists_the_choices_of_its_query_parameters(client):

@@ -4,6 +4,7 @@ import json
 import math
 
 from django.core.validators import ProhibitNullCharactersValidator
+from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from rest_framework import serializers
 
 from apps.core.fields import (
@@ -16,7 +17,7 @@ from apps.core.fields import (
 )
 from apps.core.gpus import GPU_DECIMAL_PLACES, GPU_MAX_DIGITS
 from apps.pools.models import TaskLog, Worker
-from klique.worker.hostnames import MAX_HOSTNAME_CHARS, hostname_error
+from klique.worker.hostnames import HOSTNAME_PATTERN, MAX_HOSTNAME_CHARS, hostname_error
 from klique.worker.text import storable
 
 MAX_TASKS_PER_WORKER = 10_000
@@ -42,6 +43,17 @@ class HostnameField(StrictCharField):
         if error:
             raise serializers.ValidationError(error)
         return value
+
+
+class HostnameFieldSchema(OpenApiSerializerFieldExtension):
+    """The host name rule in the schema: its pattern (which refuses NUL too) and length."""
+
+    target_class = HostnameField
+    priority = 1
+
+    def map_serializer_field(self, auto_schema, direction):
+        schema = auto_schema._map_serializer_field(self.target, direction, bypass_extensions=True)
+        return {**schema, "pattern": HOSTNAME_PATTERN}
 
 
 class EnrolSerializer(serializers.Serializer):

@@ -7,6 +7,7 @@ with threads: docs/deploy.md). ``WORKER_WAIT_MAX_S=0`` turns waiting off: the an
 one 401, as claim does."""
 
 from django.conf import settings
+from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.exceptions import AuthenticationFailed
@@ -26,6 +27,18 @@ class SecondsField(serializers.FloatField):
         if isinstance(data, bool) or not isinstance(data, int | float):
             self.fail("invalid")
         return super().to_internal_value(data)
+
+
+class SecondsFieldSchema(OpenApiSerializerFieldExtension):
+    """The wait's bounds in the schema: a number above 0, at most ``WORKER_WAIT_MAX_S`` (when set)."""
+
+    target_class = SecondsField
+
+    def map_serializer_field(self, auto_schema, direction):
+        schema = {"type": "number", "format": "double", "minimum": 0, "exclusiveMinimum": True}
+        if settings.WORKER_WAIT_MAX_S > 0:
+            schema["maximum"] = settings.WORKER_WAIT_MAX_S
+        return schema
 
 
 class WaitSerializer(serializers.Serializer):
