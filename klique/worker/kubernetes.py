@@ -479,11 +479,24 @@ class KubernetesRunner:
     ) -> None:
         if what == "listed":
             for work in self.works.values():
-                if work.namespace != namespace or work.since > listed_at:
+                if work.namespace != namespace:
                     continue
                 for name, seen in work.pods.items():
-                    if name not in payload:
+                    if name in payload or seen.deleted:
+                        continue
+                    if work.since <= listed_at:
                         seen.deleted = True
+                    else:
+                        # Created while the list was on its way: listed before it existed, or
+                        # deleted before the list was taken, which no watch event then tells. Ask.
+                        self.submit(self.confirm_gone, namespace, work.task_id, name, seen.uid)
+            return
+        if what == "gone":
+            name, uid = payload
+            for work in self.works.values():
+                seen = work.pods.get(name) if work.namespace == namespace else None
+                if seen is not None and seen.uid == uid:
+                    seen.deleted = True
             return
         event_type, pod = what, payload
         metadata = pod.get("metadata") or {}
@@ -944,6 +957,19 @@ class KubernetesRunner:
                 log.warning("watch dropped", extra={"fields": {"namespace": namespace, "error": str(error)}})
             if failures:
                 watcher.stop.wait(min(10.0, 0.1 * 2 ** min(failures, 7)))
+
+    def confirm_gone(self, namespace: str, task_id: int, name: str, uid: str) -> None:
+        """Tell ``poll`` that the pod ``name`` of ``uid`` is gone, if a list of the task's pods lacks
+        it (a list, not a read by name: the Role grants no get on pods)."""
+        selector = f"{WORKER}={self.tag},{TASK}={task_id}"
+        try:
+            answer = self.api.list_namespaced_pod(
+                namespace, label_selector=selector, _request_timeout=API_TIMEOUT_S
+            )
+        except (ApiException, urllib3.exceptions.HTTPError, OSError):
+            return
+        if not any(pod.metadata.uid == uid for pod in answer.items):
+            self.events.put(("gone", namespace, (name, uid), None))
 
     def queue_pod(self, namespace: str, event_type: str, pod: dict, tailed: set) -> None:
         labels = pod["metadata"].get("labels") or {}

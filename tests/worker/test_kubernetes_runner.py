@@ -264,6 +264,29 @@ def test_terminating_a_pending_pod_removes_it_at_once(make_runner, api):
     assert kinds(changes_until(runner, lambda seen: bool(seen))) == ["exited"]
 
 
+def test_a_pod_deleted_before_a_list_that_was_asked_for_before_it_existed_is_seen_gone(make_runner, api):
+    """The watch's list was asked for before the pod was created, but the server answered it after
+    the pod was deleted: the list lacks the pod and the watch starts past its DELETED event."""
+    runner = make_runner()
+    runner.follow = lambda namespace: None  # no watch of our own: the race is played by hand
+    asked_at = runner.clock()
+    runner.start(task(918), [])
+    runner.terminate(918, 30)  # pending: deleted at once
+    runner.events.put(("listed", "default", set(), None, asked_at))
+    assert kinds(changes_until(runner, lambda seen: bool(seen))) == ["exited"]
+
+
+def test_a_pod_missing_from_such_a_list_but_still_there_is_not_taken_for_gone(make_runner, api):
+    runner = make_runner()
+    runner.follow = lambda namespace: None
+    asked_at = runner.clock()
+    runner.start(task(919), [])
+    runner.events.put(("listed", "default", set(), None, asked_at))
+    runner.poll()
+    runner.background.shutdown(wait=True)  # the check has run
+    assert runner.poll() == [] and not runner.works[919].pods["klique-919-0"].deleted
+
+
 def test_an_evicted_pod_is_released(make_runner, kubelet):
     runner = make_runner()
     runner.start(task(117), [])
