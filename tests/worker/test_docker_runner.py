@@ -192,7 +192,7 @@ def test_a_new_runner_recovers_the_containers_adopts_some_and_removes_only_those
     work = [(21, "sleep 60", "1"), (22, "sleep 60", "1"), (23, "exit 3", "1"), (25, "sleep 60", "2")]
     for task_id, command, pool in work:
         first.start(task(task_id, command, pool=pool), [])
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 60
     while {c["Names"][0]: c["State"] for c in containers(docker_client, first)}.get(
         f"/klique-23-{first.tag}"
     ) != "exited":
@@ -314,7 +314,7 @@ def docker_daemon(pool, network, fast, docker_client, tmp_path):
     """A daemon in Docker mode (two GPUs, Podman has none to give) enrolled in ``pool``; call it
     again for a new daemon of the same host, as after a restart."""
     raw = services.issue_enrolment_token(EnrolmentToken(pool=pool, name="docker"), now=timezone.now())
-    tag = f"gpu-box-{tmp_path.name}"
+    tag = f"gpu-box-{tmp_path.name}".replace("_", "-")  # a host name (RFC 1123): no "_"
 
     def make() -> Daemon:
         runner = DockerRunner(docker_client, tmp_path / "checkpoints", tag=tag, gpus="none")
