@@ -250,15 +250,7 @@ class ResourcePolicyForm(forms.ModelForm):
 
     class Meta:
         model = ResourcePolicy
-        fields = [
-            "group",
-            "reservation",
-            "limit",
-            "budget_hours",
-            "budget_period",
-            "alert_threshold",
-            "max_preemptions_per_hour",
-        ]
+        fields = ["group", *ResourcePolicy.SETTINGS]
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

@@ -53,14 +53,7 @@ SECTIONS = {
     "policies": (
         ResourcePolicy,
         "group",
-        (
-            "reservation",
-            "limit",
-            "budget_hours",
-            "budget_period",
-            "alert_threshold",
-            "max_preemptions_per_hour",
-        ),
+        ResourcePolicy.SETTINGS,
         {"group": (Group, "slug")},
         ("budgets", "compute_resources"),
     ),

@@ -187,6 +187,16 @@ class ResourcePolicy(models.Model):
         WEEK = "week", "Week (from Monday, UTC)"
         MONTH = "month", "Month (from the 1st, UTC)"
 
+    # What IT sets on a policy beside its group: the admin's form and manage.py bootstrap.
+    SETTINGS = (
+        "reservation",
+        "limit",
+        "budget_hours",
+        "budget_period",
+        "alert_threshold",
+        "max_preemptions_per_hour",
+    )
+
     group = models.OneToOneField(Group, on_delete=models.PROTECT, related_name="policy")
     reservation = gpu_field("reservation", default=Decimal("0"), help_text="GPUs guaranteed to the group.")
     limit = gpu_field("limit", default=Decimal("0"), help_text="The most GPUs at once, borrowed included.")
