@@ -66,3 +66,22 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         "  make test-services   PostgreSQL and Redis (installs them from Debian, starts them; root)\n"
         "  .ci/run              everything CI runs: also Slurm, Podman, Chromium, nginx and the deploy checks"
     )
+
+
+@pytest.fixture(scope="session")
+def kube_cluster(tmp_path_factory):
+    """The real Kubernetes control plane of tests/kube.py, one per session (per xdist worker)."""
+    from pathlib import Path
+
+    from tests import kube
+
+    if kubeconfig := os.environ.get("KLIQUE_TEST_KUBECONFIG"):
+        cluster = kube.Cluster(Path(kubeconfig))
+        cluster.install_worker_rbac()
+        yield cluster
+        return
+    if why := kube.missing_tools():
+        _fail_or_skip(why)
+    cluster = kube.start(tmp_path_factory.mktemp("k8s"))
+    yield cluster
+    kube.stop(cluster)

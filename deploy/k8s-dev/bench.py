@@ -1,5 +1,8 @@
-"""How fast the Kubernetes runner follows pods on the k8s-dev API server: pod creation, a kubelet's
+"""How fast the Kubernetes runner follows pods on the real test control plane (deploy/k8s-dev:
+kube-apiserver with etcd; the runner as the worker's ServiceAccount): pod creation, a kubelet's
 status write to the ``running`` change out of ``poll()``, and N exits (each with its log read).
+The kubelet is played by hand through the API (tests/worker/k8s.py), so kube-scheduler and KWOK
+stay out of the figures.
 
     .venv/bin/python deploy/k8s-dev/bench.py --tasks 200
 """
@@ -7,13 +10,15 @@ status write to the ``running`` change out of ``poll()``, and N exits (each with
 import argparse
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from klique.worker.kubernetes import KubernetesRunner  # noqa: E402
-from tests.worker.k8s import Kubelet, api_client, start_apiserver  # noqa: E402
+from tests import kube  # noqa: E402
+from tests.worker.k8s import HAND, Kubelet  # noqa: E402
 
 
 def task(task_id: int) -> dict:
@@ -25,8 +30,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tasks", type=int, default=200)
     count = parser.parse_args().tasks
-    server = start_apiserver()
-    runner, kubelet = KubernetesRunner(api_client(server.url), tag="bench"), Kubelet(server.url)
+    folder = Path(tempfile.mkdtemp(prefix="klique-k8s-bench-"))
+    cluster = kube.start(folder)
+    runner = KubernetesRunner(cluster.worker(), tag="bench", scheduler_name=HAND)
+    kubelet = Kubelet(cluster, folder)
     creating, following = [], []
     for task_id in range(1, count + 1):
         began = time.perf_counter()
@@ -47,7 +54,7 @@ def main() -> None:
     exits = time.perf_counter() - began
     runner.background.shutdown(wait=True)  # the deletions of the ended pods
     runner.close()
-    server.shutdown()
+    kube.stop(cluster)
     p95 = sorted(following)[int(count * 0.95)]
     print(
         f"{count} tasks: create pod median {statistics.median(creating) * 1000:.1f} ms; status write -> "

@@ -237,6 +237,7 @@ class KubernetesRunner:
         checkpoint_pvc: str = "",
         image: str = "",
         service_account: str = "",
+        scheduler_name: str = "",
         watch_timeout_s: float = 300,
         clock=time.monotonic,
     ):
@@ -248,7 +249,7 @@ class KubernetesRunner:
         self.tag = label_value(tag)
         self.namespace = namespace or "default"
         self.pending_timeout_s, self.checkpoint_pvc = pending_timeout_s, checkpoint_pvc
-        self.image, self.service_account = image, service_account
+        self.image, self.service_account, self.scheduler_name = image, service_account, scheduler_name
         self.watch_timeout_s, self.clock = watch_timeout_s, clock
         self.works: dict[int, Work] = {}
         self.events: queue.SimpleQueue = queue.SimpleQueue()
@@ -300,6 +301,12 @@ class KubernetesRunner:
             default=env("KLIQUE_KUBE_SERVICE_ACCOUNT", ""),
             help="service account of task pods (default: none mounted) [KLIQUE_KUBE_SERVICE_ACCOUNT]",
         )
+        group.add_argument(
+            "--kube-scheduler-name",
+            default=env("KLIQUE_KUBE_SCHEDULER_NAME", ""),
+            help="schedulerName of task pods, for a gang or GPU scheduler (KAI-Scheduler, Volcano); "
+            "default: the cluster's default scheduler [KLIQUE_KUBE_SCHEDULER_NAME]",
+        )
 
     @classmethod
     def from_args(cls, args, *, state_dir: Path, checkpoint_root: Path, hostname: str) -> "KubernetesRunner":
@@ -311,6 +318,7 @@ class KubernetesRunner:
             checkpoint_pvc=args.kube_checkpoint_pvc,
             image=args.kube_image,
             service_account=args.kube_service_account,
+            scheduler_name=args.kube_scheduler_name,
         )
 
     # Starting work.
@@ -391,6 +399,8 @@ class KubernetesRunner:
         }
         if self.service_account:
             pod_spec["serviceAccountName"] = self.service_account
+        if self.scheduler_name:
+            pod_spec["schedulerName"] = self.scheduler_name
         if self.checkpoint_pvc:
             pod_spec["volumes"] = [
                 {"name": "checkpoints", "persistentVolumeClaim": {"claimName": self.checkpoint_pvc}}
@@ -668,7 +678,11 @@ class KubernetesRunner:
         """One delete: "done" (or gone already, or the name is another object's now), "refused"
         or "unreachable" (both kept to retry)."""
         call = self.api.delete_namespaced_pod if retry.kind == "pod" else self.api.delete_namespaced_service
-        body = {"preconditions": {"uid": retry.uid}} if retry.uid else None
+        # The grace goes in the body: a real API server reads a DELETE's options from its body when
+        # it has one, and the query's gracePeriodSeconds is then not applied.
+        body = {"gracePeriodSeconds": retry.grace}
+        if retry.uid:
+            body["preconditions"] = {"uid": retry.uid}
         try:
             call(
                 retry.name,
@@ -930,10 +944,12 @@ class KubernetesRunner:
                     _request_timeout=(API_TIMEOUT_S, self.watch_timeout_s + API_TIMEOUT_S),
                 ):
                     pod = event["raw_object"]
-                    watcher.healthy = True
                     version = pod["metadata"].get("resourceVersion") or version
                     if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
                         self.queue_pod(namespace, event["type"], pod, tailed)
+                    # Healthy only once the event is queued: poll would otherwise judge a pending
+                    # timeout on what the runner knew before the outage.
+                    watcher.healthy = True
                     if watcher.stop.is_set():
                         return
                 failures = 0

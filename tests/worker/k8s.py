@@ -1,47 +1,18 @@
-"""Kubernetes mode's test parts: the k8s-dev API server (deploy/k8s-dev/apiserver.py) on a free
-port, a client for it, and a fake kubelet that acts only through the API, as a kubelet (and the
-scheduler, for PodScheduled) does: bind, status writes, and the grace-0 delete that ends a graceful
-deletion. The container's output is the one thing set outside the API (``/klique-dev/``)."""
+"""Kubernetes mode's test parts, on the real control plane of tests/kube.py: a client of it, and a
+kubelet played by hand for tests that step a pod through its life (their runner gives pods the
+scheduler name ``HAND``, which kube-scheduler and KWOK's stages leave alone). It acts only through
+the real API, as a scheduler (bind) and a kubelet (status writes, the grace-0 delete that ends a
+graceful deletion) do; a pod's output is served by KWOK from a file named in a ``Logs`` object."""
 
-import importlib.util
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-import httpx
 from kubernetes import client
 
-ROOT = Path(__file__).resolve().parents[2]
-UNSCHEDULABLE = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."
+from tests.kube import HAND, Cluster
 
-
-def apiserver_module():
-    spec = importlib.util.spec_from_file_location("k8s_dev_apiserver", ROOT / "deploy/k8s-dev/apiserver.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def start_apiserver(**options):
-    """The k8s-dev API server serving on a free port in this process (real HTTP)."""
-    return apiserver_module().ApiServer(("127.0.0.1", 0), **options).start()
-
-
-def api_client(url: str) -> client.ApiClient:
-    configuration = client.Configuration()
-    configuration.host = url
-    return client.ApiClient(configuration)
-
-
-def kubeconfig(path: Path, url: str, context: str = "dev") -> Path:
-    path.write_text(
-        "apiVersion: v1\nkind: Config\n"
-        f"clusters:\n- name: dev\n  cluster:\n    server: {url}\n"
-        f"contexts:\n- name: {context}\n  context:\n    cluster: dev\n    user: dev\n"
-        f"current-context: {context}\n"
-        "users:\n- name: dev\n  user:\n    token: dev-token\n"
-    )
-    return path
+__all__ = ["HAND", "Kubelet", "eventually", "now"]
 
 
 def now() -> str:
@@ -64,9 +35,10 @@ class Kubelet:
 
     PATCH = "application/strategic-merge-patch+json"
 
-    def __init__(self, url: str, node: str = "gpu-node-1"):
-        self.url, self.node = url, node
-        self.api = client.CoreV1Api(api_client(url))
+    def __init__(self, cluster: Cluster, folder: Path, node: str = "hand-node-1"):
+        self.cluster, self.folder, self.node = cluster, folder, node
+        self.api = cluster.core
+        self.custom = client.CustomObjectsApi(cluster.admin())
 
     def pod(self, namespace: str, name: str) -> client.V1Pod:
         return self.api.read_namespaced_pod(name, namespace)
@@ -83,16 +55,6 @@ class Kubelet:
         }
         # The client cannot read the Status a binding answers as a V1Binding: take it raw.
         self.api.create_namespaced_pod_binding(name, namespace, body, _preload_content=False)
-
-    def unschedulable(self, namespace: str, name: str, message: str = UNSCHEDULABLE) -> None:
-        condition = {
-            "type": "PodScheduled",
-            "status": "False",
-            "reason": "Unschedulable",
-            "message": message,
-            "lastTransitionTime": now(),
-        }
-        self.status(namespace, name, {"conditions": [condition]})
 
     def run(self, namespace: str, name: str) -> None:
         """Bind (if not yet) and start the container."""
@@ -121,8 +83,30 @@ class Kubelet:
         )
 
     def write_log(self, namespace: str, name: str, text: str) -> None:
-        answer = httpx.put(f"{self.url}/klique-dev/namespaces/{namespace}/pods/{name}/log", content=text)
-        answer.raise_for_status()
+        """The container's output so far: KWOK serves it (pods/log) from a file."""
+        path = self.folder / f"{namespace}-{name}.log"
+        first = not path.exists()
+        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f000Z")
+        # A kubelet's container log file: CRI lines ("<time> stdout F <line>"), which KWOK parses.
+        path.write_text("".join(f"{stamp} stdout F {line}\n" for line in text.splitlines()))
+        if first:
+            body = {
+                "apiVersion": "kwok.x-k8s.io/v1alpha1",
+                "kind": "Logs",
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {"logs": [{"containers": ["task"], "logsFile": str(path)}]},
+            }
+            self.custom.create_namespaced_custom_object("kwok.x-k8s.io", "v1alpha1", namespace, "logs", body)
+            eventually(lambda: self.read_log(namespace, name) == text, what=f"KWOK serving {name}'s log")
+
+    def read_log(self, namespace: str, name: str) -> str:
+        try:
+            answer = self.api.read_namespaced_pod_log(
+                name, namespace, container="task", _preload_content=False
+            )
+            return answer.data.decode()
+        except client.ApiException:
+            return ""
 
     def exit(self, namespace: str, name: str, code: int, reason: str = "") -> None:
         ended = {
@@ -177,3 +161,17 @@ class Kubelet:
                 ],
             },
         )
+
+
+def exit_with(api: client.CoreV1Api, namespace: str, name: str, code: int) -> None:
+    """The container of a pod KWOK runs exits with ``code`` (KWOK's klique-pod-exit stage)."""
+    api.patch_namespaced_pod(
+        name, namespace, {"metadata": {"annotations": {"klique.dev/exit-code": str(code)}}}
+    )
+
+
+def stop_takes(api: client.CoreV1Api, namespace: str, name: str, milliseconds: int) -> None:
+    """The container of a pod KWOK runs takes this long to end after SIGTERM (default 300 ms)."""
+    api.patch_namespaced_pod(
+        name, namespace, {"metadata": {"annotations": {"klique.dev/stop-ms": str(milliseconds)}}}
+    )

@@ -1,16 +1,12 @@
 """Kubernetes mode on the real stack: PostgreSQL, the live server, the engine loop and a
-``klique-worker --mode kubernetes`` process reading a kubeconfig, against the k8s-dev API server
-run as its own process, with the fake kubelet acting through the API. A daemon restarted with its
-work left running re-adopts the pod: the task keeps running on one usage interval, then succeeds."""
-
-import socket
-import sys
-import threading
+``klique-worker --mode kubernetes`` process reading a kubeconfig of the worker's ServiceAccount,
+against the real control plane (tests/kube.py: kube-scheduler binds, KWOK runs the pod). A daemon
+restarted with its work left running re-adopts the pod: the task keeps running on one usage
+interval, then succeeds."""
 
 import httpx
 import pytest
 from django.utils import timezone
-from kubernetes import client
 
 from apps.accounts import services as accounts
 from apps.accounts.models import Membership
@@ -21,65 +17,22 @@ from apps.pools.models import EnrolmentToken, Pool, Worker
 from apps.tasks.models import Task
 from tests.factories import GpuTypeFactory, GroupFactory, UserFactory
 from tests.worker import live
-from tests.worker.k8s import ROOT, Kubelet, api_client, kubeconfig
+from tests.worker.k8s import Kubelet, exit_with
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class Cluster:
-    """The k8s-dev API server as a process, and a kubelet thread that runs every new pod and ends
-    every pod being deleted (exit 143)."""
-
-    def __init__(self, folder):
-        self.url = f"http://127.0.0.1:{free_port()}"
-        port = self.url.rsplit(":", 1)[1]
-        self.server = live.Process(
-            [sys.executable, str(ROOT / "deploy/k8s-dev/apiserver.py"), "--port", port],
-            live.stack_env(),
-            folder / "apiserver.log",
-        )
-        live.wait_for(self.up, timeout=30, what="the k8s-dev API server")
-        self.kubelet = Kubelet(self.url)
-        self.api = client.CoreV1Api(api_client(self.url))
-        self.stopped = threading.Event()
-        self.thread = threading.Thread(target=self.serve, daemon=True)
-        self.thread.start()
-
-    def up(self) -> bool:
-        try:
-            return httpx.get(f"{self.url}/version", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    def serve(self) -> None:
-        while not self.stopped.wait(0.1):
-            for pod in self.api.list_pod_for_all_namespaces(label_selector="klique.io/worker").items:
-                namespace, name = pod.metadata.namespace, pod.metadata.name
-                if pod.metadata.deletion_timestamp is not None:
-                    self.kubelet.finish_deletion(namespace, name)
-                elif not pod.spec.node_name:
-                    self.kubelet.run(namespace, name)
-                    self.kubelet.write_log(namespace, name, "training\n")
-
-    def close(self) -> None:
-        self.stopped.set()
-        self.thread.join(timeout=10)
-        self.server.stop()
-
-
 @pytest.fixture
-def stack(settings, tmp_path, live_server):
+def stack(settings, tmp_path, live_server, kube_cluster):
     settings.WORKER_HEARTBEAT_S = 0.5
     settings.WORKER_HEARTBEAT_TIMEOUT_S = 5
     settings.WORKER_STOP_GRACE_S = 5
     pool = Pool.objects.create(
-        name="cluster", kind=Pool.Kind.KUBERNETES, gpu_type=GpuTypeFactory(), capacity=4, namespace="ml"
+        name="cluster",
+        kind=Pool.Kind.KUBERNETES,
+        gpu_type=GpuTypeFactory(),
+        capacity=4,
+        namespace=kube_cluster.namespace("live"),
     )
     profile = policies.create_profile(name="1gpu", gpus=1, pools=[pool])
     profile.image = "pytorch/pytorch:2.4.0"
@@ -91,13 +44,13 @@ def stack(settings, tmp_path, live_server):
     accounts.add_membership(user=user, group=group, role=Membership.Role.MEMBER)
     api_token = accounts.create_api_token(user=user, name="e2e")[1]
     enrolment = pools.issue_enrolment_token(EnrolmentToken(pool=pool, name="k8s"), now=timezone.now())
-    cluster = Cluster(tmp_path)
-    config = kubeconfig(tmp_path / "kubeconfig", cluster.url)
+    config = kube_cluster.worker_kubeconfig(tmp_path / "kubeconfig")
     processes = []
 
     class Stack:
         def __init__(self):
-            self.cluster, self.folder = cluster, tmp_path
+            self.api, self.folder = kube_cluster.core, tmp_path
+            self.kubelet = Kubelet(kube_cluster, tmp_path)
 
         def submit(self, command: str) -> int:
             answer = httpx.post(
@@ -129,7 +82,6 @@ def stack(settings, tmp_path, live_server):
     yield Stack()
     for process in reversed(processes):
         process.stop()
-    cluster.close()
     live.other_sessions_closed()
 
 
@@ -138,13 +90,13 @@ def test_the_kubernetes_daemon_runs_a_pod_and_after_a_restart_re_adopts_it_on_on
     first = stack.worker("first.log")
     pk = stack.submit("python train.py")
     live.wait_for(lambda: Task.objects.get(pk=pk).state == "running", what="the task running")
-    pod = stack.cluster.api.read_namespaced_pod(f"klique-{pk}-0", "ml")
+    pod = stack.api.read_namespaced_pod(f"klique-{pk}-0", "live")
     assert pod.metadata.labels["klique.io/worker"] == "gpu-cluster-1"
     assert pod.spec.containers[0].resources.limits == {"nvidia.com/gpu": "1"}
 
     worker = Worker.objects.get(state="active").pk
     assert first.stop() == 0  # SIGTERM with KLIQUE_WORKER_KEEP_WORK_ON_EXIT: the pod stays
-    assert stack.cluster.api.read_namespaced_pod(f"klique-{pk}-0", "ml").metadata.deletion_timestamp is None
+    assert stack.api.read_namespaced_pod(f"klique-{pk}-0", "live").metadata.deletion_timestamp is None
     second = stack.worker("second.log")
     # Re-enrolment retires the first worker and moves or requeues its tasks at once; then heartbeats.
     live.wait_for(
@@ -161,8 +113,8 @@ def test_the_kubernetes_daemon_runs_a_pod_and_after_a_restart_re_adopts_it_on_on
         what="the second daemon's adoption in its log",
     )
 
-    stack.cluster.kubelet.write_log("ml", f"klique-{pk}-0", "training\nsaved\n")
-    stack.cluster.kubelet.exit("ml", f"klique-{pk}-0", 0)
+    stack.kubelet.write_log("live", f"klique-{pk}-0", "training\nsaved\n")
+    exit_with(stack.api, "live", f"klique-{pk}-0", 0)
     live.wait_for(lambda: Task.objects.get(pk=pk).state == "succeeded", what="the task succeeded")
     done = Task.objects.get(pk=pk)
     assert done.exit_code == 0 and done.log.tail.endswith("saved\n")
@@ -170,6 +122,6 @@ def test_the_kubernetes_daemon_runs_a_pod_and_after_a_restart_re_adopts_it_on_on
     (interval,) = UsageInterval.objects.filter(task_id=pk)
     assert interval.end is not None
     live.wait_for(
-        lambda: not stack.cluster.api.list_namespaced_pod("ml", label_selector=f"klique.io/task={pk}").items,
+        lambda: not stack.api.list_namespaced_pod("live", label_selector=f"klique.io/task={pk}").items,
         what="the ended pod deleted",
     )
