@@ -4,8 +4,11 @@ import os
 
 from celery import Celery
 
+from klique.liveness import Alive
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "klique.settings.base")
 
 app = Celery("klique")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+app.steps["worker"].add(Alive)

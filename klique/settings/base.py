@@ -268,6 +268,9 @@ CELERY_ENABLE_UTC = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ACKS_LATE = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# beat touches KLIQUE_ALIVE_FILE on each tick (klique/liveness.py), at least once a minute.
+CELERY_BEAT_SCHEDULER = "klique.liveness:AliveScheduler"
+CELERY_BEAT_MAX_LOOP_INTERVAL = 60
 # Periodic work; each entry's ``expires`` equals its interval so a slow run never piles up. The
 # pass, the meter, the worker sweep and the cloud autoscaler each have their own queue, so each can
 # be given a worker of its own (the Procfile's one worker consumes

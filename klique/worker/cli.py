@@ -135,6 +135,12 @@ def parser() -> argparse.ArgumentParser:
         "binds every address and reports the hostname (default: the address this host's name resolves "
         "to, else 127.0.0.1) [KLIQUE_SESSION_HOST]",
     )
+    p.add_argument(
+        "--alive-file",
+        default=env("KLIQUE_WORKER_ALIVE_FILE", ""),
+        help="a file touched every few seconds while the daemon's loop turns, for a liveness probe "
+        "(find FILE -mmin -2) [KLIQUE_WORKER_ALIVE_FILE]",
+    )
     p.add_argument("--version", action="version", version=f"klique-worker {__version__}")
     for mode in MODES:
         try:
@@ -242,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         max_claim=args.max_claim,
         keep_work_on_exit=args.keep_work_on_exit,
         session_host=args.session_host or default_host(socket.gethostname()),
+        alive_file=args.alive_file,
     )
     try:
         verify = tls_verify(args.ca_bundle)

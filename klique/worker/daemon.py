@@ -51,6 +51,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from decimal import Decimal
+from pathlib import Path
 
 from klique.worker import sessions
 from klique.worker import slots as gpu_slots
@@ -75,6 +76,7 @@ class Settings:
     shutdown_grace_s: float = 30.0
     keep_work_on_exit: bool = False
     session_host: str = "127.0.0.1"  # where session servers bind (sessions.py)
+    alive_file: str = ""  # touched after each tick (at most every ALIVE_EVERY_S): a liveness probe's
 
 
 @dataclass
@@ -98,6 +100,7 @@ class Held:
 
 
 MAX_ERROR_CHARS = 1000
+ALIVE_EVERY_S = 5.0
 MAX_SYNC_REPORTS = 100  # reports per sync; a longer queue goes in several, one after the other
 # The least time between the starts of two ticks when wake-ups come thick and fast (many short
 # tasks ending): at most about 8 syncs a second, below the server's sync throttle (600/min).
@@ -163,6 +166,7 @@ class Daemon:
         self.roomy = threading.Event()  # GPUs were given back: the waker may wait again
         self.freed = False  # GPUs were given back since the last claim: claim in the next sync
         self.stopping = threading.Event()
+        self.alive_at = float("-inf")
         self.claim_answers = threading.Condition()
         self.claims_answered = self.claimed_last = 0
         self.waker: threading.Thread | None = None
@@ -182,6 +186,7 @@ class Daemon:
                 self.wake.clear()
                 started = time.monotonic()
                 self.tick()
+                self.touch_alive(started)
                 if self.done():
                     break
                 if self.wake.wait(self.settings.tick_s) and self.draining_since is None:
@@ -325,6 +330,16 @@ class Daemon:
                 timeout=self.settings.poll_max_s,
             )
             return self.claimed_last if self.claims_answered > before else 0
+
+    def touch_alive(self, now: float) -> None:
+        """Touch the alive file: the daemon's loop turns (a probe fails it when it goes stale)."""
+        if not self.settings.alive_file or now - self.alive_at < ALIVE_EVERY_S:
+            return
+        self.alive_at = now
+        try:
+            Path(self.settings.alive_file).touch()
+        except OSError as error:
+            log.warning("cannot touch the alive file", extra={"fields": {"error": str(error)}})
 
     def tick(self) -> None:
         now = self.clock()

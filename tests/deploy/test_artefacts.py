@@ -6,6 +6,7 @@ slow image builds are ``deploy/check.sh --images``."""
 
 import configparser
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -307,12 +308,11 @@ def tools_python() -> str:
     )
 
 
-@pytest.fixture(scope="module")
-def rendered(tmp_path_factory):
-    python = tools_python()
-    out = tmp_path_factory.mktemp("chart")
+def render(out: Path, **values) -> dict:
+    """The chart rendered with the test values (and ``values`` over them), linted and validated."""
     done = subprocess.run(
-        [python, DEPLOY / "check_manifests.py", "--kube-version", "1.30.0", "--out", out],
+        [tools_python(), DEPLOY / "check_manifests.py", "--kube-version", "1.30.0", "--out", out]
+        + ["--set-json", json.dumps(values)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -320,6 +320,11 @@ def rendered(tmp_path_factory):
     assert done.returncode == 0, done.stdout + done.stderr
     docs = [doc for doc in yaml.safe_load_all((out / "chart.yaml").read_text()) if doc]
     return {(doc["kind"], doc["metadata"]["name"]): doc for doc in docs}
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    return render(tmp_path_factory.mktemp("chart"))
 
 
 def test_the_chart_lints_renders_and_validates_against_kubernetes_1_30(rendered):
@@ -346,17 +351,59 @@ def test_one_beat_and_migrate_before_install_and_upgrade(rendered):
     job = rendered[("Job", "klique-migrate")]
     assert job["metadata"]["annotations"]["helm.sh/hook"] == "pre-install,pre-upgrade"
     assert container(job)["args"] == ["migrate"]
-    # the settings exist before the hook Job runs
+    # The release's settings are ordinary objects (never recreated under running pods); the hook Job
+    # reads copies made before it (lower weight) and removed once it succeeded.
     for kind in ("ConfigMap", "Secret"):
-        annotations = rendered[(kind, "klique")]["metadata"]["annotations"]
+        assert "helm.sh/hook" not in (rendered[(kind, "klique")]["metadata"].get("annotations") or {})
+        annotations = rendered[(kind, "klique-migrate")]["metadata"]["annotations"]
         assert int(annotations["helm.sh/hook-weight"]) < int(
             job["metadata"]["annotations"]["helm.sh/hook-weight"]
         )
+        assert "hook-succeeded" in annotations["helm.sh/hook-delete-policy"]
+    assert rendered[("ConfigMap", "klique-migrate")]["data"] == rendered[("ConfigMap", "klique")]["data"]
+    assert [source["configMapRef"]["name"] for source in container(job)["envFrom"][:1]] == ["klique-migrate"]
     config = rendered[("ConfigMap", "klique")]["data"]
     assert config["DJANGO_SETTINGS_MODULE"] == "klique.settings.production"
     assert config["ALLOWED_HOSTS"] == "klique.test.example"
     assert config["CSRF_TRUSTED_ORIGINS"] == "https://klique.test.example"
     assert set(rendered[("Secret", "klique")]["stringData"]) >= {"SECRET_KEY", "DATABASE_URL", "REDIS_URL"}
+
+
+def test_every_workload_has_a_liveness_probe_and_the_processes_without_a_port_probe_their_alive_file(
+    rendered,
+):
+    deployments = {name: doc for (kind, name), doc in rendered.items() if kind == "Deployment"}
+    assert len(deployments) == 6
+    for name, deployment in deployments.items():
+        probe = container(deployment)["livenessProbe"]
+        if name != "klique-web":
+            assert "find /tmp/klique-alive -mmin -2" in probe["exec"]["command"][-1], name
+    assert rendered[("ConfigMap", "klique")]["data"]["KLIQUE_ALIVE_FILE"] == "/tmp/klique-alive"
+    daemon = container(deployments["klique-worker-gpu-cluster-1"])
+    assert {"name": "KLIQUE_WORKER_ALIVE_FILE", "value": "/tmp/klique-alive"} in daemon["env"]
+    assert "/tmp" in [mount["mountPath"] for mount in daemon["volumeMounts"]]  # a read-only root
+
+
+def test_the_opt_in_disruption_budget_network_policies_and_service_monitor(rendered, tmp_path):
+    budget = rendered[("PodDisruptionBudget", "klique-web")]["spec"]
+    assert (
+        budget["minAvailable"] == 1
+        and budget["selector"]["matchLabels"]["app.kubernetes.io/component"] == "web"
+    )
+    web = rendered[("NetworkPolicy", "klique-web")]["spec"]
+    assert web["ingress"][0]["ports"] == [{"port": "http", "protocol": "TCP"}]
+    assert web["ingress"][0]["from"][0]["namespaceSelector"]
+    closed = rendered[("NetworkPolicy", "klique-no-ingress")]["spec"]
+    assert closed["policyTypes"] == ["Ingress"] and "ingress" not in closed
+    assert ("ServiceMonitor", "klique") not in rendered  # off unless asked for
+    monitored = render(
+        tmp_path, serviceMonitor={"enabled": True, "interval": "15s", "labels": {"release": "prom"}}
+    )
+    monitor = monitored[("ServiceMonitor", "klique")]
+    assert monitor["metadata"]["labels"]["release"] == "prom"
+    endpoint = monitor["spec"]["endpoints"][0]
+    assert (endpoint["path"], endpoint["interval"]) == ("/metrics", "15s")
+    assert endpoint["authorization"]["credentials"] == {"name": "klique", "key": "METRICS_TOKEN"}
 
 
 def test_each_worker_pool_gets_its_account_and_the_rbac_of_deploy_kubernetes(rendered):
