@@ -94,8 +94,8 @@ class Cluster:
         return path
 
     def install_worker_rbac(self) -> None:
-        """deploy/kubernetes's namespace, ServiceAccount and ClusterRole, as IT applies them."""
-        for name in ("namespace.yaml", "serviceaccount.yaml", "cluster-role.yaml"):
+        """deploy/kubernetes's namespace, ServiceAccount and ClusterRoles, as IT applies them."""
+        for name in ("namespace.yaml", "serviceaccount.yaml", "cluster-role.yaml", "node-reader.yaml"):
             self.apply(manifests(name))
         self.namespace("default")
 
@@ -139,20 +139,26 @@ class Cluster:
         """Compact etcd to its current revision: every resourceVersion before now is gone (a watch
         resumed from one is answered 410 Gone)."""
         assert self.folder is not None, "etcd can be compacted only in a control plane this session started"
-        # Two writes first: a watcher that saw everything up to now resumes at the revision after
-        # its last, which must be below the compacted one for the server to answer 410.
-        marker = {"metadata": {"name": "klique-compaction-marker"}}
-        ignore_missing(self.core.delete_namespaced_config_map, "klique-compaction-marker", "default")
-        self.core.create_namespaced_config_map("default", marker)
-        self.core.delete_namespaced_config_map("klique-compaction-marker", "default")
+        # Two writes first (to etcd itself: the API server may be down): a watcher that saw
+        # everything up to now resumes at the revision after its last, which must be below the
+        # compacted one for the server to answer 410.
         url = (self.folder / "etcd.url").read_text().strip()
+        marker = base64.b64encode(b"/klique-test/compaction-marker").decode()
+        for value in (b"1", b"2"):
+            put = {"key": marker, "value": base64.b64encode(value).decode()}
+            httpx.post(f"{url}/v3/kv/put", json=put, timeout=10).raise_for_status()
         key = base64.b64encode(b"/").decode()
-        revision = httpx.post(f"{url}/v3/kv/range", json={"key": key}, timeout=10).json()["header"][
-            "revision"
-        ]
-        httpx.post(
-            f"{url}/v3/kv/compaction", json={"revision": revision, "physical": True}, timeout=30
-        ).raise_for_status()
+        answer = httpx.post(f"{url}/v3/kv/range", json={"key": key}, timeout=10).json()
+        compaction = {"revision": answer["header"]["revision"], "physical": True}
+        httpx.post(f"{url}/v3/kv/compaction", json=compaction, timeout=30).raise_for_status()
+
+
+def restart_apiserver(cluster: Cluster) -> None:
+    """Stop the API server and start it again (deploy/k8s-dev/restart.sh); back once ready."""
+    done = subprocess.run(
+        [SCRIPTS / "restart.sh", cluster.folder], capture_output=True, text=True, timeout=180
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
 
 
 def start(folder: Path) -> Cluster:

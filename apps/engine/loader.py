@@ -14,6 +14,10 @@ so reservation, limit, pool capacity, lending and reclaim all count every node, 
 it whole on one pool. A fixed-size profile with multi-node work waiting is handed to the core as
 one whose sizes come from its tasks: its queue then holds sizes other than the profile's.
 
+A pool's capacity is what IT declared, but never more than its live worker daemons have once one
+serves it (``apps.pools.selectors.effective_capacity``; autoscaled cloud pools keep their declared
+maximum): a pool declared at 16 GPUs whose daemons have 4 takes 4 GPUs of placements.
+
 Anti-thrash: profiles carry their minimum runtime; a policy with a cap on preemptions per hour
 carries the times of its own tasks' reclaim preemptions in the last hour (``_reclaims``).
 """
@@ -21,10 +25,11 @@ carries the times of its own tasks' reclaim preemptions in the last hour (``_rec
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import BigIntegerField, Count, F, Func, Q
+from django.db.models import BigIntegerField, Count, F, Func, Q, Sum
 from django.db.models.fields.json import KT
 
 from apps.cloud.caps import reached_caps_now
@@ -35,6 +40,7 @@ from apps.ledger.budgets import budget_units_used
 from apps.policies.models import ComputeResource, Profile, ProfilePool, ResourcePolicy
 from apps.policies.selectors import budget_windows, parent_policy_ids
 from apps.pools.models import Pool, Worker
+from apps.pools.selectors import effective_capacity
 from apps.tasks.models import Task, TaskEvent, counted_milli
 from apps.tasks.selectors import with_queue_rank
 
@@ -103,7 +109,9 @@ def _spend_caps(reached: list, pools: list[dict], autoscaled: set[int], policies
 def load(now) -> Loaded:
     pools = list(Pool.objects.order_by("pk").values("pk", "name", "capacity", "enabled"))
     autoscaled = set(CloudPool.objects.values_list("pool_id", flat=True))
-    out_of_service = _pools_without_workers() - autoscaled
+    daemons = _daemon_gpus()
+    out_of_service = {pk for pk, gpus in daemons.items() if gpus is None} - autoscaled
+    live = {pk: gpus for pk, gpus in daemons.items() if gpus is not None and pk not in autoscaled}
     links = list(ProfilePool.objects.values("profile_id", "pool_id", "pool_rank", "profile_rank"))
     profiles = list(
         Profile.objects.order_by("pk").values("pk", "gpus", "size_from_task", "time_weight", "min_runtime_s")
@@ -142,7 +150,7 @@ def load(now) -> Loaded:
         pools=tuple(
             core.Pool(
                 id=str(p["pk"]),
-                capacity=to_milli(p["capacity"]),
+                capacity=to_milli(effective_capacity(p["capacity"], live.get(p["pk"]))),
                 profiles=ids(execution[p["pk"]]),
                 enabled=p["enabled"] and p["pk"] not in out_of_service,
             )
@@ -217,14 +225,18 @@ def _reclaims(policies, now) -> dict[int, tuple[datetime, ...]]:
     return {policy_id: tuple(at) for policy_id, at in times.items()}
 
 
-def _pools_without_workers() -> set[int]:
-    """Pools whose worker daemons are all lost or retired. Work placed there would only come back
-    at the claim timeout, charged meanwhile, so the pass treats them as disabled until a worker is
-    back. A pool that never had a worker (being set up, or served by means outside Klique) keeps
-    its declared capacity, and so does an autoscaled cloud pool (the caller leaves those out):
-    its workers come with the nodes launched for the work placed there."""
-    rows = Worker.objects.values("pool_id").annotate(active=Count("pk", filter=Q(state=Worker.State.ACTIVE)))
-    return {row["pool_id"] for row in rows.order_by() if row["active"] == 0}
+def _daemon_gpus() -> dict[int, Decimal | None]:
+    """For each pool that has had worker daemons: the GPUs of its active ones, or None when they
+    are all lost or retired. Work placed on such a pool would only come back at the claim timeout,
+    charged meanwhile, so the pass treats it as disabled until a worker is back. A pool that never
+    had a worker (being set up, or served by means outside Klique) keeps its declared capacity, and
+    so does an autoscaled cloud pool (the caller leaves those out): its workers come with the nodes
+    launched for the work placed there."""
+    active = Q(state=Worker.State.ACTIVE)
+    rows = Worker.objects.values("pool_id").annotate(
+        active=Count("pk", filter=active), gpus=Sum("gpus", filter=active)
+    )
+    return {row["pool_id"]: (row["gpus"] if row["active"] else None) for row in rows.order_by()}
 
 
 def _placed() -> tuple[core.PlacedTask, ...]:

@@ -12,7 +12,8 @@ from apps.policies.admin import LinkRowForm
 from apps.policies.models import ProfilePool
 from apps.pools import services
 from apps.pools.models import EnrolmentToken, GpuType, Pool, PoolCapacityChange, TaskLog, Worker
-from apps.pools.selectors import reservations_behind
+from apps.pools.selectors import effective_capacity, live_gpus, reservations_behind
+from klique import numbers
 
 
 @admin.register(GpuType)
@@ -100,6 +101,7 @@ class PoolAdmin(admin.ModelAdmin):
         "kind",
         "gpu_type",
         "capacity",
+        "observed",
         "in_use",
         "region",
         "country",
@@ -109,7 +111,7 @@ class PoolAdmin(admin.ModelAdmin):
     list_filter = ["kind", "gpu_type", "multi_node", "enabled", "region", "country"]
     search_fields = ["name", "region"]
     list_select_related = ["gpu_type"]
-    readonly_fields = ["reservations_behind", "capacity_history"]
+    readonly_fields = ["observed", "reservations_behind", "capacity_history"]
     inlines = [ExecutionOrderInline, WorkerInline]
 
     def save_model(self, request, obj, form, change):
@@ -120,6 +122,24 @@ class PoolAdmin(admin.ModelAdmin):
     def get_queryset(self, request):
         held = Sum("intervals__gpus", filter=Q(intervals__end__isnull=True))
         return super().get_queryset(request).annotate(gpus_in_use=held)
+
+    @admin.display(description="live daemons have")
+    def observed(self, pool: Pool) -> str:
+        """The GPUs of the pool's active worker daemons against the declared capacity; the engine
+        places against the smaller (``apps.pools.selectors.effective_capacity``)."""
+        if pool.pk is None:
+            return "-"
+        live = live_gpus([pool.pk]).get(pool.pk)
+        if live is None:
+            return "no live daemon"
+        if live == pool.capacity:
+            return numbers.gpus(live)
+        return format_html(
+            '{} <strong class="warning">differs from the declared {}: the engine places against {}</strong>',
+            numbers.gpus(live),
+            numbers.gpus(pool.capacity),
+            numbers.gpus(effective_capacity(pool.capacity, live)),
+        )
 
     @admin.display(description="in use / declared", ordering="gpus_in_use")
     def in_use(self, pool: Pool) -> str:
@@ -132,15 +152,16 @@ class PoolAdmin(admin.ModelAdmin):
             return "-"
         rows = PoolCapacityChange.objects.filter(pool=pool).select_related("by").order_by("-at", "-pk")
         return format_html(
-            "<table><tr><th>in force from (UTC)</th><th>GPUs</th><th>enabled</th><th>by</th>"
-            "<th>reason</th></tr>{}</table>",
+            "<table><tr><th>in force from (UTC)</th><th>declared GPUs</th><th>live daemons' GPUs</th>"
+            "<th>enabled</th><th>by</th><th>reason</th></tr>{}</table>",
             format_html_join(
                 "",
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 (
                     (
                         f"{row.at:%Y-%m-%d %H:%M}",
                         f"{row.capacity.normalize():f}",
+                        "-" if row.observed is None else f"{row.observed.normalize():f}",
                         "yes" if row.enabled else "no",
                         row.by or "-",
                         row.reason,

@@ -158,9 +158,11 @@ SINCE_EVER = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class PoolCapacityChange(models.Model):
-    """The pool's declared capacity and whether it was enabled, in force from ``at`` until its next
-    row: the pool's effective-dated capacity history. Every save of a pool that changes either
-    adds a row (``Pool.save``, and the cloud autoscaler's own write); the first row is the pool's
+    """The pool's declared capacity, whether it was enabled and the GPUs its live worker daemons
+    had (``observed``), in force from ``at`` until its next row: the pool's effective-dated capacity
+    history. Every save of a pool that changes either of the first two adds a row (``Pool.save``,
+    and the cloud autoscaler's own write), and so does a change of the daemons' GPUs (enrolment,
+    retirement, a daemon lost or back, a heartbeat reporting other GPUs); the first row is the pool's
     creation. Before it the pool did not exist (capacity 0). ``apps.pools.selectors.capacity_segments``
     reads it."""
 
@@ -170,6 +172,15 @@ class PoolCapacityChange(models.Model):
         "declared capacity", max_digits=GPU_MAX_DIGITS, decimal_places=GPU_DECIMAL_PLACES
     )
     enabled = models.BooleanField()
+    observed = models.DecimalField(
+        "observed capacity",
+        max_digits=GPU_MAX_DIGITS,
+        decimal_places=GPU_DECIMAL_PLACES,
+        null=True,
+        blank=True,
+        help_text="The GPUs the pool's live worker daemons reported having; empty while no daemon "
+        "ever served it (its declared capacity holds).",
+    )
     by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -182,7 +193,8 @@ class PoolCapacityChange(models.Model):
 
     def __str__(self) -> str:
         state = "" if self.enabled else ", disabled"
-        return f"{self.pool}: {self.capacity} GPUs{state} from {self.at:%Y-%m-%d %H:%M}"
+        seen = "" if self.observed is None else f" ({self.observed} live)"
+        return f"{self.pool}: {self.capacity} GPUs{seen}{state} from {self.at:%Y-%m-%d %H:%M}"
 
 
 class EnrolmentToken(models.Model):

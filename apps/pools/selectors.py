@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
-from django.db.models import OuterRef, Subquery
+from django.db.models import OuterRef, Subquery, Sum
 
 from apps.accounts.services import hash_token
 from apps.pools.models import EnrolmentToken, Pool, PoolCapacityChange, Worker
@@ -26,18 +26,37 @@ class ReservationCover:
 
 @dataclass(frozen=True)
 class CapacitySegment:
-    """[start, end): the pool's declared capacity and whether it was enabled. Before the pool's
-    first history row it did not exist: capacity 0, not enabled."""
+    """[start, end): the pool's declared capacity, whether it was enabled, and the GPUs its live
+    worker daemons had (None: no daemon had served it yet). Before the pool's first history row it
+    did not exist: capacity 0, not enabled."""
 
     start: datetime
     end: datetime
     capacity: Decimal
     enabled: bool
+    observed: Decimal | None = None
 
     @property
     def in_force(self) -> Decimal:
-        """What counts as the pool's capacity then: the declared capacity while enabled."""
-        return self.capacity if self.enabled else Decimal(0)
+        """What counts as the pool's capacity then, while enabled: the declared capacity, or what
+        its live daemons had when that was less (``effective_capacity``)."""
+        return effective_capacity(self.capacity, self.observed) if self.enabled else Decimal(0)
+
+
+def effective_capacity(declared: Decimal, observed: Decimal | None) -> Decimal:
+    """The one rule for a pool's capacity: what IT declared, but never more than its live worker
+    daemons have once any has served it (the engine places against it, the ledger's unused
+    capacity counts it)."""
+    return declared if observed is None else min(declared, observed)
+
+
+def live_gpus(pool_ids=None) -> dict[int, Decimal]:
+    """The GPUs of each pool's active worker daemons (pools with at least one)."""
+    rows = Worker.objects.filter(state=Worker.State.ACTIVE)
+    if pool_ids is not None:
+        rows = rows.filter(pool_id__in=list(pool_ids))
+    totals = rows.values("pool_id").annotate(gpus=Sum("gpus")).order_by()
+    return {row["pool_id"]: Decimal(row["gpus"]) for row in totals}
 
 
 def capacity_history(pool_ids, start: datetime, end: datetime) -> dict[int, list[CapacitySegment]]:
@@ -56,8 +75,8 @@ def capacity_history(pool_ids, start: datetime, end: datetime) -> dict[int, list
         rows[row.pool_id].append(row)
     out = {}
     for pool_id in pool_ids:
-        state, since, segments = (Decimal(0), False), start, []
-        changes = [(max(r.at, start), (r.capacity, r.enabled)) for r in rows[pool_id]]
+        state, since, segments = (Decimal(0), False, None), start, []
+        changes = [(max(r.at, start), (r.capacity, r.enabled, r.observed)) for r in rows[pool_id]]
         for at, new in [*changes, (end, None)]:
             if new == state and at < end:
                 continue

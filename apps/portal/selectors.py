@@ -29,7 +29,7 @@ from apps.ledger.selectors import Report, ReportSpec, period_range, usage_report
 from apps.policies.models import ComputeResource, PolicyChange, ResourcePolicy
 from apps.policies.selectors import child_policies, parent_policy_ids, submittable_resources
 from apps.pools.models import Pool, Worker
-from apps.pools.selectors import capacity_history
+from apps.pools.selectors import capacity_history, effective_capacity, live_gpus
 from apps.pricing.selectors import currencies, midnight
 from apps.tasks import selectors as task_selectors
 from apps.tasks.models import Task, TaskEvent, counted_gpus
@@ -192,19 +192,30 @@ class PoolUse:
     in_use: Decimal
     borrowed: Decimal
     workers: int
+    observed: Decimal | None = None  # the GPUs its active worker daemons have (None: no daemon counted)
+
+    @property
+    def capacity(self) -> Decimal:
+        """What the engine places against (``apps.pools.selectors.effective_capacity``)."""
+        return effective_capacity(self.pool.capacity, self.observed)
+
+    @property
+    def differs(self) -> bool:
+        """Its live daemons have other GPUs than IT declared: IT should look."""
+        return self.observed is not None and self.observed != self.pool.capacity
 
     @property
     def free(self) -> Decimal:
-        return max(ZERO, self.pool.capacity - self.in_use)
+        return max(ZERO, self.capacity - self.in_use)
 
     @property
     def utilisation(self) -> Decimal:
-        return self.in_use / self.pool.capacity * 100 if self.pool.capacity else ZERO
+        return self.in_use / self.capacity * 100 if self.capacity else ZERO
 
 
 def pool_usage(kind: str | None = None) -> list[PoolUse]:
-    """Declared capacity, GPUs in use (GPUs x nodes) and GPUs lent (in use on borrowed capacity)
-    per pool, now."""
+    """Declared capacity, the GPUs of the live worker daemons, GPUs in use (GPUs x nodes) and GPUs
+    lent (in use on borrowed capacity) per pool, now."""
     borrowed = borrowed_gpus()
     in_use: dict[int, Decimal] = defaultdict(Decimal)
     lent: dict[int, Decimal] = defaultdict(Decimal)
@@ -213,10 +224,12 @@ def pool_usage(kind: str | None = None) -> list[PoolUse]:
         lent[pool_id] += borrowed.get(pk, ZERO)
     active = Worker.objects.filter(state=Worker.State.ACTIVE).values("pool_id").annotate(n=Count("pk"))
     workers = {row["pool_id"]: row["n"] for row in active}
+    autoscaled = set(Pool.objects.filter(cloud__isnull=False).values_list("pk", flat=True))
+    live = {pk: gpus for pk, gpus in live_gpus().items() if pk not in autoscaled}
     pools = Pool.objects.select_related("gpu_type")
     if kind:
         pools = pools.filter(kind=kind)
-    return [PoolUse(p, in_use[p.pk], lent[p.pk], workers.get(p.pk, 0)) for p in pools]
+    return [PoolUse(p, in_use[p.pk], lent[p.pk], workers.get(p.pk, 0), live.get(p.pk)) for p in pools]
 
 
 # Queues and budgets.

@@ -283,6 +283,7 @@ class PoolTable(tables.Table):
     region = tables.Column(verbose_name="Region", accessor="pool__region")
     country = tables.Column(verbose_name="Country", accessor="pool__country")
     capacity = GpuColumn(verbose_name="Declared", accessor="pool__capacity")
+    observed = GpuColumn(verbose_name="Live daemons have", default="—")
     in_use = GpuColumn(verbose_name="In use")
     borrowed = GpuColumn(verbose_name="Borrowed")
     free = GpuColumn(verbose_name="Free")
@@ -295,6 +296,17 @@ class PoolTable(tables.Table):
 
     def render_utilisation(self, value):
         return numbers.count(value)
+
+    def render_observed(self, value, record):
+        if not record.differs:
+            return numbers.gpus(value)
+        return format_html(
+            '{} <span class="badge over" title="{}">not as declared</span>',
+            numbers.gpus(value),
+            f"The live worker daemons have {numbers.gpus(value)} GPUs, IT declared "
+            f"{numbers.gpus(record.pool.capacity)}: the engine places against "
+            f"{numbers.gpus(record.capacity)}.",
+        )
 
 
 class CloudNodeTable(tables.Table):

@@ -77,16 +77,21 @@ echo "http://127.0.0.1:$etcd_port" >"$dir/etcd.url"
 # once (tests compact etcd to play a long outage).
 # TaintNodesByCondition is off and so is the node lifecycle controller: KWOK's nodes post Ready
 # once and no heartbeats, which would otherwise have them tainted and their pods evicted.
-start kube-apiserver "$bin/kube-apiserver" --etcd-servers "http://127.0.0.1:$etcd_port" \
-  --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
-  --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
-  --client-ca-file "$pki/ca.crt" --authorization-mode Node,RBAC \
-  --service-account-issuer https://kubernetes.default.svc --service-account-key-file "$pki/sa.pub" \
-  --service-account-signing-key-file "$pki/sa.key" --service-cluster-ip-range 10.96.0.0/16 \
-  --kubelet-client-certificate "$pki/admin.crt" --kubelet-client-key "$pki/admin.key" \
-  --kubelet-preferred-address-types InternalIP \
-  --disable-admission-plugins TaintNodesByCondition --allow-privileged \
-  --enable-priority-and-fairness=false --profiling=false --watch-cache=false
+# shellcheck disable=SC2054 # "Node,RBAC" is one argument
+apiserver=("$bin/kube-apiserver" --etcd-servers "http://127.0.0.1:$etcd_port"
+  --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port"
+  --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key"
+  --client-ca-file "$pki/ca.crt" --authorization-mode Node,RBAC
+  --service-account-issuer https://kubernetes.default.svc --service-account-key-file "$pki/sa.pub"
+  --service-account-signing-key-file "$pki/sa.key" --service-cluster-ip-range 10.96.0.0/16
+  --kubelet-client-certificate "$pki/admin.crt" --kubelet-client-key "$pki/admin.key"
+  --kubelet-preferred-address-types InternalIP
+  --disable-admission-plugins TaintNodesByCondition --allow-privileged
+  --enable-priority-and-fairness=false --profiling=false --watch-cache=false)
+# The same command in a script of its own, for restart.sh (tests of a restarted API server).
+printf '#!/bin/sh\nexec %s\n' "$(printf '%q ' "${apiserver[@]}")" >"$dir/run-kube-apiserver.sh"
+chmod +x "$dir/run-kube-apiserver.sh"
+start kube-apiserver "$dir/run-kube-apiserver.sh"
 wait_for kube-apiserver 90 curl -fsS --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" "$server/readyz"
 
 start kube-controller-manager "$bin/kube-controller-manager" --kubeconfig "$dir/admin.kubeconfig" \

@@ -233,9 +233,12 @@ def main(argv: list[str] | None = None) -> int:
     if gpus is None:
         parser().error("no GPUs found through NVML: say how many with --gpus N (0 for CPU-only work)")
     checkpoints = args.checkpoint_root or args.state_dir / "checkpoints"
-    runner = cls.from_args(
-        args, state_dir=args.state_dir, checkpoint_root=checkpoints, hostname=args.hostname
-    )
+    try:
+        runner = cls.from_args(
+            args, state_dir=args.state_dir, checkpoint_root=checkpoints, hostname=args.hostname
+        )
+    except ValueError as error:  # an option the mode could not read
+        parser().error(str(error))
     settings = Settings(
         hostname=args.hostname,
         enrolment_token=token,

@@ -101,6 +101,9 @@ class Held:
 
 MAX_ERROR_CHARS = 1000
 ALIVE_EVERY_S = 5.0
+# How often a runner that can see its pool's GPUs (``observed_gpus``: Kubernetes nodes, Slurm's
+# GRES) is asked; the daemon serves no more than it sees.
+OBSERVE_EVERY_S = 60.0
 MAX_SYNC_REPORTS = 100  # reports per sync; a longer queue goes in several, one after the other
 # The least time between the starts of two ticks when wake-ups come thick and fast (many short
 # tasks ending): at most about 8 syncs a second, below the server's sync throttle (600/min).
@@ -167,6 +170,8 @@ class Daemon:
         self.freed = False  # GPUs were given back since the last claim: claim in the next sync
         self.stopping = threading.Event()
         self.alive_at = float("-inf")
+        self.observed: int | None = None  # the GPUs the runner sees its pool really has
+        self.observe_at = float("-inf")
         self.claim_answers = threading.Condition()
         self.claims_answered = self.claimed_last = 0
         self.waker: threading.Thread | None = None
@@ -210,8 +215,26 @@ class Daemon:
         log.info("stopped", extra={"fields": {"reports_unsent": len(self.reports)}})
         return 0
 
+    def observe(self, now: float) -> None:
+        """Ask the runner, at most every ``OBSERVE_EVERY_S``, how many GPUs its pool really has."""
+        probe = getattr(self.runner, "observed_gpus", None)
+        if probe is None or now < self.observe_at:
+            return
+        self.observe_at = now + OBSERVE_EVERY_S
+        seen = probe()
+        if seen is not None and seen != self.observed:
+            fields = {"observed": seen, "declared": len(self.settings.devices)}
+            log.info("GPUs seen in the pool", extra={"fields": fields})
+        self.observed = seen
+
+    def serving(self) -> int:
+        """The GPUs this daemon serves: its ``--gpus`` (or NVML's), never more than the runner sees."""
+        declared = len(self.free)
+        return declared if self.observed is None else max(0, min(declared, self.observed))
+
     def enrol(self) -> None:
-        gpus = str(Decimal(len(self.settings.devices)))
+        self.observe(self.clock())
+        gpus = str(Decimal(self.serving()))
         while True:
             try:
                 answer = self.client.enrol(
@@ -343,6 +366,7 @@ class Daemon:
 
     def tick(self) -> None:
         now = self.clock()
+        self.observe(now)
         self.follow(now)
         if now < self.retry_at:
             return
@@ -559,7 +583,7 @@ class Daemon:
             del self.held[report.task_id]
 
     def heartbeat_body(self) -> dict:
-        body = {"tasks": sorted(self.held), "gpus": str(len(self.free)), "free_gpus": self.free_gpus()}
+        body = {"tasks": sorted(self.held), "gpus": str(self.serving()), "free_gpus": self.free_gpus()}
         if self.nvml is not None:
             body["gpu_stats"] = self.nvml.stats()
         running = self.sessions.reports(self.held)
@@ -634,6 +658,8 @@ class Daemon:
         self.claimed(tasks, now)
 
     def has_room(self) -> bool:
+        if self.free and self.observed is not None:
+            return Decimal(self.free_gpus()) > 0
         return not self.free or any(self.free)
 
     def claim_body(self, now: float) -> dict | None:
@@ -795,7 +821,12 @@ class Daemon:
         held.taken = {}
 
     def free_gpus(self) -> str:
-        return str(Decimal(sum(self.free)) / gpu_slots.WHOLE)
+        """The GPUs free to claim: of those it serves (``serving``), those no task holds."""
+        free = sum(self.free)
+        if self.observed is not None:
+            held = len(self.free) * gpu_slots.WHOLE - free
+            free = max(0, min(free, self.serving() * gpu_slots.WHOLE - held))
+        return str(Decimal(free) / gpu_slots.WHOLE)
 
     # Shutting down.
 

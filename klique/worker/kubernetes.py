@@ -47,6 +47,7 @@ import urllib3
 from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
 
+from klique.worker import kube_nodes
 from klique.worker.runs import Change, StartFailed, env, task_variables
 
 log = logging.getLogger("klique.worker")
@@ -238,6 +239,7 @@ class KubernetesRunner:
         image: str = "",
         service_account: str = "",
         scheduler_name: str = "",
+        node_selector: dict[str, str] | None = None,
         watch_timeout_s: float = 300,
         clock=time.monotonic,
     ):
@@ -250,6 +252,7 @@ class KubernetesRunner:
         self.namespace = namespace or "default"
         self.pending_timeout_s, self.checkpoint_pvc = pending_timeout_s, checkpoint_pvc
         self.image, self.service_account, self.scheduler_name = image, service_account, scheduler_name
+        self.node_selector = dict(node_selector or {})
         self.watch_timeout_s, self.clock = watch_timeout_s, clock
         self.works: dict[int, Work] = {}
         self.events: queue.SimpleQueue = queue.SimpleQueue()
@@ -302,6 +305,12 @@ class KubernetesRunner:
             help="service account of task pods (default: none mounted) [KLIQUE_KUBE_SERVICE_ACCOUNT]",
         )
         group.add_argument(
+            "--kube-node-selector",
+            default=env("KLIQUE_KUBE_NODE_SELECTOR", ""),
+            help="key=value[,key=value]: the nodes task pods may go to (their nodeSelector), whose "
+            "allocatable nvidia.com/gpu the daemon reports as the GPUs it has [KLIQUE_KUBE_NODE_SELECTOR]",
+        )
+        group.add_argument(
             "--kube-scheduler-name",
             default=env("KLIQUE_KUBE_SCHEDULER_NAME", ""),
             help="schedulerName of task pods, for a gang or GPU scheduler (KAI-Scheduler, Volcano); "
@@ -319,6 +328,7 @@ class KubernetesRunner:
             image=args.kube_image,
             service_account=args.kube_service_account,
             scheduler_name=args.kube_scheduler_name,
+            node_selector=kube_nodes.node_selector(args.kube_node_selector),
         )
 
     # Starting work.
@@ -401,6 +411,8 @@ class KubernetesRunner:
             pod_spec["serviceAccountName"] = self.service_account
         if self.scheduler_name:
             pod_spec["schedulerName"] = self.scheduler_name
+        if self.node_selector:
+            pod_spec["nodeSelector"] = dict(self.node_selector)
         if self.checkpoint_pvc:
             pod_spec["volumes"] = [
                 {"name": "checkpoints", "persistentVolumeClaim": {"claimName": self.checkpoint_pvc}}
@@ -1000,6 +1012,10 @@ class KubernetesRunner:
                     tailed.clear()
                 tailed.add(key)
         self.events.put((event_type, namespace, pod, tail))
+
+    def observed_gpus(self) -> int | None:
+        """The GPUs this pool's nodes really have (``kube_nodes.allocatable_gpus``)."""
+        return kube_nodes.allocatable_gpus(self.api, self.node_selector, API_TIMEOUT_S)
 
     def close(self) -> None:
         """Stop watching (the pods keep running)."""

@@ -105,6 +105,16 @@ class SlurmRunner:
             pending_timeout_s=args.pending_timeout,
         )
 
+    def observed_gpus(self) -> int | None:
+        """The GPUs Slurm has in this daemon's partition: the ``gpu`` GRES of its nodes that can
+        take work (not down, drained or failing), from ``sinfo``; None when sinfo cannot say."""
+        args = ["sinfo", "--noheader", "--Node", "--format=%N|%G|%t"]
+        args += [f"--partition={self.partition}"] if self.partition else []
+        listed = _run(args, check=False)
+        if not listed.strip():
+            return None
+        return gres_gpus(listed)
+
     def recover(self) -> dict[int, str]:
         """Jobs a previous daemon with this tag left in Slurm were requeued: cancel them, adopt none."""
         cancelled = self.kill_leftovers()
@@ -269,3 +279,25 @@ def _run(args: list[str], *, env=None, check: bool = True) -> str:
         log.warning("slurm command failed", extra={"fields": {"command": args[0], "error": str(error)}})
         return ""
     return done.stdout
+
+
+# sinfo's short node states that cannot take work (with or without a suffix such as "*" or "~").
+UNAVAILABLE = ("down", "drain", "drng", "fail", "maint", "boot", "futr", "inval", "npc", "pow", "unk")
+
+
+def gres_gpus(listed: str) -> int:
+    """Sum the ``gpu`` GRES of ``sinfo --Node --format=%N|%G|%t`` lines (a node appears once per
+    partition it is in, so each is counted once): ``gpu:4``, ``gpu:a100:4(S:0-1)``, several types
+    comma-separated; nodes in a state that cannot take work are left out."""
+    seen, total = set(), 0
+    for line in listed.splitlines():
+        name, _, rest = line.partition("|")
+        gres, _, state = rest.partition("|")
+        if not name or name in seen or state.strip().rstrip("*~#!%$@^-").startswith(UNAVAILABLE):
+            continue
+        seen.add(name)
+        for item in gres.split(","):
+            parts = item.split("(")[0].split(":")
+            if parts[0] == "gpu" and len(parts) >= 2 and parts[-1].isdigit():
+                total += int(parts[-1])
+    return total

@@ -426,3 +426,8 @@ def test_each_worker_pool_gets_its_account_and_the_rbac_of_deploy_kubernetes(ren
         == cluster_yaml["rules"]
     )
     assert ("ClusterRole", "klique-worker-gpu-cluster-1-all-namespaces") not in rendered
+    node_reader = next(yaml.safe_load_all((DEPLOY / "kubernetes" / "node-reader.yaml").read_text()))
+    for pool in ("gpu-cluster-1", "gpu-cluster-2"):  # every daemon may list nodes, for its capacity
+        assert rendered[("ClusterRole", f"klique-worker-{pool}-nodes")]["rules"] == node_reader["rules"]
+        binding = rendered[("ClusterRoleBinding", f"klique-worker-{pool}-nodes")]
+        assert binding["subjects"][0]["name"] == f"klique-worker-{pool}"

@@ -10,6 +10,7 @@ from apps.ledger import exports
 from apps.ledger.api.serializers import report_data
 from apps.ledger.selectors import ReportSpec, usage_report
 from apps.pools import services as pools
+from apps.pools.models import EnrolmentToken
 from apps.pricing import services as pricing
 from tests.ledger.ledger_data import make_estate, record
 
@@ -124,3 +125,14 @@ def test_the_report_page_says_the_utilisation_beside_the_spread_idle_share(clien
     assert "utilisation 0.5 %" in sentence
     assert "192 GPU-hours of capacity in force" in sentence and "and 1 of them were used" in sentence
     assert "€191.00 of unused capacity is spread over €1.00 of use: 99.5 % of the total cost" in sentence
+
+
+def test_the_unused_capacity_counts_the_gpus_the_pools_live_daemons_really_had(estate):
+    """onprem is declared at 8 GPUs; from 06:00 its one live daemon has 2: 8 x 6 + 2 x 18 GPU-hours."""
+    pools.update_pool(estate.cloud, enabled=False, now=DAY - timedelta(days=1))
+    token = EnrolmentToken(pool=estate.onprem, name="node")
+    pools.issue_enrolment_token(token, now=DAY)
+    pools.enrol(token, hostname="node-a", gpus=Decimal(2), mode="process", now=DAY + timedelta(hours=6))
+    report = usage_report(estate.users["fin"], one_day("separate"), now=NOW)
+    assert report.capacity_hours == Decimal(8 * 6 + 2 * 18)
+    assert report.unused.gpu_hours == Decimal(8 * 6 + 2 * 18)

@@ -180,3 +180,46 @@ def test_the_runner_as_the_service_account_may_do_exactly_what_role_yaml_grants(
     assert isinstance(
         client.CoreV1Api(kube_cluster.worker()).list_namespaced_pod("scheduled"), client.V1PodList
     )
+    cluster_wide = kube_cluster.kubectl("auth", "can-i", "list", "nodes", who, check=False)
+    assert cluster_wide.strip().startswith("yes")  # node-reader.yaml: the GPUs the pool really has
+    assert (
+        not kube_cluster.kubectl("auth", "can-i", "get", "nodes", who, check=False).strip().startswith("yes")
+    )
+
+
+def test_the_daemon_sees_the_allocatable_gpus_of_the_ready_nodes_its_pods_may_use(kube_cluster, api):
+    """The two GPU nodes of 8 (nodeSelector on the product label): 16; a node cordoned drops out."""
+    product = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    runner = KubernetesRunner(
+        kube_cluster.worker(), tag="observe", namespace="scheduled", node_selector=product
+    )
+    try:
+        assert runner.observed_gpus() == 16
+        api.patch_node("gpu-node-2", {"spec": {"unschedulable": True}})
+        assert runner.observed_gpus() == 8
+    finally:
+        api.patch_node("gpu-node-2", {"spec": {"unschedulable": False}})
+        runner.close()
+    everything = KubernetesRunner(kube_cluster.worker(), tag="observe-all", namespace="scheduled")
+    try:
+        assert everything.observed_gpus() == 8 + 8 + 512  # the hand-played node too; MIG slices are not GPUs
+    finally:
+        everything.close()
+
+
+def test_pods_go_only_to_the_nodes_of_the_node_selector(make_runner, api):
+    runner = make_runner(node_selector={"kubernetes.io/hostname": "gpu-node-2"})
+    runner.start(task(208), [])
+    started = changes_until(runner, lambda seen: "running" in kinds(seen))
+    assert started[-1].detail["node"] == "gpu-node-2"
+    assert pods_of(api, 208)[0].spec.node_selector == {"kubernetes.io/hostname": "gpu-node-2"}
+
+
+def test_without_the_node_reader_role_the_daemon_serves_its_declared_gpus(kube_cluster):
+    kube_cluster.kubectl("delete", "clusterrolebinding", "klique-worker-nodes")
+    runner = KubernetesRunner(kube_cluster.worker(), tag="no-nodes", namespace="scheduled")
+    try:
+        assert runner.observed_gpus() is None
+    finally:
+        runner.close()
+        kube_cluster.apply(manifests("node-reader.yaml"))

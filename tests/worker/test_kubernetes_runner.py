@@ -25,7 +25,7 @@ from klique.worker import kubernetes as kubernetes_mode
 from klique.worker.daemon import Daemon, Settings
 from klique.worker.kubernetes import KubernetesRunner
 from klique.worker.runs import StartFailed
-from tests.kube import FaultProxy, ignore_missing
+from tests.kube import FaultProxy, ignore_missing, restart_apiserver
 from tests.worker.fakes import Clock, ScriptedControlPlane
 from tests.worker.k8s import HAND, Kubelet, eventually
 
@@ -410,6 +410,38 @@ def test_an_exit_missed_past_the_kept_history_is_found_by_listing_again_after_41
     assert kinds(ended) == ["exited"] and ended[0].exit_code == 7
 
 
+def test_after_the_api_server_restarts_the_watch_resumes_and_sees_the_exit(make_runner, kubelet, cluster):
+    if cluster.folder is None:
+        pytest.skip("restarts the API server: only in a control plane this session started")
+    runner = make_runner()
+    runner.start(task(124), [])
+    kubelet.run("default", "klique-124-0")
+    changes_until(runner, lambda seen: "running" in kinds(seen))
+    restart_apiserver(cluster)  # the runner's watch drops and resumes from its resourceVersion
+    kubelet.exit("default", "klique-124-0", 4)
+    ended = changes_until(runner, lambda seen: bool(seen), timeout=60)
+    assert kinds(ended) == ["exited"] and ended[0].exit_code == 4
+
+
+def test_an_exit_while_the_api_server_restarted_past_a_compaction_is_found_by_listing_again(
+    make_runner, kubelet, cluster, proxy
+):
+    """The API server restarts while the runner cannot reach it, the pod ends and etcd is compacted
+    meanwhile: the resumed watch is answered 410 by the restarted server and the runner lists again."""
+    runner = make_runner(api=cluster.worker(proxy.url))
+    runner.start(task(125), [])
+    kubelet.run("default", "klique-125-0")
+    changes_until(runner, lambda seen: "running" in kinds(seen))
+
+    def restart_and_exit():
+        restart_apiserver(cluster)
+        kubelet.exit("default", "klique-125-0", 6)
+
+    outage(cluster, proxy, restart_and_exit)
+    ended = changes_until(runner, lambda seen: bool(seen), timeout=60)
+    assert kinds(ended) == ["exited"] and ended[0].exit_code == 6
+
+
 def test_a_pod_deleted_while_the_watch_was_down_is_released_after_listing_again(
     make_runner, kubelet, cluster, proxy, api
 ):
@@ -553,6 +585,10 @@ def test_the_deployment_manifests_parse_and_grant_only_what_the_runner_calls():
         ("", "pods/log"): {"get"},
         ("", "services"): {"create", "list", "delete"},
     }
+    nodes = documents[("ClusterRole", "klique-worker-nodes")]
+    assert nodes["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]}]
+    assert "list_node(" in (ROOT / "klique/worker/kube_nodes.py").read_text()
+    assert documents[("ClusterRoleBinding", "klique-worker-nodes")]["subjects"] == binding["subjects"]
     # Every verb granted is one the runner calls, and every call is granted (client method names
     # say the verb; the watch streams list_namespaced_pod).
     source = (ROOT / "klique/worker/kubernetes.py").read_text()

@@ -146,3 +146,9 @@ def test_a_multi_node_task_asks_slurm_for_its_nodes_and_fails_with_slurms_reason
     (change,) = changes
     assert change.kind == "failed" and "pends with reason Partition" in change.detail["error"]
     assert squeue_state(job).strip() in {"", "CANCELLED"}
+
+
+def test_the_daemon_reports_the_gpus_slurm_has_in_its_partition(slurm_daemon):
+    """sinfo's GRES of the dev cluster's one node (gpu:4): the daemon serves no more than that."""
+    assert slurm_daemon.runner.observed_gpus() == 4
+    assert slurm_daemon.observed == 4 and slurm_daemon.heartbeat_body()["gpus"] == "4"

@@ -25,6 +25,7 @@ from apps.pools.models import (
     WorkerSweep,
 )
 from apps.pools.runtime import RELATED, run_details, stop_grace_s
+from apps.pools.services.estate import record_observed
 from apps.sessions.selectors import claim_blocks
 from apps.sessions.services import record_samples
 from apps.tasks import services as lifecycle
@@ -163,7 +164,7 @@ def enrol_adopting(
         .values_list("pk", flat=True)
     )
     for worker in previous:
-        retire(worker, now, keep=adopted)
+        retire(worker, now, keep=adopted, record=False)
     raw, digest = _new_secret(WORKER_PREFIX)
     worker = Worker.objects.create(
         pool=token.pool,
@@ -176,6 +177,7 @@ def enrol_adopting(
         enrolment_token=token,
         last_heartbeat=now,
     )
+    record_observed(token.pool_id, now)
     used = {"used_at": now} if token.single_use and token.used_at is None else {}
     EnrolmentToken.objects.filter(pk=token.pk).update(last_used_at=now, **used)
     moved = list(Task.objects.select_related(*RELATED).filter(pk__in=adopted).order_by("pk"))
@@ -196,14 +198,17 @@ def enrol_adopting(
     return worker, raw, claimed(moved, [task.slots for task in moved])
 
 
-def retire(worker: Worker, now: datetime, *, keep=()) -> int:
+def retire(worker: Worker, now: datetime, *, keep=(), record: bool = True) -> int:
     """Take a worker out of service: its token stops working and its tasks (but ``keep``) are
-    requeued."""
+    requeued. ``record``: the pool's observed capacity changes (an enrolment replacing it records
+    once, after the new worker)."""
     with transaction.atomic():
         worker = Worker.objects.select_for_update().get(pk=worker.pk)
         requeued = _release_all(worker, now, keep=keep)
         worker.state = Worker.State.RETIRED
         worker.save(update_fields=["state"])
+        if record:
+            record_observed(worker.pool_id, now)
         return requeued
 
 
@@ -254,6 +259,11 @@ def _mark_alive(worker: Worker, *, gpus=None, free_gpus=None, gpu_stats=None, no
         fields["gpu_stats"] = gpu_stats
     if not Worker.objects.filter(pk=worker.pk).exclude(state=Worker.State.RETIRED).update(**fields):
         raise InvalidToken  # retired meanwhile: its token no longer acts
+    if worker.state != Worker.State.ACTIVE or (gpus is not None and Decimal(gpus) != worker.gpus):
+        with transaction.atomic():
+            record_observed(
+                worker.pool_id, now
+            )  # back from lost, or other GPUs: the pool's live GPUs changed
 
 
 def _heartbeat_answer(worker: Worker, *, tasks: list[int], sessions=None, now: datetime) -> dict:
@@ -328,6 +338,8 @@ def sweep(now: datetime) -> dict[str, int]:
         requeued += _release_all(worker, now)
         worker.state, worker.lost_at = Worker.State.LOST, now
         worker.save(update_fields=["state", "lost_at"])
+    for pool_id in sorted({worker.pool_id for worker in lost}):
+        record_observed(pool_id, now)
     unclaimed = _unclaimed(now)
     lifecycle.requeue_lost(unclaimed, Task.StopReason.UNCLAIMED, now, ended_at=now)
     return {

@@ -5,14 +5,11 @@ from datetime import datetime
 from decimal import Decimal
 
 from django.db import transaction
+from django.db.models import Sum
 from django.utils import timezone
 
 from apps.core.writes import validated_save
-from apps.pools.models import (
-    GpuType,
-    Pool,
-    PoolCapacityChange,
-)
+from apps.pools.models import GpuType, Pool, PoolCapacityChange, Worker
 
 
 def create_gpu_type(*, name: str, memory_gb: int = 0, generation: int = 0) -> GpuType:
@@ -78,7 +75,34 @@ def record_capacity(pool: Pool, *, at: datetime | None = None, by=None, reason: 
         at=at or timezone.now(),
         capacity=capacity,
         enabled=pool.enabled,
+        observed=last.observed if last is not None else None,
         by=by,
         reason=reason[:200],
+    )
+    return True
+
+
+def record_observed(pool_id: int, at: datetime) -> bool:
+    """Add a row to the pool's capacity history when the GPUs of its live (active) worker daemons
+    differ from the observed capacity in force last; return whether it did. An autoscaled cloud
+    pool is left out: its daemons come and go with the nodes launched for its work, and its
+    capacity is the autoscaler's to record."""
+    pool = Pool.objects.select_for_update().filter(pk=pool_id, cloud__isnull=True).first()
+    if pool is None:
+        return False
+    live = Worker.objects.filter(pool_id=pool_id, state=Worker.State.ACTIVE).aggregate(gpus=Sum("gpus"))[
+        "gpus"
+    ]
+    live = Decimal(live or 0)
+    last = PoolCapacityChange.objects.filter(pool_id=pool_id).order_by("-at", "-pk").first()
+    if last is not None and last.observed == live:
+        return False
+    PoolCapacityChange.objects.create(
+        pool=pool,
+        at=max(at, last.at) if last is not None else at,
+        capacity=last.capacity if last is not None else Decimal(pool.capacity),
+        enabled=last.enabled if last is not None else pool.enabled,
+        observed=live,
+        reason=f"live worker daemons have {live.normalize():f} GPUs",
     )
     return True
