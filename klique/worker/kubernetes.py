@@ -265,56 +265,57 @@ class KubernetesRunner:
 
     # CLI wiring.
 
+    # flag, its variable, default, help: the options that take a string.
+    STRING_OPTIONS = (
+        (
+            "--kubeconfig",
+            "KLIQUE_KUBE_CONFIG",
+            "",
+            "kubeconfig file; in-cluster config when not given and the daemon runs in a pod "
+            "(else KUBECONFIG, ~/.kube/config)",
+        ),
+        ("--kube-context", "KLIQUE_KUBE_CONTEXT", "", "context of the kubeconfig"),
+        ("--kube-namespace", "KLIQUE_KUBE_NAMESPACE", "default", "namespace of tasks whose pool sets none"),
+        (
+            "--kube-checkpoint-pvc",
+            "KLIQUE_KUBE_CHECKPOINT_PVC",
+            "",
+            f"a PersistentVolumeClaim mounted at {CHECKPOINT_MOUNT} in every task pod; "
+            f"KLIQUE_CHECKPOINT_DIR is {CHECKPOINT_MOUNT}/<task>",
+        ),
+        ("--kube-image", "KLIQUE_KUBE_IMAGE", "", "image of tasks whose spec and profile name none"),
+        (
+            "--kube-service-account",
+            "KLIQUE_KUBE_SERVICE_ACCOUNT",
+            "",
+            "service account of task pods (default: none mounted)",
+        ),
+        (
+            "--kube-node-selector",
+            "KLIQUE_KUBE_NODE_SELECTOR",
+            "",
+            "key=value[,key=value]: the nodes task pods may go to (their nodeSelector), whose "
+            "allocatable nvidia.com/gpu the daemon reports as the GPUs it has",
+        ),
+        (
+            "--kube-scheduler-name",
+            "KLIQUE_KUBE_SCHEDULER_NAME",
+            "",
+            "schedulerName of task pods, for a gang or GPU scheduler (KAI-Scheduler, Volcano); "
+            "default: the cluster's default scheduler",
+        ),
+    )
+
     @classmethod
     def add_arguments(cls, group) -> None:
-        group.add_argument(
-            "--kubeconfig",
-            default=env("KLIQUE_KUBE_CONFIG", ""),
-            help="kubeconfig file; in-cluster config when not given and the daemon runs in a pod "
-            "(else KUBECONFIG, ~/.kube/config) [KLIQUE_KUBE_CONFIG]",
-        )
-        group.add_argument(
-            "--kube-context", default=env("KLIQUE_KUBE_CONTEXT", ""), help="[KLIQUE_KUBE_CONTEXT]"
-        )
-        group.add_argument(
-            "--kube-namespace",
-            default=env("KLIQUE_KUBE_NAMESPACE", "default"),
-            help="namespace of tasks whose pool sets none [KLIQUE_KUBE_NAMESPACE]",
-        )
+        for flag, variable, default, text in cls.STRING_OPTIONS:
+            group.add_argument(flag, default=env(variable, default), help=f"{text} [{variable}]")
         group.add_argument(
             "--kube-pending-timeout",
             type=float,
             default=float(env("KLIQUE_KUBE_PENDING_TIMEOUT_S", 300)),
             help="fail (unschedulable) or release a task whose pods are not all running this long after "
             "creation (seconds; counted and charged while pending) [KLIQUE_KUBE_PENDING_TIMEOUT_S]",
-        )
-        group.add_argument(
-            "--kube-checkpoint-pvc",
-            default=env("KLIQUE_KUBE_CHECKPOINT_PVC", ""),
-            help=f"a PersistentVolumeClaim mounted at {CHECKPOINT_MOUNT} in every task pod; "
-            f"KLIQUE_CHECKPOINT_DIR is {CHECKPOINT_MOUNT}/<task> [KLIQUE_KUBE_CHECKPOINT_PVC]",
-        )
-        group.add_argument(
-            "--kube-image",
-            default=env("KLIQUE_KUBE_IMAGE", ""),
-            help="image of tasks whose spec and profile name none [KLIQUE_KUBE_IMAGE]",
-        )
-        group.add_argument(
-            "--kube-service-account",
-            default=env("KLIQUE_KUBE_SERVICE_ACCOUNT", ""),
-            help="service account of task pods (default: none mounted) [KLIQUE_KUBE_SERVICE_ACCOUNT]",
-        )
-        group.add_argument(
-            "--kube-node-selector",
-            default=env("KLIQUE_KUBE_NODE_SELECTOR", ""),
-            help="key=value[,key=value]: the nodes task pods may go to (their nodeSelector), whose "
-            "allocatable nvidia.com/gpu the daemon reports as the GPUs it has [KLIQUE_KUBE_NODE_SELECTOR]",
-        )
-        group.add_argument(
-            "--kube-scheduler-name",
-            default=env("KLIQUE_KUBE_SCHEDULER_NAME", ""),
-            help="schedulerName of task pods, for a gang or GPU scheduler (KAI-Scheduler, Volcano); "
-            "default: the cluster's default scheduler [KLIQUE_KUBE_SCHEDULER_NAME]",
         )
 
     @classmethod

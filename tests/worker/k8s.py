@@ -10,9 +10,41 @@ from pathlib import Path
 
 from kubernetes import client
 
-from tests.kube import HAND, Cluster
+from klique.worker.kubernetes import KubernetesRunner
+from tests.kube import HAND, Cluster, ignore_missing
 
-__all__ = ["HAND", "Kubelet", "eventually", "now"]
+__all__ = ["HAND", "Kubelet", "Runners", "eventually", "now"]
+
+
+class Runners:
+    """Makes runners as the worker's ServiceAccount (``defaults`` under each call's options, the
+    namespace made ready first); ``close`` closes them and force-deletes the pods and Services they
+    left (the session's cluster is shared)."""
+
+    def __init__(self, cluster: Cluster, tag: str, **defaults):
+        self.cluster, self.tag, self.defaults, self.made = cluster, tag, defaults, []
+
+    def __call__(self, tag=None, api=None, **options) -> KubernetesRunner:
+        options = {**self.defaults, **options}
+        if options.get("namespace"):
+            self.cluster.namespace(options["namespace"])
+        runner = KubernetesRunner(api or self.cluster.worker(), tag=tag or self.tag, **options)
+        self.made.append(runner)
+        return runner
+
+    def close(self) -> None:
+        for runner in self.made:
+            runner.close()
+        core = self.cluster.core
+        for tag in {runner.tag for runner in self.made}:
+            selector = f"klique.io/worker={tag}"
+            for pod in core.list_pod_for_all_namespaces(label_selector=selector).items:
+                name, namespace = pod.metadata.name, pod.metadata.namespace
+                ignore_missing(core.delete_namespaced_pod, name, namespace, grace_period_seconds=0)
+            for service in core.list_service_for_all_namespaces(label_selector=selector).items:
+                ignore_missing(
+                    core.delete_namespaced_service, service.metadata.name, service.metadata.namespace
+                )
 
 
 def now() -> str:

@@ -11,29 +11,18 @@ from kubernetes import client
 from klique.worker.kubernetes import KubernetesRunner
 from klique.worker.runs import StartFailed
 from tests.kube import WORKER_ACCOUNT, WORKER_NAMESPACE, manifests
-from tests.worker.k8s import eventually, exit_with, stop_takes
-from tests.worker.test_kubernetes_runner import changes_until, kinds, remove_left, task
+from tests.worker.k8s import Runners, eventually, exit_with, stop_takes
+from tests.worker.test_kubernetes_runner import changes_until, kinds, task
 
 GPU_NODES = {"gpu-node-1", "gpu-node-2"}
 
 
 @pytest.fixture
 def make_runner(kube_cluster, request):
-    """Runners whose pods go to kube-scheduler (no scheduler name), as the worker's ServiceAccount."""
-    made = []
-
-    def make(namespace="scheduled", api=None, **options):
-        kube_cluster.namespace(namespace)
-        runner = KubernetesRunner(
-            api or kube_cluster.worker(), tag=request.node.name[-40:], namespace=namespace, **options
-        )
-        made.append(runner)
-        return runner
-
-    yield make
-    for runner in made:
-        runner.close()
-    remove_left(kube_cluster, {runner.tag for runner in made})
+    """Runners whose pods go to kube-scheduler (no scheduler name), in namespace ``scheduled``."""
+    runners = Runners(kube_cluster, request.node.name[-40:], namespace="scheduled")
+    yield runners
+    runners.close()
 
 
 @pytest.fixture

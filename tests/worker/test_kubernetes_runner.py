@@ -25,9 +25,9 @@ from klique.worker import kubernetes as kubernetes_mode
 from klique.worker.daemon import Daemon, Settings
 from klique.worker.kubernetes import KubernetesRunner
 from klique.worker.runs import StartFailed
-from tests.kube import FaultProxy, ignore_missing, restart_apiserver
+from tests.kube import FaultProxy, restart_apiserver
 from tests.worker.fakes import Clock, ScriptedControlPlane
-from tests.worker.k8s import HAND, Kubelet, eventually
+from tests.worker.k8s import HAND, Kubelet, Runners, eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -58,37 +58,10 @@ def proxy(cluster):
 
 @pytest.fixture
 def make_runner(cluster, request):
-    """A runner as the worker's ServiceAccount; its pods are the hand-played kubelet's unless
-    ``scheduler_name`` says otherwise. What a test leaves is removed after it."""
-    made = []
-
-    def make(tag=None, api=None, **options):
-        options.setdefault("scheduler_name", HAND)
-        runner = KubernetesRunner(api or cluster.worker(), tag=tag or request.node.name[-40:], **options)
-        made.append(runner)
-        return runner
-
-    yield make
-    for runner in made:
-        runner.close()
-    remove_left(cluster, {runner.tag for runner in made})
-
-
-def remove_left(cluster, tags) -> None:
-    """Force-delete the pods and Services a test's runners left (the session's cluster is shared)."""
-    for tag in tags:
-        selector = f"klique.io/worker={tag}"
-        for pod in cluster.core.list_pod_for_all_namespaces(label_selector=selector).items:
-            ignore_missing(
-                cluster.core.delete_namespaced_pod,
-                pod.metadata.name,
-                pod.metadata.namespace,
-                grace_period_seconds=0,
-            )
-        for service in cluster.core.list_service_for_all_namespaces(label_selector=selector).items:
-            ignore_missing(
-                cluster.core.delete_namespaced_service, service.metadata.name, service.metadata.namespace
-            )
+    """Runners whose pods are the hand-played kubelet's unless ``scheduler_name`` says otherwise."""
+    runners = Runners(cluster, request.node.name[-40:], scheduler_name=HAND)
+    yield runners
+    runners.close()
 
 
 def task(task_id, command="python train.py", *, gpus="1", nodes=1, spec=None, pool="1", **runtime):
