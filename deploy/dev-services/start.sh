@@ -68,7 +68,8 @@ start_redis() {
   # 256 databases: each pytest-xdist worker takes REDIS_URL's number + 16 * N (klique/settings/test.py).
   # A Redis already running with fewer (Debian's package may start one) is restarted as ours.
   local databases
-  databases=$(redis-cli -h 127.0.0.1 -p 6379 config get databases 2>/dev/null | tail -1)
+  # (No Redis running yet: redis-cli fails, and under pipefail so would the assignment.)
+  databases=$(redis-cli -h 127.0.0.1 -p 6379 config get databases 2>/dev/null | tail -1) || databases=""
   if [ -n "$databases" ] && [ "$databases" -lt 256 ]; then
     echo "dev-services: restarting the Redis on 127.0.0.1:6379 with 256 databases (it had $databases)" >&2
     redis-cli -h 127.0.0.1 -p 6379 shutdown nosave >/dev/null 2>&1 || true
