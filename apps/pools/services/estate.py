@@ -87,7 +87,7 @@ def record_observed(pool_id: int, at: datetime) -> bool:
     differ from the observed capacity in force last; return whether it did. An autoscaled cloud
     pool is left out: its daemons come and go with the nodes launched for its work, and its
     capacity is the autoscaler's to record."""
-    pool = Pool.objects.select_for_update().filter(pk=pool_id, cloud__isnull=True).first()
+    pool = Pool.objects.select_for_update(of=("self",)).filter(pk=pool_id, cloud__isnull=True).first()
     if pool is None:
         return False
     live = Worker.objects.filter(pool_id=pool_id, state=Worker.State.ACTIVE).aggregate(gpus=Sum("gpus"))[
