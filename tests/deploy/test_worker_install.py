@@ -36,7 +36,12 @@ pytestmark = pytest.mark.install
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER_ONLY = {"django", "celery", "psycopg", "psycopg-binary", "django-allauth", "plotly", "openpyxl"}
-EXTRA_MODULES = {"klique.worker.kubernetes", "klique.worker.docker", "klique.client.mcp_server"}
+EXTRA_MODULES = {
+    "klique.worker.kubernetes",
+    "klique.worker.kube_nodes",
+    "klique.worker.docker",
+    "klique.client.mcp_server",
+}
 # Importing every module of both packages in a venv, and which Django-side modules got loaded.
 IMPORT_ALL = """
 import importlib, json, pkgutil, sys

@@ -1,7 +1,7 @@
 """The engine core imports the standard library and itself only (plotly lazily in report.py)."""
 
 import ast
-import gc
+import time
 from pathlib import Path
 
 CORE = Path(__file__).resolve().parents[2] / "apps" / "engine" / "core"
@@ -18,14 +18,16 @@ def imports(tree: ast.AST):
 
 
 def parse(path: Path) -> ast.AST:
-    """``ast.parse`` with the garbage collector paused: on CPython 3.11.7 a collection that runs
-    Python code (a finaliser of something an earlier test left) in the middle of the AST's
-    construction fails it with "SystemError: AST constructor recursion depth mismatch" (CI saw it)."""
-    gc.disable()
-    try:
-        return ast.parse(path.read_text(), str(path))
-    finally:
-        gc.enable()
+    """``ast.parse``, tried again on CPython 3.11's "SystemError: AST constructor recursion depth
+    mismatch": 3.11 keeps that depth per interpreter, not per thread, so another thread building an
+    AST at the same moment (3.11's traceback module parses source lines to place its carets, e.g.
+    while a live server thread logs an error) breaks it (CI saw it twice)."""
+    for _ in range(4):
+        try:
+            return ast.parse(path.read_text(), str(path))
+        except SystemError:
+            time.sleep(0.05)
+    return ast.parse(path.read_text(), str(path))
 
 
 def test_core_imports_no_django_celery_drf_and_no_other_app():
@@ -44,7 +46,7 @@ def test_core_imports_no_django_celery_drf_and_no_other_app():
 
 def test_plotly_is_imported_only_inside_a_function_of_the_report_module():
     for path in sorted(CORE.rglob("*.py")):
-        tree = ast.parse(path.read_text(), str(path))
+        tree = parse(path)
         top_level = [name for node in tree.body for n, name in imports(node) if n is node]
         assert not any(name.split(".")[0] == "plotly" for name in top_level), path.name
         if path.name != "report.py":
