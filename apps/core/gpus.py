@@ -12,6 +12,8 @@ from apps.core.numbers import NotPlain, plain_decimal
 GPU_MAX_DIGITS = 10
 GPU_DECIMAL_PLACES = 3
 MILLI = 1000
+# The largest GPU amount a column of those digits holds (a sum of several may be more).
+GPU_COLUMN_MAX = Decimal(10 ** (GPU_MAX_DIGITS - GPU_DECIMAL_PLACES)) - Decimal(1) / MILLI
 
 
 def to_milli(amount: Decimal | int | str) -> int:

@@ -123,3 +123,13 @@ def test_the_capacity_in_force_counts_what_was_really_there():
     enrol(pool, "node-a", 4, at=T0)
     segments = capacity_segments(pool, T0 - timedelta(hours=1), T0 + timedelta(hours=1))
     assert [(s.in_force, s.observed) for s in segments] == [(16, None), (4, 4)]
+
+
+def test_daemons_whose_gpus_add_up_past_what_a_column_holds_are_recorded_at_its_largest_value():
+    pool, resource, _ = estate(capacity=16, res_a=0, limit=16)
+    enrol(pool, "node-a", "9999999.999")
+    enrol(pool, "node-b", "9999999.999")
+    assert observed_rows(pool)[-1] == (16, Decimal("9999999.999"))
+    work = submit(resource, 20)
+    engine.run_pass()
+    assert placed(work) == 16  # the declared capacity holds

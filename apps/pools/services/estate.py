@@ -8,6 +8,7 @@ from django.db import transaction
 from django.db.models import Sum
 from django.utils import timezone
 
+from apps.core.gpus import GPU_COLUMN_MAX
 from apps.core.writes import validated_save
 from apps.pools.models import GpuType, Pool, PoolCapacityChange, Worker
 
@@ -93,7 +94,7 @@ def record_observed(pool_id: int, at: datetime) -> bool:
     live = Worker.objects.filter(pool_id=pool_id, state=Worker.State.ACTIVE).aggregate(gpus=Sum("gpus"))[
         "gpus"
     ]
-    live = Decimal(live or 0)
+    live = min(Decimal(live or 0), GPU_COLUMN_MAX)  # many daemons' GPUs may add up past the column
     last = PoolCapacityChange.objects.filter(pool_id=pool_id).order_by("-at", "-pk").first()
     if last is not None and last.observed == live:
         return False
