@@ -15,6 +15,7 @@ import shutil
 import socket
 import subprocess
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -108,6 +109,12 @@ class Cluster:
             for document in manifests("role.yaml"):
                 document["metadata"]["namespace"] = name
                 self.apply([document])
+            # A pod needs its namespace's "default" ServiceAccount, which the controller manager
+            # makes a moment after the namespace (under load, after a test's first create).
+            deadline = time.monotonic() + 60
+            while ignore_missing(self.core.read_namespaced_service_account, "default", name) is None:
+                assert time.monotonic() < deadline, f"no default ServiceAccount in {name} after 60 s"
+                time.sleep(0.1)
             self.namespaces.add(name)
         return name
 

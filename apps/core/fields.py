@@ -20,7 +20,7 @@ from rest_framework import serializers
 
 from apps.core.gpus import GPU_DECIMAL_PLACES, GPU_MAX_DIGITS, parse_gpu_amount
 from apps.core.numbers import NOT_A_DECIMAL, PLAIN_DECIMAL, NotPlain, plain_decimal
-from apps.core.schema import WITHOUT_NUL
+from apps.core.schema import NOT_BLANK_WITHOUT_NUL, WITHOUT_NUL
 
 NOT_AN_INTEGER = 'Enter a whole number as a JSON integer (8, not "8").'
 
@@ -122,7 +122,8 @@ class PlainDecimalFieldSchema(OpenApiSerializerFieldExtension):
 
 class NoNulTextSchema(OpenApiSerializerFieldExtension):
     """A request's text field that refuses NUL (DRF's ``ProhibitNullCharactersValidator``, as
-    PostgreSQL's text cannot hold it): its usual schema with the pattern ``WITHOUT_NUL``."""
+    PostgreSQL's text cannot hold it): its usual schema with the pattern ``WITHOUT_NUL``, or
+    ``NOT_BLANK_WITHOUT_NUL`` where it also refuses a text that is blank once trimmed."""
 
     target_class = serializers.CharField
     match_subclasses = True
@@ -131,7 +132,8 @@ class NoNulTextSchema(OpenApiSerializerFieldExtension):
         schema = auto_schema._map_serializer_field(self.target, direction, bypass_extensions=True)
         refuses_nul = any(isinstance(v, ProhibitNullCharactersValidator) for v in self.target.validators)
         if direction == "request" and refuses_nul and "pattern" not in schema:
-            schema["pattern"] = WITHOUT_NUL
+            blank_refused = not self.target.allow_blank and self.target.trim_whitespace
+            schema["pattern"] = NOT_BLANK_WITHOUT_NUL if blank_refused else WITHOUT_NUL
         return schema
 
 

@@ -38,6 +38,9 @@ VALIDATION_ERROR_SCHEMA = {
 }
 # NUL is refused in any text (PostgreSQL cannot store it); a query parameter's schema says so.
 WITHOUT_NUL = "^[^\\u0000]*$"
+# A required text that DRF trims refuses one that is only whitespace ("may not be blank"): it needs
+# a character that is neither whitespace nor NUL.
+NOT_BLANK_WITHOUT_NUL = "^[^\\u0000]*[^\\s\\u0000][^\\u0000]*$"
 
 
 class ErrorSerializer(serializers.Serializer):

@@ -271,14 +271,18 @@ def test_a_claim_says_exactly_one_of_slots_and_free_gpus(components):
 
 
 def test_a_text_field_that_refuses_nul_says_so_and_one_that_cleans_it_does_not(components):
-    from apps.core.schema import WITHOUT_NUL
+    from apps.core.schema import NOT_BLANK_WITHOUT_NUL
 
     for name, field in (
         ("SubmitRequest", "command"),
         ("SubmitRequest", "compute_resource"),
+        ("ScheduleDetailRequest", "compute_resource"),
     ):
-        assert components[name]["properties"][field]["pattern"] == WITHOUT_NUL, (name, field)
-        assert re.fullmatch(WITHOUT_NUL, "ok") and not re.fullmatch(WITHOUT_NUL, "a\x00b")
+        # required, trimmed: neither NUL nor a text that is only whitespace (which trims to blank)
+        pattern = components[name]["properties"][field]["pattern"]
+        assert pattern == NOT_BLANK_WITHOUT_NUL, (name, field)
+        assert re.fullmatch(pattern, "ok") and re.fullmatch(pattern, " ok ")
+        assert not re.fullmatch(pattern, "a\x00b") and not re.fullmatch(pattern, " \u2003\t")
     log_tail = components["ExitedRequest"]["properties"]["log_tail"]
     assert "pattern" not in log_tail, "a log tail's NUL is stored as U+FFFD, not refused"
 
