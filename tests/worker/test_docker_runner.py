@@ -41,8 +41,9 @@ def task(task_id: int, command: str, gpus: str = "1.000", pool: str = "1", **ext
     }
 
 
-def wait_for(runner: DockerRunner, task_id: int, kind: str, timeout: float = 30) -> list:
-    """Poll until ``task_id`` reports ``kind``; every change it reported on the way."""
+def wait_for(runner: DockerRunner, task_id: int, kind: str, timeout: float = 90) -> list:
+    """Poll until ``task_id`` reports ``kind``; every change it reported on the way. Podman's stop
+    and cleanup took over 30 s once under a loaded two-core CI machine (a terminate's exit not seen)."""
     seen, deadline = [], time.monotonic() + timeout
     while time.monotonic() < deadline:
         seen += [change for change in runner.poll() if change.task_id == task_id]
