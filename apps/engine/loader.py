@@ -25,11 +25,10 @@ carries the times of its own tasks' reclaim preemptions in the last hour (``_rec
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import BigIntegerField, Count, F, Func, Q, Sum
+from django.db.models import BigIntegerField, F, Func
 from django.db.models.fields.json import KT
 
 from apps.cloud.caps import reached_caps_now
@@ -39,8 +38,8 @@ from apps.engine import core
 from apps.ledger.budgets import budget_units_used
 from apps.policies.models import ComputeResource, Profile, ProfilePool, ResourcePolicy
 from apps.policies.selectors import budget_windows, parent_policy_ids
-from apps.pools.models import Pool, Worker
-from apps.pools.selectors import effective_capacity
+from apps.pools.models import Pool
+from apps.pools.selectors import daemon_gpus, effective_capacity
 from apps.tasks.models import Task, TaskEvent, counted_milli
 from apps.tasks.selectors import with_queue_rank
 
@@ -109,7 +108,10 @@ def _spend_caps(reached: list, pools: list[dict], autoscaled: set[int], policies
 def load(now) -> Loaded:
     pools = list(Pool.objects.order_by("pk").values("pk", "name", "capacity", "enabled"))
     autoscaled = set(CloudPool.objects.values_list("pool_id", flat=True))
-    daemons = _daemon_gpus()
+    # Pools whose daemons are all lost or retired (None) are out of service: work placed there would
+    # only come back at the claim timeout, charged meanwhile. A pool that never had a daemon keeps
+    # its declared capacity, and so does an autoscaled cloud pool (its daemons come with its nodes).
+    daemons = daemon_gpus()
     out_of_service = {pk for pk, gpus in daemons.items() if gpus is None} - autoscaled
     live = {pk: gpus for pk, gpus in daemons.items() if gpus is not None and pk not in autoscaled}
     links = list(ProfilePool.objects.values("profile_id", "pool_id", "pool_rank", "profile_rank"))
@@ -223,20 +225,6 @@ def _reclaims(policies, now) -> dict[int, tuple[datetime, ...]]:
     for policy_id, at in rows:
         times[policy_id].append(at)
     return {policy_id: tuple(at) for policy_id, at in times.items()}
-
-
-def _daemon_gpus() -> dict[int, Decimal | None]:
-    """For each pool that has had worker daemons: the GPUs of its active ones, or None when they
-    are all lost or retired. Work placed on such a pool would only come back at the claim timeout,
-    charged meanwhile, so the pass treats it as disabled until a worker is back. A pool that never
-    had a worker (being set up, or served by means outside Klique) keeps its declared capacity, and
-    so does an autoscaled cloud pool (the caller leaves those out): its workers come with the nodes
-    launched for the work placed there."""
-    active = Q(state=Worker.State.ACTIVE)
-    rows = Worker.objects.values("pool_id").annotate(
-        active=Count("pk", filter=active), gpus=Sum("gpus", filter=active)
-    )
-    return {row["pool_id"]: (row["gpus"] if row["active"] else None) for row in rows.order_by()}
 
 
 def _placed() -> tuple[core.PlacedTask, ...]:

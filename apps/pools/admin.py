@@ -1,6 +1,6 @@
 from django import forms
 from django.contrib import admin, messages
-from django.db.models import Q, Sum
+from django.db.models import OuterRef, Q, Subquery, Sum
 from django.template.response import TemplateResponse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
@@ -12,7 +12,7 @@ from apps.policies.admin import LinkRowForm
 from apps.policies.models import ProfilePool
 from apps.pools import services
 from apps.pools.models import EnrolmentToken, GpuType, Pool, PoolCapacityChange, TaskLog, Worker
-from apps.pools.selectors import effective_capacity, live_gpus, reservations_behind
+from apps.pools.selectors import effective_capacity, reservations_behind
 from klique import numbers
 
 
@@ -121,7 +121,9 @@ class PoolAdmin(admin.ModelAdmin):
 
     def get_queryset(self, request):
         held = Sum("intervals__gpus", filter=Q(intervals__end__isnull=True))
-        return super().get_queryset(request).annotate(gpus_in_use=held)
+        live = Worker.objects.filter(pool=OuterRef("pk"), state=Worker.State.ACTIVE).values("pool")
+        live = Subquery(live.annotate(gpus=Sum("gpus")).values("gpus")[:1])
+        return super().get_queryset(request).annotate(gpus_in_use=held, live_gpus=live)
 
     @admin.display(description="live daemons have")
     def observed(self, pool: Pool) -> str:
@@ -129,7 +131,7 @@ class PoolAdmin(admin.ModelAdmin):
         places against the smaller (``apps.pools.selectors.effective_capacity``)."""
         if pool.pk is None:
             return "-"
-        live = live_gpus([pool.pk]).get(pool.pk)
+        live = pool.live_gpus  # annotated by get_queryset, for the list and the change page alike
         if live is None:
             return "no live daemon"
         if live == pool.capacity:

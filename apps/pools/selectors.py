@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
-from django.db.models import OuterRef, Subquery, Sum
+from django.db.models import Count, OuterRef, Q, Subquery, Sum
 
 from apps.accounts.services import hash_token
 from apps.pools.models import EnrolmentToken, Pool, PoolCapacityChange, Worker
@@ -50,13 +50,20 @@ def effective_capacity(declared: Decimal, observed: Decimal | None) -> Decimal:
     return declared if observed is None else min(declared, observed)
 
 
+def daemon_gpus(pool_ids=None) -> dict[int, Decimal | None]:
+    """For each pool that has had worker daemons: the GPUs of its active ones, or None when they
+    are all lost or retired. One query."""
+    rows = Worker.objects.all() if pool_ids is None else Worker.objects.filter(pool_id__in=list(pool_ids))
+    active = Q(state=Worker.State.ACTIVE)
+    totals = rows.values("pool_id").annotate(
+        active=Count("pk", filter=active), gpus=Sum("gpus", filter=active)
+    )
+    return {row["pool_id"]: (Decimal(row["gpus"]) if row["active"] else None) for row in totals.order_by()}
+
+
 def live_gpus(pool_ids=None) -> dict[int, Decimal]:
     """The GPUs of each pool's active worker daemons (pools with at least one)."""
-    rows = Worker.objects.filter(state=Worker.State.ACTIVE)
-    if pool_ids is not None:
-        rows = rows.filter(pool_id__in=list(pool_ids))
-    totals = rows.values("pool_id").annotate(gpus=Sum("gpus")).order_by()
-    return {row["pool_id"]: Decimal(row["gpus"]) for row in totals}
+    return {pk: gpus for pk, gpus in daemon_gpus(pool_ids).items() if gpus is not None}
 
 
 def capacity_history(pool_ids, start: datetime, end: datetime) -> dict[int, list[CapacitySegment]]:
