@@ -57,7 +57,7 @@ def sync_idp_memberships(user: User, claims: Mapping[str, object]) -> None:
     """Make the user's identity-provider memberships exactly those the claims grant: add the new,
     delete those no longer claimed (a changed role is one deleted and one added). A membership
     granted in Klique stays, even when the claims grant the same role too."""
-    User.objects.select_for_update().filter(pk=user.pk).first()
+    User.objects.select_for_update(no_key=True).filter(pk=user.pk).first()
     wanted = granted_by_claims(claims)
     held = {(m.group_id, m.role): m for m in Membership.objects.filter(user=user)}
     gone = [m for key, m in held.items() if m.source == Membership.Source.IDP and key not in wanted]

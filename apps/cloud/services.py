@@ -150,7 +150,7 @@ def scale(cloud_pool: CloudPool, now: datetime, capped: frozenset[int] = frozens
     done: Counter = Counter()
     _reconcile(cloud_pool, provider, now, done)
     with transaction.atomic():
-        Pool.objects.select_for_update().filter(pk=cloud_pool.pool_id).first()
+        Pool.objects.select_for_update(no_key=True).filter(pk=cloud_pool.pool_id).first()
         _enrolled(cloud_pool, now, done)
         done["requeued"] = _requeue_capped(cloud_pool, capped, now)
         release = _timed_out(cloud_pool, now) + _idle(cloud_pool, now)
@@ -273,7 +273,9 @@ def _idle(cloud_pool: CloudPool, now: datetime) -> list[CloudNode]:
     waiting = unclaimed.filter(gpus__lte=_largest(cloud_pool)).exists()
     for node in cloud_pool.nodes.filter(state=State.READY).select_related("worker"):
         _follow_restart(node)
-        worker = node.worker and Worker.objects.select_for_update().filter(pk=node.worker_id).first()
+        worker = (
+            node.worker and Worker.objects.select_for_update(no_key=True).filter(pk=node.worker_id).first()
+        )
         holds = bool(worker) and Task.objects.filter(worker=worker, state__in=Task.ACTIVE_STATES).exists()
         holds = holds or waiting  # placed work not yet claimed is on its way to a ready node
         if holds:
@@ -320,7 +322,7 @@ def _requeue_capped(cloud_pool: CloudPool, capped: frozenset[int], now: datetime
     if not capped:
         return 0
     held = list(
-        Task.objects.select_for_update(skip_locked=True)
+        Task.objects.select_for_update(no_key=True, skip_locked=True)
         .filter(
             pool=cloud_pool.pool_id,
             state=Task.State.PLACED,
@@ -503,7 +505,7 @@ def _take_type(cloud_pool: CloudPool, node: CloudNode, instance_type: InstanceTy
     off: under the pool's lock, so that two passes falling back at once never exceed its
     ``max_count``."""
     with transaction.atomic():
-        Pool.objects.select_for_update().filter(pk=cloud_pool.pool_id).first()
+        Pool.objects.select_for_update(no_key=True).filter(pk=cloud_pool.pool_id).first()
         live = instance_type.nodes.filter(state__in=CloudNode.LIVE_STATES).count()
         if live >= instance_type.max_count or _backing_off(cloud_pool, instance_type, now):
             return False
@@ -645,7 +647,7 @@ def set_cap(group: Group, amount, currency: str, *, actor, via: str) -> CloudSpe
     errors = cap_errors(group, amount, currency) | _via_error(via)
     if errors:
         raise ValidationError(errors)
-    Group.objects.select_for_update().filter(pk=group.pk).first()  # one writer per group at a time
+    Group.objects.select_for_update(no_key=True).filter(pk=group.pk).first()  # one writer per group at a time
     cap = CloudSpendCap.objects.select_related("group").filter(group=group).first()
     before = _cap_snapshot(cap) if cap else {}
     cap = cap or CloudSpendCap(group=group)
@@ -664,7 +666,7 @@ def remove_cap(cap: CloudSpendCap, *, actor, via: str) -> None:
     """Remove a cap: its scope's cloud spend is no longer capped."""
     if errors := _via_error(via):
         raise ValidationError(errors)
-    if not CloudSpendCap.objects.select_for_update().filter(pk=cap.pk).exists():
+    if not CloudSpendCap.objects.select_for_update(no_key=True).filter(pk=cap.pk).exists():
         return  # removed meanwhile: audited by whoever removed it
     _audit_cap(cap, CloudSpendCapChange.Action.REMOVED, _cap_snapshot(cap), {}, actor, via)
     cap.delete()

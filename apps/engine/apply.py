@@ -187,7 +187,7 @@ def _preempt(preemptions, now) -> list[Task]:
         return []
     ids = [int(p.task) for p in preemptions]
     rows = (
-        Task.objects.select_for_update()
+        Task.objects.select_for_update(no_key=True)
         .filter(pk__in=ids, state__in=(Task.State.PLACED, Task.State.RUNNING))
         .order_by("pk")
     )
@@ -257,7 +257,7 @@ def _place(placements, now) -> list:
         return []
     ids = [int(p.task) for p in placements]
     rows = (
-        Task.objects.select_for_update(of=("self",))
+        Task.objects.select_for_update(no_key=True, of=("self",))
         .select_related("compute_resource__policy", "compute_resource__profile")
         .filter(pk__in=ids, state=Task.State.QUEUED)
         .order_by("pk")

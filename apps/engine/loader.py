@@ -23,7 +23,8 @@ carries the times of its own tasks' reclaim preemptions in the last hour (``_rec
 """
 
 from collections import defaultdict
-from dataclasses import dataclass
+from collections.abc import Collection
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
@@ -105,28 +106,42 @@ def _spend_caps(reached: list, pools: list[dict], autoscaled: set[int], policies
     return tuple(spend_caps)
 
 
-def load(now) -> Loaded:
+@dataclass(frozen=True)
+class Estate:
+    """What the snapshot reads besides tasks and the per-pass readings (daemons, budget use,
+    reclaims, spend caps), as the core takes it: it changes only when the estate does. Each pass
+    starts from these objects and replaces only what its readings change."""
+
+    pool_rows: list[dict]
+    autoscaled: set[int]
+    profile_of_resource: dict[int, int]
+    policies: list
+    parents: dict[int, int | None]
+    windows: dict[int, dict]
+    pools: tuple[core.Pool, ...]
+    profiles: tuple[core.Profile, ...]
+    policy_base: tuple[core.Policy, ...]
+    policy_index: dict[int, int]
+    resources: tuple[core.ComputeResource, ...]
+    pool_names: dict[str, str]
+    group_names: dict[str, str]
+
+
+def _ids(pairs) -> tuple[str, ...]:
+    return tuple(str(pk) for *_, pk in sorted(pairs))
+
+
+def load_estate() -> Estate:
     pools = list(Pool.objects.order_by("pk").values("pk", "name", "capacity", "enabled"))
-    autoscaled = set(CloudPool.objects.values_list("pool_id", flat=True))
-    # Pools whose daemons are all lost or retired (None) are out of service: work placed there would
-    # only come back at the claim timeout, charged meanwhile. A pool that never had a daemon keeps
-    # its declared capacity, and so does an autoscaled cloud pool (its daemons come with its nodes).
-    daemons = daemon_gpus()
-    out_of_service = {pk for pk, gpus in daemons.items() if gpus is None} - autoscaled
-    live = {pk: gpus for pk, gpus in daemons.items() if gpus is not None and pk not in autoscaled}
     links = list(ProfilePool.objects.values("profile_id", "pool_id", "pool_rank", "profile_rank"))
-    profiles = list(
-        Profile.objects.order_by("pk").values("pk", "gpus", "size_from_task", "time_weight", "min_runtime_s")
+    profiles = Profile.objects.order_by("pk").values(
+        "pk", "gpus", "size_from_task", "time_weight", "min_runtime_s"
     )
     resources = list(
         ComputeResource.objects.order_by("pk").values("pk", "policy_id", "profile_id", "queuing_rank")
     )
     policies = list(ResourcePolicy.objects.order_by("pk").select_related("group"))
     parents = parent_policy_ids()
-    windows = budget_windows(policies)
-    used = budget_units_used(policies, now, parents, windows)
-    reclaims = _reclaims(policies, now)
-
     execution = defaultdict(list)
     pool_order = defaultdict(list)
     for link in links:
@@ -137,24 +152,19 @@ def load(now) -> Loaded:
         queuing[resource["profile_id"]].append(
             (resource["queuing_rank"], resource["pk"], resource["policy_id"])
         )
-
-    waiting, verdict_keys, multi_node_resources = _waiting()
-    reached = reached_caps_now(now)
-    spend_caps = _spend_caps(reached, pools, autoscaled, policies)
-    sizes_from_tasks = {r["profile_id"] for r in resources if r["pk"] in multi_node_resources}
-
-    def ids(pairs) -> tuple[str, ...]:
-        return tuple(str(pk) for *_, pk in sorted(pairs))
-
-    snapshot = core.Snapshot(
-        now=now,
-        low_watermark_s=settings.LOW_WATERMARK_S,
+    return Estate(
+        pool_rows=pools,
+        autoscaled=set(CloudPool.objects.values_list("pool_id", flat=True)),
+        profile_of_resource={r["pk"]: r["profile_id"] for r in resources},
+        policies=policies,
+        parents=parents,
+        windows=budget_windows(policies),
         pools=tuple(
             core.Pool(
                 id=str(p["pk"]),
-                capacity=to_milli(effective_capacity(p["capacity"], live.get(p["pk"]))),
-                profiles=ids(execution[p["pk"]]),
-                enabled=p["enabled"] and p["pk"] not in out_of_service,
+                capacity=to_milli(p["capacity"]),
+                profiles=_ids(execution[p["pk"]]),
+                enabled=p["enabled"],
             )
             for p in pools
         ),
@@ -162,45 +172,117 @@ def load(now) -> Loaded:
             core.Profile(
                 id=str(f["pk"]),
                 size=to_milli(f["gpus"]),
-                pools=ids(pool_order[f["pk"]]),
+                pools=_ids(pool_order[f["pk"]]),
                 policies=tuple(str(policy) for _, _, policy in sorted(queuing[f["pk"]])),
                 time_weight=to_milli(f["time_weight"]),
-                size_from_task=f["size_from_task"] or f["pk"] in sizes_from_tasks,
+                size_from_task=f["size_from_task"],
                 min_runtime_s=f["min_runtime_s"],
             )
             for f in profiles
         ),
-        policies=tuple(
+        policy_base=tuple(
             core.Policy(
                 id=str(p.pk),
                 reservation=to_milli(p.reservation),
                 limit=to_milli(p.limit),
                 parent=str(parents[p.pk]) if parents.get(p.pk) else None,
                 max_preemptions_per_hour=p.max_preemptions_per_hour,
-                reclaims=reclaims.get(p.pk, ()),
-                budgets=tuple(
-                    core.Budget(limit=core.hours_to_units(hours), period=period, used=used[p.pk][period])
-                    for period, hours in windows.get(p.pk, {}).items()
-                ),
             )
             for p in policies
         ),
+        policy_index={p.pk: i for i, p in enumerate(policies)},
         resources=tuple(
             core.ComputeResource(id=str(r["pk"]), policy=str(r["policy_id"]), profile=str(r["profile_id"]))
             for r in resources
         ),
-        waiting=waiting,
-        placed=_placed(),
-        caps=spend_caps,
+        pool_names={str(p["pk"]): p["name"] for p in pools},
+        group_names={str(p.pk): p.group.name for p in policies},
     )
-    group_names = {str(p.pk): p.group.name for p in policies}
+
+
+@dataclass(frozen=True)
+class Tasks:
+    """The waiting and placed tasks as the core takes them, with what the applier needs."""
+
+    waiting: dict[str, tuple[core.WaitingTask, ...]]
+    verdict_keys: dict[tuple[str, int], dict[str | None, Collection[int]]]
+    multi_node_resources: Collection[int]
+    placed: tuple[core.PlacedTask, ...]
+
+
+def load(now) -> Loaded:
+    """The whole snapshot, read afresh."""
+    return assemble(now, load_estate(), _tasks())
+
+
+def assemble(now, estate: Estate, tasks: Tasks) -> Loaded:
+    """The snapshot from the estate and the tasks, with the readings taken at each pass: the
+    daemons' GPUs, budget use, reclaims and reached spend caps."""
+    autoscaled, policies = estate.autoscaled, estate.policies
+    # Pools whose daemons are all lost or retired (None) are out of service: work placed there would
+    # only come back at the claim timeout, charged meanwhile. A pool that never had a daemon keeps
+    # its declared capacity, and so does an autoscaled cloud pool (its daemons come with its nodes).
+    daemons = {pk: gpus for pk, gpus in daemon_gpus().items() if pk not in autoscaled}
+    pools = estate.pools
+    if daemons:
+        pools = tuple(
+            _served(pool, row["capacity"], daemons[row["pk"]]) if row["pk"] in daemons else pool
+            for pool, row in zip(estate.pools, estate.pool_rows, strict=True)
+        )
+    sizes_from_tasks = {str(estate.profile_of_resource[r]) for r in tasks.multi_node_resources}
+    profiles = estate.profiles
+    if sizes_from_tasks:
+        profiles = tuple(
+            replace(f, size_from_task=True) if f.id in sizes_from_tasks and not f.size_from_task else f
+            for f in estate.profiles
+        )
+    used = budget_units_used(policies, now, estate.parents, estate.windows)
+    reclaims = _reclaims(policies, now)
+    reached = reached_caps_now(now)
+    snapshot = core.Snapshot(
+        now=now,
+        low_watermark_s=settings.LOW_WATERMARK_S,
+        pools=pools,
+        profiles=profiles,
+        policies=_policies(estate, used, reclaims),
+        resources=estate.resources,
+        waiting=tasks.waiting,
+        placed=tasks.placed,
+        caps=_spend_caps(reached, estate.pool_rows, autoscaled, policies),
+    )
+    group_names = dict(estate.group_names)
     group_names.update({f"cap:{cap.cap_id}": cap.group for cap in reached})
     return Loaded(
         snapshot=snapshot,
-        verdict_keys=verdict_keys,
-        pool_names={str(p["pk"]): p["name"] for p in pools},
+        verdict_keys=tasks.verdict_keys,
+        pool_names=estate.pool_names,
         group_names=group_names,
     )
+
+
+def _served(pool: core.Pool, declared, gpus) -> core.Pool:
+    """A pool served by worker daemons: at most what they have, out of service when none is live."""
+    if gpus is None:
+        return replace(pool, enabled=False)
+    return replace(pool, capacity=to_milli(effective_capacity(declared, gpus)))
+
+
+def _policies(estate: Estate, used: dict, reclaims: dict) -> tuple[core.Policy, ...]:
+    """The policies with this pass's readings: budget use for those with a time budget, recent
+    reclaims for those with a cap on preemptions; the others as the estate holds them."""
+    policies = list(estate.policy_base)
+    for pk in estate.windows.keys() | reclaims.keys():
+        index = estate.policy_index[pk]
+        windows = estate.windows.get(pk, {})
+        policies[index] = replace(
+            policies[index],
+            reclaims=reclaims.get(pk, ()),
+            budgets=tuple(
+                core.Budget(limit=core.hours_to_units(hours), period=period, used=used[pk][period])
+                for period, hours in windows.items()
+            ),
+        )
+    return tuple(policies)
 
 
 def _reclaims(policies, now) -> dict[int, tuple[datetime, ...]]:
@@ -227,50 +309,85 @@ def _reclaims(policies, now) -> dict[int, tuple[datetime, ...]]:
     return {policy_id: tuple(at) for policy_id, at in times.items()}
 
 
-def _placed() -> tuple[core.PlacedTask, ...]:
-    """Work on pools in placement order; a task being stopped is marked ``preempting``."""
-    rows = _rows(
-        with_queue_rank(Task.objects.filter(state__in=Task.ACTIVE_STATES))
-        .order_by("placed_at", "queue_rank")
-        .annotate(milli=counted_milli(), instant=_instant("placed_at")),
-        ("id", "compute_resource_id", "pool_id", "milli", "queue_rank", "instant", "state"),
+# The task rows, as (id, state, compute resource, pool, counted milli-GPUs, queue rank, placed at,
+# verdict key, nodes): one shape for the whole load and for the held snapshot's changed rows.
+TASK_COLUMNS = (
+    "id",
+    "state",
+    "compute_resource_id",
+    "pool_id",
+    "milli",
+    "queue_rank",
+    "instant",
+    "key",
+    "nodes",
+)
+
+
+def task_rows(queryset, *order: str) -> list[tuple]:
+    annotated = with_queue_rank(queryset).annotate(
+        milli=counted_milli(), instant=_instant("placed_at"), key=KT("verdict__key")
     )
-    return tuple(
-        core.PlacedTask(
-            id=str(pk),
-            resource=str(resource),
-            pool=str(pool),
-            size=milli,
-            seq=seq,
-            placed_at=_as_datetime(placed_at),
-            preempting=state == Task.State.STOPPING,
-        )
-        for pk, resource, pool, milli, seq, placed_at, state in rows
+    return _rows(annotated.order_by(*order), TASK_COLUMNS)
+
+
+def waiting_task(row) -> core.WaitingTask:
+    return core.WaitingTask(id=str(row[0]), seq=row[5], size=row[4])
+
+
+def placed_task(row) -> core.PlacedTask:
+    return core.PlacedTask(
+        id=str(row[0]),
+        resource=str(row[2]),
+        pool=str(row[3]),
+        size=row[4],
+        seq=row[5],
+        placed_at=_as_datetime(row[6]),
+        preempting=row[1] == Task.State.STOPPING,
     )
 
 
-def _waiting() -> tuple[
-    dict[str, tuple[core.WaitingTask, ...]], dict[tuple[str, int], dict[str | None, list[int]]], set[int]
-]:
-    """The queues in seq order, the waiting tasks of each (compute resource, counted size) by the
-    key of their stored verdict (the applier writes only the tasks whose key differs from the new
-    verdict's, without reading them again), and the compute resources with multi-node work waiting.
+def placed_order(row) -> tuple:
+    """Placement order: placed first, then queue rank, then id (the database's order too)."""
+    return (row[6], row[5], row[0])
+
+
+def waiting_order(row) -> tuple:
+    return (row[2], row[5], row[0])
+
+
+def verdict_groups(rows) -> tuple[dict, set[int]]:
+    """The waiting tasks of each (compute resource, counted size) by the key of their stored
+    verdict (the applier writes only the tasks whose key differs from the new verdict's, without
+    reading them again), and the compute resources with multi-node work waiting."""
+    keys: dict[tuple[str, int], dict[str | None, list[int]]] = defaultdict(dict)
+    multi_node = set()
+    for row in rows:
+        keys[(str(row[2]), row[4])].setdefault(row[7], []).append(row[0])
+        if row[8] > 1:
+            multi_node.add(row[2])
+    return dict(keys), multi_node
+
+
+def _tasks() -> Tasks:
+    """The queues in seq order and work on pools in placement order (a task being stopped is
+    marked ``preempting``), read in two queries.
 
     Sizes come out of the database as integer milli-GPUs and verdicts as their short key, so that
     tens of thousands of waiting tasks load without building a Decimal or a JSON document each."""
-    queues: dict[str, list[core.WaitingTask]] = defaultdict(list)
-    keys: dict[tuple[str, int], dict[str | None, list[int]]] = defaultdict(dict)
-    rows = _rows(
-        with_queue_rank(Task.objects.filter(state=Task.State.QUEUED))
-        .order_by("compute_resource_id", "queue_rank")
-        .annotate(milli=counted_milli(), key=KT("verdict__key")),
-        ("id", "compute_resource_id", "queue_rank", "milli", "key", "nodes"),
+    waiting_rows = task_rows(
+        Task.objects.filter(state=Task.State.QUEUED), "compute_resource_id", "queue_rank", "pk"
     )
-    multi_node = set()
-    for pk, resource_id, seq, milli, key, nodes in rows:
-        resource = str(resource_id)
-        queues[resource].append(core.WaitingTask(id=str(pk), seq=seq, size=milli))
-        keys[(resource, milli)].setdefault(key, []).append(pk)
-        if nodes > 1:
-            multi_node.add(resource_id)
-    return {resource: tuple(queue) for resource, queue in queues.items()}, dict(keys), multi_node
+    placed_rows = task_rows(
+        Task.objects.filter(state__in=Task.ACTIVE_STATES), "placed_at", "queue_rank", "pk"
+    )
+    queues: dict[str, list[core.WaitingTask]] = defaultdict(list)
+    for row in waiting_rows:
+        queues[str(row[2])].append(waiting_task(row))
+    keys, multi_node = verdict_groups(waiting_rows)
+    return Tasks(
+        waiting={resource: tuple(queue) for resource, queue in queues.items()},
+        verdict_keys=keys,
+        multi_node_resources=multi_node,
+        placed=tuple(placed_task(row) for row in placed_rows),
+    )

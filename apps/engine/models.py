@@ -107,3 +107,31 @@ class PassTotals(models.Model):
     @staticmethod
     def skipped_name(reason: str) -> str:
         return f"skipped: {reason}"
+
+
+class Change(models.Model):
+    """One write the live engine has not read yet, written by database triggers in the writer's
+    own transaction (``apps.engine.changes``): a task that changed (``task_id``), or, with no task,
+    a change to the estate (pools, profiles, policies, groups, projects) or a deleted task, after
+    which the engine reloads everything. ``mark`` orders them: on PostgreSQL the writing
+    transaction's id, elsewhere the row's own id. The engine deletes what it has read."""
+
+    mark = models.BigIntegerField(db_index=True)
+    task_id = models.BigIntegerField(null=True)
+
+    class Meta:
+        verbose_name = "engine change"
+
+    def __str__(self) -> str:
+        return f"task {self.task_id} changed" if self.task_id else "the estate changed"
+
+
+class ChangeEpoch(models.Model):
+    """A single row naming the change log's lifetime: when it is gone or differs (a flushed or
+    restored database), the engine's held snapshot is dropped and reloaded whole."""
+
+    token = models.UUIDField()
+    pruned_upto = models.BigIntegerField(default=0, help_text="Changes below this were deleted.")
+
+    def __str__(self) -> str:
+        return f"change log {self.token}"

@@ -15,7 +15,7 @@ from django.db import IntegrityError, connection, models, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from apps.engine import core, wake
+from apps.engine import core, held, wake
 from apps.engine.apply import apply
 from apps.engine.loader import load
 from apps.engine.lock import exclusive_pass
@@ -38,7 +38,7 @@ def engine_enabled() -> bool:
 def set_engine_enabled(enabled: bool, *, actor=None, at=None) -> EngineSwitch:
     """Disable or enable the engine. A disabled window is recorded and not charged to budgets."""
     at = at or timezone.now()
-    state = EngineSwitch.objects.select_for_update().get_or_create(pk=1)[0]
+    state = EngineSwitch.objects.select_for_update(no_key=True).get_or_create(pk=1)[0]
     if state.enabled == enabled:
         return state
     state.enabled, state.changed_at, state.changed_by = enabled, at, actor
@@ -162,6 +162,9 @@ def _load_consistent(now=None):
     """Read the whole snapshot from one consistent view of the database (a repeatable-read
     transaction of its own; inside a caller's transaction, that transaction's view).
 
+    In a transaction of its own the held snapshot is brought up to date (``apps.engine.held``);
+    inside a caller's, everything is read afresh (the caller's uncommitted writes must not be held).
+
     Without ``now``, the pass's time is taken once the view is fixed: every end the view shows
     was stamped before it committed, so the pass never places work into freed room at a time
     before that room was freed (the ledger would charge both at once, above the pool's capacity).
@@ -174,7 +177,7 @@ def _load_consistent(now=None):
             if now is None:
                 cursor.execute("SELECT 1")  # the view is fixed by the transaction's first query
                 now = timezone.now()
-        return load(now)
+        return held.load(now) if outermost else load(now)
 
 
 def _count_pass(record: PassRecord) -> None:
@@ -213,6 +216,7 @@ def run_pass(now=None) -> PassRecord:
         if not engine_enabled():
             return _record(started_at=started, skipped=True, skip_reason="disabled")
         wake.pass_starting()
+        held.before_pass()
         with _counting_queries() as queries:
             t0 = time.perf_counter()
             loaded = _load_consistent(now)
@@ -241,6 +245,7 @@ def run_pass(now=None) -> PassRecord:
                     pools = {placement.pool for placement in decisions.placements}
                     transaction.on_commit(lambda: wake.notify_placed(pools))
     _log_pass(record, applied)
+    held.after_pass()
     if record.pk % 600 == 0:
         prune_pass_log(now)
     return record

@@ -224,7 +224,7 @@ def decide(
     The requester is notified of the decision."""
     with transaction.atomic():
         request = (
-            ChangeRequest.objects.select_for_update(of=("self",))
+            ChangeRequest.objects.select_for_update(no_key=True, of=("self",))
             .select_related("group", "profile", "requester", "approver_group")
             .get(pk=request.pk)
         )
@@ -288,7 +288,7 @@ def _webhook(request: ChangeRequest, title: str, text: str) -> None:
 def withdraw(request: ChangeRequest, *, actor: User) -> ChangeRequest:
     """The requester takes back a pending request."""
     with transaction.atomic():
-        request = ChangeRequest.objects.select_for_update().get(pk=request.pk)
+        request = ChangeRequest.objects.select_for_update(no_key=True).get(pk=request.pk)
         if actor.pk != request.requester_id:
             raise PermissionDenied("Only the requester withdraws a request.")
         if request.state != ChangeRequest.State.PENDING:

@@ -163,14 +163,15 @@ def _merged(windows, now: datetime) -> list[tuple[datetime, datetime]]:
 CUTS_PER_QUERY = 400
 
 
-def _charged_by_kind(kinds, now: datetime) -> dict[str, dict[int, tuple[int, Decimal]]]:
+def _charged_by_kind(kinds, now: datetime, policy_ids=None) -> dict[str, dict[int, tuple[int, Decimal]]]:
     """Per budget period kind, per policy (own tasks only): (budget units, GPU-microseconds) of the
     intervals inside the current period, running ones counted up to ``now``, with disabled-engine
     windows taken out of the budget units (GPU time is the ledger's and keeps them).
 
     Two queries whatever the number of kinds and policies (the windows, then one grouped query with
     a sum per kind and per (kind, window)), and one more per ``CUTS_PER_QUERY`` windows beyond the
-    first batch. Budget units are the engine core's: milli-weight x microseconds, exact integers."""
+    first batch. Budget units are the engine core's: milli-weight x microseconds, exact integers.
+    With ``policy_ids``, only those policies' intervals are read."""
     kinds = sorted(set(kinds))
     if not kinds:
         return {}
@@ -193,12 +194,10 @@ def _charged_by_kind(kinds, now: datetime) -> dict[str, dict[int, tuple[int, Dec
             lo, hi = max(w_start, start), min(w_end, stop)
             if lo < hi:
                 cuts.append((kind, f"cut_{i}_{j}", _span(lo, hi)))
-    intervals = (
-        UsageInterval.objects.filter(start__lt=now)
-        .filter(Q(end__isnull=True) | Q(end__gt=earliest))
-        .values("policy_id", "time_weight", "gpus")
-        .order_by()
-    )
+    intervals = UsageInterval.objects.filter(start__lt=now).filter(Q(end__isnull=True) | Q(end__gt=earliest))
+    if policy_ids is not None:
+        intervals = intervals.filter(policy_id__in=sorted(policy_ids))
+    intervals = intervals.values("policy_id", "time_weight", "gpus").order_by()
     batches = [cuts[i : i + CUTS_PER_QUERY] for i in range(0, len(cuts), CUTS_PER_QUERY)] or [[]]
     groups: dict[tuple, dict] = {}
     for n, batch in enumerate(batches):
@@ -234,12 +233,30 @@ def budget_units_used(
     if windows is None:
         windows = budget_windows(policies)
     budgeted = [p for p in policies if p.pk in windows]
-    charged = _charged_by_kind({period for p in budgeted for period in windows[p.pk]}, now)
+    charged = _charged_by_kind(
+        {period for p in budgeted for period in windows[p.pk]},
+        now,
+        _subtrees({p.pk for p in budgeted}, parents),
+    )
     subtree = {
         kind: _subtree_sums({pk: units for pk, (units, _) in by.items()}, parents)
         for kind, by in charged.items()
     }
     return {p.pk: {period: subtree[period].get(p.pk, 0) for period in windows[p.pk]} for p in budgeted}
+
+
+def _subtrees(roots: set[int], parents: dict[int, int | None]) -> set[int]:
+    """The policies in the subtrees of ``roots`` (the roots too): whose use counts toward them."""
+    found = set()
+    for pk in parents.keys() | roots:
+        node, seen = pk, set()
+        while node is not None and node not in seen:
+            if node in roots:
+                found.add(pk)
+                break
+            seen.add(node)
+            node = parents.get(node)
+    return found
 
 
 def _subtree_sums(own: dict, parents: dict[int, int | None]) -> dict:

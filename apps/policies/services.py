@@ -70,7 +70,9 @@ def update_profile(profile: Profile, **fields) -> Profile:
     pool is linked while its sovereignty or GPU minimums change (``link_pool`` locks it too)."""
     with transaction.atomic():
         lock_policies(ResourcePolicy.objects.filter(compute_resources__profile=profile))
-        list(Profile.objects.select_for_update().filter(pk=profile.pk).values_list("pk", flat=True))
+        list(
+            Profile.objects.select_for_update(no_key=True).filter(pk=profile.pk).values_list("pk", flat=True)
+        )
         return validated_save(profile, **fields)
 
 
@@ -82,8 +84,12 @@ def link_pool(profile: Profile, pool: Pool) -> ProfilePool:
         existing = ProfilePool.objects.filter(profile=profile, pool=pool).first()
         if existing:
             return existing
-        profile = Profile.objects.select_for_update().get(pk=profile.pk)
-        pool = Pool.objects.select_for_update(of=("self",)).select_related("gpu_type").get(pk=pool.pk)
+        profile = Profile.objects.select_for_update(no_key=True).get(pk=profile.pk)
+        pool = (
+            Pool.objects.select_for_update(no_key=True, of=("self",))
+            .select_related("gpu_type")
+            .get(pk=pool.pk)
+        )
         return validated_save(
             ProfilePool(
                 profile=profile,
@@ -124,7 +130,10 @@ def _in_given_order(rows_by_key: dict, keys: Sequence, what: str) -> list:
 @transaction.atomic
 def set_pool_order(profile: Profile, pools: Sequence[Pool]) -> None:
     """The profile's pool order: work goes to the first pool with capacity, then the next."""
-    links = {link.pool_id: link for link in ProfilePool.objects.select_for_update().filter(profile=profile)}
+    links = {
+        link.pool_id: link
+        for link in ProfilePool.objects.select_for_update(no_key=True).filter(profile=profile)
+    }
     _renumber(_in_given_order(links, [p.pk for p in pools], "pool order"), "pool_rank")
 
 
@@ -133,7 +142,7 @@ def order_pools_newest_first(profile: Profile) -> list[Pool]:
     """Set the profile's pool order newest hardware first (``selectors.newest_first``); returns
     the pools in their new order."""
     links = (
-        ProfilePool.objects.select_for_update(of=("self",))
+        ProfilePool.objects.select_for_update(no_key=True, of=("self",))
         .filter(profile=profile)
         .select_related("pool__gpu_type")
     )
@@ -145,14 +154,18 @@ def order_pools_newest_first(profile: Profile) -> list[Pool]:
 @transaction.atomic
 def set_execution_order(pool: Pool, profiles: Sequence[Profile]) -> None:
     """Execution priority on a pool: which profile's work the pool places first."""
-    links = {link.profile_id: link for link in ProfilePool.objects.select_for_update().filter(pool=pool)}
+    links = {
+        link.profile_id: link for link in ProfilePool.objects.select_for_update(no_key=True).filter(pool=pool)
+    }
     _renumber(_in_given_order(links, [p.pk for p in profiles], "execution order"), "profile_rank")
 
 
 @transaction.atomic
 def set_queuing_order(profile: Profile, policies: Sequence[ResourcePolicy]) -> None:
     """Queuing priority on a profile: which group's work is placed first when several wait."""
-    resources = {r.policy_id: r for r in ComputeResource.objects.select_for_update().filter(profile=profile)}
+    resources = {
+        r.policy_id: r for r in ComputeResource.objects.select_for_update(no_key=True).filter(profile=profile)
+    }
     _renumber(_in_given_order(resources, [p.pk for p in policies], "queuing order"), "queuing_rank")
 
 

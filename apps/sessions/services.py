@@ -201,7 +201,7 @@ def record_samples(worker, samples: dict[int, dict], held: set[int], now: dateti
 @transaction.atomic
 def _forget_warnings(pk: int, cleared: set[str]) -> None:
     """The idle stretches of ``cleared`` ended: their next stretch is warned of again."""
-    session = Session.objects.select_for_update().only("warned").filter(pk=pk).first()
+    session = Session.objects.select_for_update(no_key=True).only("warned").filter(pk=pk).first()
     if session is not None and cleared & set(session.warned):
         session.warned = [name for name in session.warned if name not in cleared]
         session.save(update_fields=["warned"])
@@ -257,7 +257,7 @@ def _warn(session: Session, name: str, limits: dict, deadline: datetime) -> None
 
 @transaction.atomic
 def _stop(session: Session, name: str, limits: dict, since: datetime, now: datetime) -> bool:
-    task = Task.objects.select_for_update().get(pk=session.task_id)
+    task = Task.objects.select_for_update(no_key=True).get(pk=session.task_id)
     if task.state != Task.State.RUNNING:
         return False
     limit_s = limits[LIMIT_FIELDS[name]]
@@ -304,7 +304,7 @@ def _check_one(pk: int, now: datetime, profiles: dict, resources: dict) -> tuple
     The limit that fires first stops it; only when none fires are the owner warned of those due
     within SESSION_IDLE_WARNING_S."""
     session = (
-        Session.objects.select_for_update(skip_locked=True, of=("self",))
+        Session.objects.select_for_update(no_key=True, skip_locked=True, of=("self",))
         .select_related("task__compute_resource", "kind")
         .filter(pk=pk, task__state=Task.State.RUNNING)
         .first()

@@ -12,7 +12,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from apps.engine import services
+from apps.engine import held, services
 from apps.ledger.models import UsageInterval
 from apps.pools import services as pools
 from apps.pools.models import EnrolmentToken
@@ -29,7 +29,7 @@ def test_a_task_ending_while_a_pass_starts_is_never_overlapped_by_its_successor_
     (first,) = submit(ra, 1)
     services.run_pass()
     (second,) = submit(ra, 1)
-    real_load = services.load
+    real_load = held.load  # the pass's own transaction reads through the held snapshot
 
     def finish_first_then_load(now):
         """The first task's end is reported (from another connection) after the pass began."""
@@ -45,9 +45,9 @@ def test_a_task_ending_while_a_pass_starts_is_never_overlapped_by_its_successor_
         thread.join()
         return real_load(now)
 
-    monkeypatch.setattr(services, "load", finish_first_then_load)
+    monkeypatch.setattr(held, "load", finish_first_then_load)
     services.run_pass()
-    monkeypatch.setattr(services, "load", real_load)
+    monkeypatch.setattr(held, "load", real_load)
     services.run_pass()
 
     assert Task.objects.get(pk=second.pk).state == Task.State.PLACED

@@ -86,7 +86,7 @@ def _release_all(worker: Worker, now: datetime, *, keep=()) -> int:
     """Requeue the active tasks of a worker that is gone (but those in ``keep``); they are charged
     until it was last heard."""
     tasks = list(
-        Task.objects.select_for_update()
+        Task.objects.select_for_update(no_key=True)
         .filter(worker=worker, state__in=Task.ACTIVE_STATES)
         .exclude(pk__in=keep)
         .order_by("pk")
@@ -145,20 +145,20 @@ def enrol_adopting(
     claimed on. A single-use token (a cloud node's) is bound by its first enrolment to that
     hostname: only that host enrols with it again (its daemon restarted), until it is revoked."""
     if token.single_use:
-        token = EnrolmentToken.objects.select_for_update().get(pk=token.pk)
+        token = EnrolmentToken.objects.select_for_update(no_key=True).get(pk=token.pk)
     if not token.is_usable(now):
         raise InvalidToken
     if token.single_use and token.used_at is not None:
         if not Worker.objects.filter(enrolment_token=token, hostname=hostname).exists():
             raise InvalidToken
     previous = list(
-        Worker.objects.select_for_update()
+        Worker.objects.select_for_update(no_key=True)
         .filter(pool=token.pool, hostname=hostname)
         .exclude(state=Worker.State.RETIRED)
         .order_by("pk")
     )
     adopted = list(
-        Task.objects.select_for_update()
+        Task.objects.select_for_update(no_key=True)
         .filter(pk__in=set(running), worker__in=previous, state__in=Task.ACTIVE_STATES)
         .order_by("pk")
         .values_list("pk", flat=True)
@@ -203,7 +203,7 @@ def retire(worker: Worker, now: datetime, *, keep=(), record: bool = True) -> in
     requeued. ``record``: the pool's observed capacity changes (an enrolment replacing it records
     once, after the new worker)."""
     with transaction.atomic():
-        worker = Worker.objects.select_for_update().get(pk=worker.pk)
+        worker = Worker.objects.select_for_update(no_key=True).get(pk=worker.pk)
         requeued = _release_all(worker, now, keep=keep)
         worker.state = Worker.State.RETIRED
         worker.save(update_fields=["state"])
@@ -288,7 +288,11 @@ def _heartbeat_answer(worker: Worker, *, tasks: list[int], sessions=None, now: d
     missing = [pk for pk, (_, at) in held.items() if pk not in reported and at and at <= cutoff]
     if missing:
         with transaction.atomic():
-            locked = Task.objects.select_for_update().filter(pk__in=missing, worker=worker).order_by("pk")
+            locked = (
+                Task.objects.select_for_update(no_key=True)
+                .filter(pk__in=missing, worker=worker)
+                .order_by("pk")
+            )
             gone = list(locked.filter(state__in=Task.ACTIVE_STATES))
             lifecycle.requeue_lost(gone, Task.StopReason.UNCLAIMED, now, ended_at=now)
     return {
@@ -303,7 +307,7 @@ def _heartbeat_answer(worker: Worker, *, tasks: list[int], sessions=None, now: d
 def _sweep_clock(now: datetime) -> datetime:
     """Record this sweep; return since when sweeps have run without a gap longer than the timeout."""
     timeout = _seconds("WORKER_HEARTBEAT_TIMEOUT_S")
-    clock = WorkerSweep.objects.select_for_update().first()
+    clock = WorkerSweep.objects.select_for_update(no_key=True).first()
     if clock is None:
         clock = WorkerSweep.objects.create(last_run_at=now, resumed_at=now)
     elif now - clock.last_run_at > timeout:
@@ -329,7 +333,7 @@ def sweep(now: datetime) -> dict[str, int]:
     lost = []
     if resumed_at <= cutoff:
         lost = list(
-            Worker.objects.select_for_update(skip_locked=True, of=("self",)).filter(
+            Worker.objects.select_for_update(no_key=True, skip_locked=True, of=("self",)).filter(
                 state=Worker.State.ACTIVE, last_heartbeat__lt=cutoff
             )
         )
@@ -352,7 +356,7 @@ def sweep(now: datetime) -> dict[str, int]:
 
 def _unclaimed(now: datetime) -> list[Task]:
     """Placements no worker claimed within their pool's claim timeout (the setting by default)."""
-    waiting = Task.objects.select_for_update(skip_locked=True).filter(
+    waiting = Task.objects.select_for_update(no_key=True, skip_locked=True).filter(
         state=Task.State.PLACED, worker__isnull=True
     )
     own = dict(Pool.objects.filter(claim_timeout_s__isnull=False).values_list("pk", "claim_timeout_s"))
@@ -370,7 +374,7 @@ def _release_stranded(now: datetime) -> int:
     transaction and a claim needs an active worker, so this finds nothing unless a row was left
     by an older release or written by hand; it is the net under every other path."""
     stranded = list(
-        Task.objects.select_for_update(skip_locked=True, of=("self",))
+        Task.objects.select_for_update(no_key=True, skip_locked=True, of=("self",))
         .filter(state__in=Task.ACTIVE_STATES, worker__isnull=False)
         .exclude(worker__state=Worker.State.ACTIVE)
         .select_related("worker")

@@ -56,7 +56,7 @@ def update_pool(pool: Pool, *, by=None, reason: str = "", now: datetime | None =
     ``apps.policies.services.link_pool`` locks it too, so no profile is linked meanwhile. A new
     capacity or ``enabled`` goes into the capacity history from ``now``, with ``by`` and ``reason``."""
     with transaction.atomic():
-        list(Pool.objects.select_for_update().filter(pk=pool.pk).values_list("pk", flat=True))
+        list(Pool.objects.select_for_update(no_key=True).filter(pk=pool.pk).values_list("pk", flat=True))
         pool.capacity_note = {"at": now, "by": by, "reason": reason}
         return validated_save(pool, **fields)
 
@@ -88,7 +88,11 @@ def record_observed(pool_id: int, at: datetime) -> bool:
     differ from the observed capacity in force last; return whether it did. An autoscaled cloud
     pool is left out: its daemons come and go with the nodes launched for its work, and its
     capacity is the autoscaler's to record."""
-    pool = Pool.objects.select_for_update(of=("self",)).filter(pk=pool_id, cloud__isnull=True).first()
+    pool = (
+        Pool.objects.select_for_update(no_key=True, of=("self",))
+        .filter(pk=pool_id, cloud__isnull=True)
+        .first()
+    )
     if pool is None:
         return False
     live = Worker.objects.filter(pool_id=pool_id, state=Worker.State.ACTIVE).aggregate(gpus=Sum("gpus"))[

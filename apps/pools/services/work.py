@@ -46,7 +46,8 @@ CLAIMABLE_SQL = (
 def _claimable(pool_id: int, largest: Decimal, single_node: bool, limit: int) -> list[int]:
     skip_locked = connection.features.has_select_for_update_skip_locked
     sql = CLAIMABLE_SQL.format(
-        nodes=" AND nodes = 1" if single_node else "", lock=" FOR UPDATE SKIP LOCKED" if skip_locked else ""
+        nodes=" AND nodes = 1" if single_node else "",
+        lock=" FOR NO KEY UPDATE SKIP LOCKED" if skip_locked else "",
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [pool_id, largest, limit])
@@ -83,7 +84,7 @@ def claim(
 
     A session task is never handed out without its session block: one whose session row is gone
     fails at once with that reason (its display command is not a server to run)."""
-    locked = Worker.objects.select_for_update().filter(pk=worker.pk).order_by("pk")
+    locked = Worker.objects.select_for_update(no_key=True).filter(pk=worker.pk).order_by("pk")
     state = locked.values_list("state", flat=True).first()
     if state != Worker.State.ACTIVE:
         raise NotActive(state or Worker.State.RETIRED)
@@ -160,7 +161,7 @@ def _may_report(worker: Worker, task: Task) -> bool:
 
 
 def _locked_task(worker: Worker, task_id: int) -> Task:
-    task = Task.objects.select_for_update().get(pk=task_id)
+    task = Task.objects.select_for_update(no_key=True).get(pk=task_id)
     if not _may_report(worker, task):
         raise NotThisPool
     return task
@@ -337,14 +338,16 @@ def sync(
         _mark_alive(worker, **alive, now=now)
         state = Worker.State.ACTIVE
     else:
-        locked = Worker.objects.select_for_update().filter(pk=worker.pk)
+        locked = Worker.objects.select_for_update(no_key=True).filter(pk=worker.pk)
         state = locked.values_list("state", flat=True).first()
         if state in (None, Worker.State.RETIRED):
             raise InvalidToken
     ids = sorted({task_id for _, task_id, _ in reports})
     found = {}
     if ids:
-        found = {t.pk: t for t in Task.objects.select_for_update().filter(pk__in=ids).order_by("pk")}
+        found = {
+            t.pk: t for t in Task.objects.select_for_update(no_key=True).filter(pk__in=ids).order_by("pk")
+        }
     allowed: dict[int, bool] = {}
     answers: list = []
     logs: dict = {}

@@ -255,7 +255,7 @@ def finish(task: Task, *, exit_code: int, at) -> Task:
 def cancel(task: Task, *, actor=None, at=None) -> Task:
     """Cancel a task: at once while it waits, after its work stops when it is placed or running."""
     at = at or timezone.now()
-    task = Task.objects.select_for_update().get(pk=task.pk)
+    task = Task.objects.select_for_update(no_key=True).get(pk=task.pk)
     if task.state in Task.FINAL_STATES or task.stop_reason == Task.StopReason.CANCELED:
         return task
     if task.state == Task.State.QUEUED:

@@ -109,7 +109,7 @@ def update_schedule(schedule: Schedule, *, now: datetime | None = None, **fields
     """Change the template or the cron expression; ``active=True`` restarts a stopped schedule and
     ``active=False`` pauses it. The next due time is counted from now."""
     now = now or timezone.now()
-    schedule = Schedule.objects.select_for_update().get(pk=schedule.pk)
+    schedule = Schedule.objects.select_for_update(no_key=True).get(pk=schedule.pk)
     for name in SCHEDULE_FIELDS:
         if name in fields:
             setattr(schedule, name, fields[name])
@@ -147,7 +147,7 @@ def _run_schedule(pk: int, now: datetime) -> bool:
     try:
         with transaction.atomic():
             schedule = (
-                Schedule.objects.select_for_update(skip_locked=True, of=("self",))
+                Schedule.objects.select_for_update(no_key=True, skip_locked=True, of=("self",))
                 .select_related("owner", "project", "compute_resource__policy__group")
                 .filter(pk=pk, active=True, next_run_at__lte=now)
                 .first()
