@@ -57,6 +57,7 @@ from klique.worker import sessions
 from klique.worker import slots as gpu_slots
 from klique.worker.client import ControlPlane, Refused, Rejected, Unreachable, Untrusted
 from klique.worker.runs import StartFailed, utc_now
+from klique.worker.starts import Starter
 from klique.worker.text import storable
 
 log = logging.getLogger("klique.worker")
@@ -93,6 +94,7 @@ class Held:
     kill_again_at: float | None = None
     ended: bool = False
     waiting: bool = False  # claimed again while an orphaned run of the same task still ends
+    starting: bool = False  # its start runs in a thread of its own (klique/worker/starts.py)
 
     @property
     def slots(self) -> list[int]:
@@ -175,6 +177,7 @@ class Daemon:
         self.claim_answers = threading.Condition()
         self.claims_answered = self.claimed_last = 0
         self.waker: threading.Thread | None = None
+        self.starter = Starter(runner, self.attempt, self.wake)
         if hasattr(runner, "on_change"):
             runner.on_change = self.wake.set
 
@@ -209,6 +212,7 @@ class Daemon:
             return 4
         finally:
             self.stopping.set()
+            self.starter.close()
             with self.claim_answers:
                 self.claim_answers.notify_all()
             self.client.close()
@@ -483,6 +487,8 @@ class Daemon:
     def follow(self, now: float) -> None:
         """Turn what the runner saw into reports; SIGKILL what outlived its grace; start the runs
         that waited for an orphaned run of the same task to end."""
+        for held, failure in self.starter.finished():
+            self.start_returned(held, failure, now)
         for change in self.runner.poll():
             orphan = self.orphans.get(change.task_id)
             if orphan is not None:
@@ -521,7 +527,7 @@ class Daemon:
             else:
                 self.queue(held, "stopped", body)
         for task_id, held in [*self.orphans.items(), *self.held.items()]:
-            if held.waiting or held.ended or held.kill_at is None or now < held.kill_at:
+            if held.waiting or held.starting or held.ended or held.kill_at is None or now < held.kill_at:
                 continue
             if held.killed:
                 # A kill that did not end the work (the runner's delete failed): send it again.
@@ -622,7 +628,7 @@ class Daemon:
             return
         held.stop, held.kill_at = reason, now + grace_s
         log.info("stopping", extra={"fields": {"task": task_id, "reason": reason, "grace_s": grace_s}})
-        if not held.waiting:
+        if not held.waiting and not held.starting:  # else it is stopped once its run begins
             self.runner.terminate(task_id, grace_s)
 
     def orphan(self, task_id: int, grace_s: float, now: float) -> None:
@@ -640,7 +646,8 @@ class Daemon:
         self.orphans[task_id] = held
         if not held.stop:
             held.kill_at = now + grace_s
-            self.runner.terminate(task_id, grace_s)
+            if not held.starting:
+                self.runner.terminate(task_id, grace_s)
         held.stop = "orphaned"
 
     def claim(self, now: float) -> None:
@@ -743,23 +750,36 @@ class Daemon:
             self.start(held)
 
     def start(self, held: Held) -> None:
+        """Start the task: in a thread of its own where the runner allows (``Starter``), else here."""
+        devices = self.devices(held)
+        if self.starter.concurrent and held.task.get("session") is None:
+            held.starting = True
+            self.starter.submit(held, devices)
+            return
+        failure = self.attempt(held, devices)
+        if failure is not None:
+            self.start_failed(held, failure)
+
+    def attempt(self, held: Held, devices: list[str]) -> StartFailed | None:
+        """The runner's start (or the session's): its failure, or None. Touches no daemon state."""
         task = held.task
         try:
-            devices = self.devices(held)
             if task.get("session") is None:
                 self.runner.start(task, devices)
             else:
                 host, hostname = self.settings.session_host, self.settings.hostname
                 self.sessions.start(task, devices, self.runner, host=host, hostname=hostname)
-            return
+            return None
         except StartFailed as error:
-            failure = error
+            return error
         except Exception as error:
             # Whatever a task holds, it must never take the daemon (and every task it runs) down:
             # what the runner cannot handle is the task's own fault, so it recurs.
             log.exception("could not handle the task", extra={"fields": {"task": task["id"]}})
-            failure = StartFailed(f"klique-worker could not handle this task: {error!r}", recurs=True)
-        log.error("could not start", extra={"fields": {"task": task["id"], "error": str(failure)}})
+            return StartFailed(f"klique-worker could not handle this task: {error!r}", recurs=True)
+
+    def start_failed(self, held: Held, failure: StartFailed) -> None:
+        log.error("could not start", extra={"fields": {"task": held.task["id"], "error": str(failure)}})
         self.release_gpus(held)
         held.ended = True
         if failure.recurs:
@@ -767,6 +787,25 @@ class Daemon:
         else:
             what, body = "stopped", {"log_tail": storable(f"klique-worker could not start it: {failure}")}
         self.queue(held, what, {"at": utc_now(), **body})
+
+    def start_returned(self, held: Held, failure: StartFailed | None, now: float) -> None:
+        """A start from a thread has returned: what happened to the task meanwhile (stopped,
+        orphaned, abandoned) is done to its run now."""
+        held.starting = False
+        task_id = held.task["id"]
+        if self.held.get(task_id) is held:
+            if failure is not None:
+                self.start_failed(held, failure)
+            elif held.stop:
+                self.runner.terminate(task_id, max(0.0, (held.kill_at or now) - now))
+        elif self.orphans.get(task_id) is held:
+            if failure is not None:
+                self.release_gpus(held)
+                del self.orphans[task_id]
+            else:
+                self.runner.terminate(task_id, max(0.0, (held.kill_at or now) - now))
+        elif failure is None:
+            self.runner.kill(task_id)  # abandoned while it started: no longer ours
 
     def book(self, task: dict, size: int) -> dict[int, int]:
         """Take the task's GPUs out of the free ones: by total where the pool's scheduler picks them,
@@ -848,7 +887,7 @@ class Daemon:
         for task_id, held in self.held.items():
             if not held.ended and not held.stop:
                 held.stop, held.kill_at = "shutdown", now + grace
-                if not held.waiting:
+                if not held.waiting and not held.starting:
                     self.runner.terminate(task_id, grace)
         self.wake.set()
 
@@ -863,7 +902,7 @@ class Daemon:
     def abandon(self) -> None:
         """Kill every task at once: the control plane no longer counts them as ours."""
         for task_id, held in [*self.orphans.items(), *self.held.items()]:
-            if not held.ended and not held.waiting:
+            if not held.ended and not held.waiting and not held.starting:
                 self.runner.kill(task_id)
         self.held.clear()
         self.orphans.clear()

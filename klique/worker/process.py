@@ -33,6 +33,7 @@ class ProcessRunner:
     claims_total = False
     multi_node = False
     sessions = True  # runs session servers on this host (klique/worker/sessions.py)
+    concurrent_starts = True  # ``start`` may run in several threads at once (klique/worker/starts.py)
 
     def __init__(self, state_dir: Path, checkpoint_root: Path):
         self.state_dir, self.checkpoint_root = state_dir, checkpoint_root
@@ -41,6 +42,7 @@ class ProcessRunner:
         self.ledger = state_dir / "running.json"
         self.on_change: Callable[[], None] | None = None  # called from another thread when work ends
         self.seen_at: dict[tuple[int, str], str] = {}  # when a start or an exit happened, till reported
+        self.lock = threading.Lock()  # ``processes`` and its ledger file, between concurrent starts
 
     def task_dir(self, task_id: int) -> Path:
         return self.state_dir / "tasks" / str(task_id)
@@ -75,7 +77,8 @@ class ProcessRunner:
             if _runs_task(pgid, task_id):
                 _signal_group(pgid, signal.SIGKILL)
                 killed.append(int(task_id))
-        self._save()
+        with self.lock:
+            self._save()
         return killed
 
     def start(self, task: dict, devices: list[str]) -> None:
@@ -88,7 +91,7 @@ class ProcessRunner:
             workdir.mkdir(parents=True, exist_ok=True)
             checkpoints.mkdir(parents=True, exist_ok=True)
             with (workdir / "output.log").open("ab") as output:
-                process = self.processes[task_id] = subprocess.Popen(
+                process = subprocess.Popen(
                     ["/bin/sh", "-c", task["command"]],
                     cwd=workdir,
                     env=env,
@@ -100,7 +103,9 @@ class ProcessRunner:
         except OSError as error:
             raise start_failure(error) from error
         self.seen_at[(task_id, "running")] = utc_now()
-        self._save()
+        with self.lock:
+            self.processes[task_id] = process
+            self._save()
         watcher = threading.Thread(
             target=self._watch, args=(task_id, process), name=f"exit-{task_id}", daemon=True
         )
@@ -114,7 +119,9 @@ class ProcessRunner:
 
     def poll(self) -> list[Change]:
         changes = []
-        for task_id, process in list(self.processes.items()):
+        with self.lock:
+            processes = list(self.processes.items())
+        for task_id, process in processes:
             if task_id not in self.announced:
                 self.announced.add(task_id)
                 at = self.seen_at.pop((task_id, "running"), "")
@@ -122,12 +129,14 @@ class ProcessRunner:
             status = process.poll()
             if status is not None:
                 _signal_group(process.pid, signal.SIGKILL)
-                del self.processes[task_id]
+                with self.lock:
+                    del self.processes[task_id]
                 self.announced.discard(task_id)
                 at = self.seen_at.pop((task_id, "exited"), "")
                 changes.append(Change(task_id, "exited", exit_code(status), at=at))
         if any(change.kind == "exited" for change in changes):
-            self._save()
+            with self.lock:
+                self._save()
         return changes
 
     def terminate(self, task_id: int, grace_s: float = 0) -> None:

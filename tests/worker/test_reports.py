@@ -44,6 +44,7 @@ def run_for(d: Daemon, clock: Clock, seconds: float) -> None:
     end = clock.now + seconds
     while clock.now < end:
         d.tick()
+        d.starter.settle()  # a process runner starts in threads: its outcome is taken next tick
         clock.now += 0.25
 
 
