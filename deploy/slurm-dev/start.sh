@@ -41,7 +41,10 @@ GresTypes=gpu
 ReturnToService=2
 SlurmdParameters=config_overrides
 SchedulerParameters=batch_sched_delay=0,bf_interval=1,sched_interval=2
+# Ended jobs stay MinJobAge seconds: a 15,000-task replay (bench/kueue_replay.py --cohorts 5)
+# holds more than the default MaxJobCount of 10,000 at once.
 MinJobAge=300
+MaxJobCount=50000
 StateSaveLocation=$dir/state
 SlurmdSpoolDir=$dir/spool
 SlurmctldPidFile=$dir/slurmctld.pid
