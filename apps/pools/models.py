@@ -268,6 +268,9 @@ class Worker(models.Model):
     )
     enrolled_at = models.DateTimeField(auto_now_add=True)
     last_heartbeat = models.DateTimeField(null=True, blank=True)
+    heartbeat_timeout = models.DurationField(
+        null=True, blank=True, help_text="The heartbeat timeout it was last told: never lost sooner."
+    )
     lost_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

@@ -285,6 +285,9 @@ TASKS_BULK_MAX = int(os.environ.get("TASKS_BULK_MAX", "1000"))
 # placement may wait for a claim, and the grace between SIGTERM and SIGKILL on a stop.
 WORKER_HEARTBEAT_S = float(os.environ.get("WORKER_HEARTBEAT_S", "5"))
 WORKER_HEARTBEAT_TIMEOUT_S = float(os.environ.get("WORKER_HEARTBEAT_TIMEOUT_S", "30"))
+# The estate's budget of periodic daemon syncs a second: past WORKER_SYNCS_PER_S x WORKER_HEARTBEAT_S
+# daemons the heartbeat interval (and the timeout with it) grows (apps/pools/heartbeats.py).
+WORKER_SYNCS_PER_S = float(os.environ.get("WORKER_SYNCS_PER_S", "100"))
 WORKER_CLAIM_TIMEOUT_S = float(os.environ.get("WORKER_CLAIM_TIMEOUT_S", "120"))
 # The longest a daemon may wait at POST /api/v1/workers/wait for placed work; 0 turns waiting off.
 WORKER_WAIT_MAX_S = float(os.environ.get("WORKER_WAIT_MAX_S", "20"))

@@ -156,6 +156,7 @@ class Daemon:
         self.sessions = sessions.Sessions()  # the session servers of held tasks
         self.reports: deque[Report] = deque()
         self.heartbeat_s = 5.0
+        self.claim_max_s = 0.0  # the control plane's longest idle claim interval (0: --poll-max)
         self.next_heartbeat = self.next_claim = 0.0
         self.claim_every = settings.poll_min_s
         self.failures = 0
@@ -258,6 +259,7 @@ class Daemon:
             except Rejected as error:
                 raise Refused(str(error)) from error
             self.heartbeat_s = float(answer["heartbeat_s"])
+            self.claim_max_s = float(answer.get("claim_max_s", 0))
             self.pool_id = answer.get("pool_id")
             self.log_context.update(worker_id=answer["worker"], pool_id=self.pool_id)
             self.recovered()
@@ -403,7 +405,11 @@ class Daemon:
         otherwise (a bad heartbeat, say) is sent as separate calls this once."""
         heartbeat = self.heartbeat_body() if now >= self.next_heartbeat else None
         claim = None
-        if self.draining_since is None and (now >= self.next_claim or self.placed.is_set() or self.freed):
+        due = now >= self.next_claim or self.placed.is_set() or self.freed
+        # Where a large estate's control plane spaces claims out to its heartbeat (``claim_max_s``),
+        # a heartbeat with room claims too: one sync, not two.
+        along = heartbeat is not None and self.claim_max_s > self.settings.poll_max_s and self.has_room()
+        if self.draining_since is None and (due or along):
             claim = self.claim_body(now)
         if not self.reports and heartbeat is None and claim is None:
             return
@@ -613,6 +619,7 @@ class Daemon:
 
     def heartbeat_answered(self, answer: dict, now: float) -> None:
         self.heartbeat_s = float(answer.get("heartbeat_s", self.heartbeat_s))
+        self.claim_max_s = float(answer.get("claim_max_s", self.claim_max_s))
         self.next_heartbeat = now + self.heartbeat_s * self.rng.uniform(0.9, 1.1)
         for command in answer.get("commands", []):
             self.stop(command["stop"], command["reason"], float(command["grace_s"]), now)
@@ -708,8 +715,12 @@ class Daemon:
             self.claim_every = self.settings.poll_min_s
             self.wake.set()  # look at the new work at once: its start is reported in the next tick
         else:
-            self.claim_every = min(self.claim_every * 2, self.settings.poll_max_s)
+            # Idle: ask less often, down to --poll-max, or to what a large estate's control plane
+            # asks for (``claim_max_s``, its heartbeat interval: each heartbeat claims too).
+            self.claim_every = min(self.claim_every * 2, max(self.settings.poll_max_s, self.claim_max_s))
         self.next_claim = now + self.claim_every * self.rng.uniform(0.8, 1.2)
+        if self.claim_max_s > self.settings.poll_max_s and self.claim_every >= self.claim_max_s:
+            self.next_claim = max(self.next_claim, self.next_heartbeat)  # it rides the next heartbeat
         self.claim_done(len(tasks))
 
     def claim_done(self, count: int) -> None:

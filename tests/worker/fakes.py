@@ -56,6 +56,7 @@ class ScriptedControlPlane:
         self, clock: Clock, claims=(), heartbeat_s: float = 5.0, refuse=None, syncs=True, waits=True
     ):
         self.clock, self.claims, self.heartbeat_s = clock, list(claims), heartbeat_s
+        self.claim_max_s: float | None = None  # a large estate's longest idle claim interval
         self.refuse = refuse  # refuse(what, body) -> True: the report is answered 400
         self.syncs, self.waits = syncs, waits
         self.down = False
@@ -92,7 +93,8 @@ class ScriptedControlPlane:
     def heartbeat(self, body: dict) -> dict:
         self._call("heartbeat", body)
         commands, self.commands = self.commands, []
-        return {"commands": commands, "heartbeat_s": self.heartbeat_s}
+        answer = {"commands": commands, "heartbeat_s": self.heartbeat_s}
+        return answer if self.claim_max_s is None else {**answer, "claim_max_s": self.claim_max_s}
 
     def claim(self, body: dict) -> list[dict]:
         self._call("claim", body)

@@ -49,6 +49,7 @@ def run_for(d: Daemon, clock: Clock, seconds: float) -> None:
     while clock.now < end:
         d.tick()
         d.starter.settle()  # a process runner starts in threads: its outcome is taken next tick
+        d.starter.settle()  # a process runner starts in threads: its outcome is taken next tick
         clock.now += STEP
 
 
@@ -170,3 +171,20 @@ def test_a_claim_rejected_for_another_reason_than_lost_backs_off_to_poll_max_wit
     claims = control.times("claim")
     assert [round(b - a) for a, b in zip(claims, claims[1:], strict=False)] == [10]
     assert len(control.times("heartbeat")) - heartbeats <= 3  # only the regular heartbeats
+
+
+def test_in_a_large_estate_an_idle_daemon_claims_with_each_heartbeat_and_no_more_often():
+    """Rule: told a heartbeat of 20 s and ``claim_max_s`` 20 (2,000 daemons), an idle daemon's
+    claims back off to 20 s and ride along its heartbeats: about one sync every 20 s, not one
+    every 10 s for claims and another for heartbeats."""
+    clock = Clock()
+    control = ScriptedControlPlane(clock, heartbeat_s=20.0)
+    control.claim_max_s = 20.0
+    d = daemon(clock, control, random.Random(3), gpus=4, poll_min_s=1, poll_max_s=10)
+    run_for(d, clock, 60)  # the claim interval has doubled up to 20 s
+    syncs_before = len(control.times("sync"))
+    run_for(d, clock, 200)
+    syncs = len(control.times("sync")) - syncs_before
+    heartbeats = control.times("heartbeat")
+    assert 9 <= syncs <= 13, syncs
+    assert all(at in control.times("claim") for at in heartbeats if at > 60)

@@ -305,6 +305,9 @@ class EnrolledSerializer(serializers.Serializer):
     token = serializers.CharField(help_text="The worker token, shown in this answer only.")
     heartbeat_s = serializers.FloatField()
     heartbeat_timeout_s = serializers.FloatField()
+    claim_max_s = serializers.FloatField(
+        help_text="The longest an idle daemon goes between claims, when longer than its own --poll-max."
+    )
     adopted = ClaimedTaskSerializer(
         many=True, help_text="The tasks of ``running`` this worker keeps following, as claimed."
     )
@@ -325,6 +328,9 @@ class HeartbeatAnswerSerializer(serializers.Serializer):
     commands = StopCommandSerializer(many=True)
     heartbeat_s = serializers.FloatField()
     heartbeat_timeout_s = serializers.FloatField()
+    claim_max_s = serializers.FloatField(
+        help_text="The longest an idle daemon goes between claims, when longer than its own --poll-max."
+    )
 
 
 class ClaimAnswerSerializer(serializers.Serializer):

@@ -5,7 +5,6 @@ only: another pool's task answers 403. Reports are idempotent and answer the tas
 worker's claim answers 409 until it heartbeats again.
 """
 
-from django.conf import settings
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
@@ -14,7 +13,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.core.throttles import ScopedThrottle
-from apps.pools import services
+from apps.pools import heartbeats, services
 from apps.pools.api import serializers
 from apps.pools.api.authentication import (
     EnrolmentTokenAuthentication,
@@ -52,14 +51,16 @@ class EnrolView(APIView):
             worker, token, adopted = services.enrol_adopting(request.auth, now=now, **data)
         except services.InvalidToken as error:
             raise PermissionDenied("This enrolment token can no longer be used.") from error
+        told = heartbeats.timing()
         return Response(
             {
                 "worker": worker.pk,
                 "pool": worker.pool.name,
                 "pool_id": worker.pool_id,
                 "token": token,
-                "heartbeat_s": settings.WORKER_HEARTBEAT_S,
-                "heartbeat_timeout_s": settings.WORKER_HEARTBEAT_TIMEOUT_S,
+                "heartbeat_s": told.interval_s,
+                "heartbeat_timeout_s": told.timeout_s,
+                "claim_max_s": told.interval_s,
                 "adopted": serializers.ClaimedTaskSerializer(adopted, many=True).data,
             },
             status=status.HTTP_201_CREATED,

@@ -16,8 +16,10 @@ from decimal import Decimal
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import F, Q, Value
 
 from apps.accounts.services import hash_token
+from apps.pools import heartbeats
 from apps.pools.models import (
     EnrolmentToken,
     Pool,
@@ -176,6 +178,7 @@ def enrol_adopting(
         token_hash=digest,
         enrolment_token=token,
         last_heartbeat=now,
+        heartbeat_timeout=heartbeats.timing().timeout,
     )
     record_observed(token.pool_id, now)
     used = {"used_at": now} if token.single_use and token.used_at is None else {}
@@ -250,7 +253,13 @@ def heartbeat(
 
 def _mark_alive(worker: Worker, *, gpus=None, free_gpus=None, gpu_stats=None, now: datetime) -> None:
     """The heartbeat's update of the worker's row: alive now, active again if it was lost."""
-    fields = {"last_heartbeat": now, "state": Worker.State.ACTIVE, "lost_at": None}
+    told = heartbeats.timing()
+    fields = {
+        "last_heartbeat": now,
+        "heartbeat_timeout": told.timeout,
+        "state": Worker.State.ACTIVE,
+        "lost_at": None,
+    }
     if gpus is not None:
         fields["gpus"] = gpus
     if free_gpus is not None:
@@ -284,7 +293,8 @@ def _heartbeat_answer(worker: Worker, *, tasks: list[int], sessions=None, now: d
     commands += [
         {"stop": pk, "reason": "orphaned", "grace_s": grace} for pk in sorted(reported - held.keys())
     ]
-    cutoff = now - _seconds("WORKER_HEARTBEAT_TIMEOUT_S") / 2
+    told = heartbeats.timing()
+    cutoff = now - timedelta(seconds=told.timeout_s / 2)
     missing = [pk for pk, (_, at) in held.items() if pk not in reported and at and at <= cutoff]
     if missing:
         with transaction.atomic():
@@ -299,14 +309,14 @@ def _heartbeat_answer(worker: Worker, *, tasks: list[int], sessions=None, now: d
         "worker": worker.pk,
         "state": Worker.State.ACTIVE,
         "commands": commands,
-        "heartbeat_s": settings.WORKER_HEARTBEAT_S,
-        "heartbeat_timeout_s": settings.WORKER_HEARTBEAT_TIMEOUT_S,
+        "heartbeat_s": told.interval_s,
+        "heartbeat_timeout_s": told.timeout_s,
+        "claim_max_s": told.interval_s,
     }
 
 
-def _sweep_clock(now: datetime) -> datetime:
+def _sweep_clock(now: datetime, timeout: timedelta) -> datetime:
     """Record this sweep; return since when sweeps have run without a gap longer than the timeout."""
-    timeout = _seconds("WORKER_HEARTBEAT_TIMEOUT_S")
     clock = WorkerSweep.objects.select_for_update(no_key=True).first()
     if clock is None:
         clock = WorkerSweep.objects.create(last_run_at=now, resumed_at=now)
@@ -327,14 +337,15 @@ def sweep(now: datetime) -> dict[str, int]:
     After a gap in sweeping (the control plane was down), no worker is marked lost until it has
     had a full timeout to check back in.
     """
-    timeout = _seconds("WORKER_HEARTBEAT_TIMEOUT_S")
-    cutoff = now - timeout
-    resumed_at = _sweep_clock(now)
+    timeout = heartbeats.timing().timeout
+    resumed_at = _sweep_clock(now, timeout)
     lost = []
-    if resumed_at <= cutoff:
+    if resumed_at <= now - timeout:
+        told = Q(heartbeat_timeout__isnull=True) | Q(last_heartbeat__lt=Value(now) - F("heartbeat_timeout"))
+        silent = Q(last_heartbeat__lt=now - timeout) & told
         lost = list(
             Worker.objects.select_for_update(no_key=True, skip_locked=True, of=("self",)).filter(
-                state=Worker.State.ACTIVE, last_heartbeat__lt=cutoff
+                silent, state=Worker.State.ACTIVE
             )
         )
     requeued = 0
