@@ -3,11 +3,14 @@
 An estate of 2,000 policies on 200 pools (one profile listing them all, one task waiting) is
 decided with an organisation cap closing 0, 5, 20 and 200 of its pools to every policy. The pass
 should cost about the same whatever the number of capped pools (a cap is one set of policies
-shared by its pools, not a pools x policies table).
+shared by its pools, not a pools x policies table). The waiting task must be placed in every case
+but the last (all pools capped), where it must wait: otherwise the run exits 1.
 
     .venv/bin/python bench/engine_caps.py            # best of 7 passes per case, CPU time
+    .venv/bin/python bench/engine_caps.py --smoke    # 2 passes per case
 """
 
+import argparse
 import sys
 import time
 from dataclasses import replace
@@ -32,21 +35,32 @@ def estate():
     return snapshot(pools, [gpu], policies, resources, {"c0": (waiting("w", 1, 1),)}), pools, policies
 
 
-def best_pass_ms(s) -> float:
+def best_pass(s, runs: int) -> tuple[float, int]:
+    """The fastest of ``runs`` passes in ms, and the tasks the pass placed."""
     times = []
-    for _ in range(RUNS):
+    for _ in range(runs):
         start = time.process_time()
-        allocate(s)
+        decisions = allocate(s)
         times.append(time.process_time() - start)
-    return min(times) * 1000
+    return min(times) * 1000, len(decisions.placements)
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true", help="2 passes per case")
+    args = parser.parse_args()
+    runs = 2 if args.smoke else RUNS
     s, pools, policies = estate()
     everyone = frozenset(p.id for p in policies)
-    for capped in (0, 5, 20, 200):
+    wrong = []
+    for capped in (0, 5, 20, POOLS):
         caps = () if not capped else (SpendCap("org", tuple(p.id for p in pools[:capped]), everyone, RESETS),)
-        print(f"capped pools {capped:4d}: pass {best_pass_ms(replace(s, caps=caps)):.1f} ms")
+        ms, placed = best_pass(replace(s, caps=caps), runs)
+        print(f"capped pools {capped:4d}: pass {ms:.1f} ms, placed {placed}")
+        if placed != (0 if capped == POOLS else 1):
+            wrong.append(capped)
+    if wrong:
+        sys.exit(f"capped pools {wrong}: the waiting task placed where it must wait, or the reverse")
 
 
 if __name__ == "__main__":

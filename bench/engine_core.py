@@ -3,6 +3,7 @@
     .venv/bin/python bench/engine_core.py                # the full set (about a minute)
     .venv/bin/python bench/engine_core.py --quick        # fewer passes, smaller estates only
     .venv/bin/python bench/engine_core.py --write-docs   # and put the tables into docs/benchmarks.md
+    .venv/bin/python bench/engine_core.py --smoke        # the 1k estates, 3 passes, and Kueue's replay
 
 Estates are shaped like the public Philly and Helios traces: 79% of tasks take 1 GPU, 5% 2,
 10% 4, 5% 8 and 1% 16 to 64; runtimes are log-normal with a median of 10 minutes (sigma 1.5, a
@@ -13,6 +14,7 @@ waiting + running stays at the estate's size) and only `allocate()` is timed: th
 Times are CPU time of the process (time.process_time) with the cyclic GC off around the call,
 so that other load on a shared machine does not count; the wall-clock median is shown too.
 Verdict materialisation (every waiting task's verdict) is timed apart from the pass.
+The run exits 1 when an estate placed nothing or a Kueue replay left tasks unfinished.
 """
 
 from __future__ import annotations
@@ -214,6 +216,9 @@ def measure(name: str, tasks: int, policies: int, pools: int, share: float, pass
     }
 
 
+KUEUE_TASKS = 15_000
+
+
 def kueue(step: str, staggered: bool) -> dict:
     """Kueue's scheduler-perf baseline: 5 cohorts of 6 queues (nominal 20, borrowing limit 100)."""
     pools = [{"name": f"dept{d}", "capacity": 120} for d in range(5)]
@@ -272,17 +277,24 @@ def main() -> None:
     ap.add_argument("--passes", type=int, help="steady passes per estate (default 60, quick 10)")
     ap.add_argument("--no-kueue", action="store_true", help="skip the Kueue baseline replay")
     ap.add_argument("--write-docs", action="store_true", help="write the tables into docs/benchmarks.md")
+    ap.add_argument("--smoke", action="store_true", help="1k estates only, 3 steady passes")
     args = ap.parse_args()
-    passes = args.passes or (10 if args.quick else 60)
-    sizes = (1_000, 15_000) if args.quick else (1_000, 15_000, 60_000)
+    if args.smoke and args.write_docs:
+        ap.error("--smoke figures do not go into the docs")
+    passes = args.passes or (3 if args.smoke else 10 if args.quick else 60)
+    sizes = (1_000,) if args.smoke else (1_000, 15_000) if args.quick else (1_000, 15_000, 60_000)
     lines: list[str] = []
     print_line = _collecting(lines)
     print_line(f"Machine: {machine()}; {passes} steady passes per estate.")
     print_line("\n" + HEADER + "\n" + "|---" * (HEADER.count("|") - 1) + "|")
+    idle = []
     for tasks in sizes:
         for policies in (30, 2000):
-            print_line(row(measure(f"{tasks // 1000}k", tasks, policies, 200, 0.35, passes)))
-    if not args.quick:
+            r = measure(f"{tasks // 1000}k", tasks, policies, 200, 0.35, passes)
+            print_line(row(r))
+            if not r["cold_placed"]:
+                idle.append(f"{r['name']} estate, {policies} policies: nothing placed")
+    if not (args.quick or args.smoke):
         # The same capacity and policies, pools full: 100k waiting, then 10k for comparison.
         print_line(row(measure("full", 110_500, 2000, 200, 0.05, passes)))
         print_line(row(measure("full, 10k waiting", 20_000, 2000, 200, 0.265, passes)))
@@ -292,6 +304,8 @@ def main() -> None:
         for staggered in (False, True):
             for step in ("1", "0.1"):
                 k = kueue(step, staggered)
+                if k["completed"] != KUEUE_TASKS:
+                    idle.append(f"Kueue replay, step {step} s: {k['completed']} of {KUEUE_TASKS} completed")
                 label = "Kueue's creation intervals" if staggered else "all submitted at 0"
                 print_line(
                     f"| {label} | {k['step']} s | {k['makespan_s']} s | {k['completed']} "
@@ -303,6 +317,8 @@ def main() -> None:
         command = "python bench/engine_core.py " + " ".join(sys.argv[1:])
         write_docs(command.strip(), lines)
         print(f"\nwritten into {DOCS.relative_to(ROOT)}")
+    if idle:
+        sys.exit("did not do its work: " + "; ".join(idle))
 
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"

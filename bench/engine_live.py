@@ -3,6 +3,7 @@ load, decide and apply, with the queries per pass.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/klique_bench .venv/bin/python bench/engine_live.py
     DATABASE_URL=... .venv/bin/python bench/engine_live.py --shape kueue
+    DATABASE_URL=... .venv/bin/python bench/engine_live.py --smoke     # a tiny estate, 3 passes of each kind
 
 The database named in DATABASE_URL is dropped and created afresh. Shapes:
 
@@ -17,7 +18,8 @@ places and rewrites the verdicts of nearly every waiting task: the estate settle
 passes (nothing can move: the cost of looking; a pass that moves anything is reported in the
 "moved" column) and **churn** passes (before each, ``--churn`` placed tasks finish, so the pass
 places work and writes its events, intervals and the changed verdicts). Wall-clock times; the
-machine is shared, so medians and p99 over the passes are reported with the load average.
+machine is shared, so medians and p99 over the passes are reported with the load average. The
+run exits 1 when neither the first pass nor a churn pass placed anything.
 """
 
 import argparse
@@ -230,7 +232,11 @@ def main() -> None:
     parser.add_argument("--pools", type=int, default=50, help="live shape")
     parser.add_argument("--passes", type=int, default=30, help="steady passes, and as many churn passes")
     parser.add_argument("--churn", type=int, help="tasks finished before each churn pass (live 50, kueue 10)")
+    parser.add_argument("--smoke", action="store_true", help="300 waiting, 150 running, 20 policies, 5 pools")
     args = parser.parse_args()
+    if args.smoke:
+        parser.set_defaults(waiting=300, running=150, policies=20, pools=5, passes=3, churn=5)
+        args = parser.parse_args()
     django_on_a_fresh_database()
     t0 = time.perf_counter()
     if args.shape == "kueue":
@@ -284,6 +290,8 @@ def main() -> None:
         ]
         cells.append(f"{s['queries'][0]:.0f}")
         print("| " + " | ".join(cells) + " |")
+    if not any(r.placed for r in first + churned):
+        sys.exit("no pass placed anything")
 
 
 if __name__ == "__main__":

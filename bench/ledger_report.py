@@ -12,6 +12,9 @@ intervals alone (no rollups), for the ratio. It drops the database at the end un
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/klique_ledger_bench \\
         .venv/bin/python bench/ledger_report.py --intervals 10000000
+    DATABASE_URL=... .venv/bin/python bench/ledger_report.py --smoke   # 5,000 intervals, 2 runs
+
+The run exits 1 when the year's report comes out empty.
 """
 
 import argparse
@@ -252,7 +255,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--keep", action="store_true", help="keep the database for a look afterwards")
     parser.add_argument("--reuse", action="store_true", help="time the cuts on a database kept by --keep")
+    parser.add_argument("--smoke", action="store_true", help="5,000 intervals, 2 runs")
     args = parser.parse_args()
+    if args.smoke:
+        parser.set_defaults(intervals=5_000, runs=2)
+        args = parser.parse_args()
     url = os.environ.get("DATABASE_URL", "")
     if not url.startswith("postgres"):
         sys.exit("set DATABASE_URL=postgres://.../klique_ledger_bench")
@@ -328,6 +335,8 @@ def main() -> None:
         june_s = results["month x group x GPU type (June, closed)"][0]
         ratio = raw_s / june_s
         print(f"| June cut from the intervals alone (no rollups), once | {raw_s:.3f} | ratio {ratio:.0f}x |")
+        if not report.rows or not total.gpu_hours:
+            sys.exit("the year's report is empty")
     finally:
         if not args.keep:
             drop_database(url)

@@ -7,11 +7,13 @@ to compare ``--fillfactor 100`` with the migrations' 80.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/klique_bench .venv/bin/python bench/lifecycle_writes.py
     DATABASE_URL=... .venv/bin/python bench/lifecycle_writes.py --sizes 50 800 --rounds 7 --profile
+    DATABASE_URL=... .venv/bin/python bench/lifecycle_writes.py --smoke   # batches of 10 and 40, 2 rounds
 
 The database named in DATABASE_URL is dropped and created afresh. Each call runs in its own
 transaction, committed (the commit is timed), on tasks loaded as the engine's apply loads them.
 Wall-clock times; the machine is shared, so medians are reported with the load average.
-``--profile`` prints the cProfile of one round of the largest batch.
+``--profile`` prints the cProfile of one round of the largest batch. The run exits 1 unless every
+task it meant to finish did.
 """
 
 import argparse
@@ -142,7 +144,11 @@ def main() -> None:
     parser.add_argument(
         "--verdicts", type=int, default=10_000, help="waiting tasks whose verdict is rewritten"
     )
+    parser.add_argument("--smoke", action="store_true", help="batches of 10 and 40, 2 rounds, 500 tasks")
     args = parser.parse_args()
+    if args.smoke:
+        parser.set_defaults(sizes=[10, 40], rounds=2, tasks=500, verdicts=200)
+        args = parser.parse_args()
     django_on_a_fresh_database()
     from django.db import connection
 
@@ -186,6 +192,10 @@ def main() -> None:
         one_round(max(args.sizes), queued, pool, worker)
         profiler.disable()
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(45)
+    meant = sum(size * (args.rounds + 1) for size in args.sizes) + (max(args.sizes) if args.profile else 0)
+    finished = Task.objects.filter(state="succeeded").count()
+    if finished != meant:
+        sys.exit(f"{finished} tasks finished, {meant} meant to")
 
 
 if __name__ == "__main__":

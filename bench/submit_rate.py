@@ -2,11 +2,12 @@
 live gunicorn on PostgreSQL.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/klique_bench_submit .venv/bin/python bench/submit_rate.py
+    DATABASE_URL=... .venv/bin/python bench/submit_rate.py --smoke   # one run: 20 singles, 200 in bulk
 
 The database named in DATABASE_URL is dropped and created afresh with one group, its policy, a
-compute resource and a member with a personal token. gunicorn serves ``klique.wsgi`` (gthread,
-persistent database connections, DEBUG off) on a free port. Each run measures, one client over a
-kept-alive connection:
+pool, compute resources (their profiles list the pool) and a member with a personal token.
+gunicorn serves ``klique.wsgi`` (gthread, persistent database connections, DEBUG off) on a free
+port. Each run measures, one client over a kept-alive connection:
 
 * ``single``: 200 sequential ``POST /api/v1/tasks/`` on an idle server (after 20 to warm up):
   the p50 and p90 of the round trip;
@@ -21,6 +22,7 @@ machine shows there) and the server's CPU per request or task (the gunicorn work
 PostgreSQL backends' CPU time over the phase, /proc), which other load inflates far less than the
 round trip. ``--profile`` instead profiles 200 single submits in this process with
 Django's test client (cProfile, the top functions by cumulative time) and counts their queries.
+The run exits 1 unless every task it sent was stored.
 """
 
 import argparse
@@ -35,6 +37,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -43,24 +46,35 @@ from bench.engine_live import fresh_database  # noqa: E402
 from bench.worker_poll import cpu_s, free_port, server_pids  # noqa: E402
 
 RESOURCE = "bench/a100"
-SINGLE = 200
-WARMUP = 20
-BULK_TASKS = 3000
-BATCHES = (500, 1000)
 
 
-def build(runs: int) -> str:
+class Sizes(NamedTuple):
+    single: int
+    warmup: int
+    bulk_tasks: int
+    batches: tuple[int, ...]
+
+
+FULL = Sizes(single=200, warmup=20, bulk_tasks=3000, batches=(500, 1000))
+SMOKE = Sizes(single=20, warmup=2, bulk_tasks=200, batches=(50, 100))
+
+
+def build(runs: int, batches: tuple[int, ...]) -> str:
     """The estate; returns the member's personal token. Each phase of each run submits to its own
     compute resource, so its queue holds only the phase's tasks (no engine runs: they all wait)."""
     from apps.accounts import services as accounts
     from apps.accounts.models import Group, Membership, User
-    from apps.policies.models import ComputeResource, Profile, ResourcePolicy
+    from apps.policies import services as policies
+    from apps.policies.models import ComputeResource, ResourcePolicy
+    from apps.pools import services as pools
 
     group = Group.objects.create(name="Bench", slug="bench")
     policy = ResourcePolicy.objects.create(group=group, reservation=0, limit=1000)
-    names = [RESOURCE] + [resource(run, phase) for run in range(runs) for phase in ("single", *BATCHES)]
+    gpu_type = pools.create_gpu_type(name="A100")
+    pool = pools.create_pool(name="bench", kind="kubernetes", gpu_type=gpu_type, capacity=64)
+    names = [RESOURCE] + [resource(run, phase) for run in range(runs) for phase in ("single", *batches)]
     for name in names:  # one compute resource per policy and profile
-        profile = Profile.objects.create(name=name.replace("/", "-"), gpus=1)
+        profile = policies.create_profile(name=name.replace("/", "-"), gpus=1, pools=[pool])
         ComputeResource.objects.create(name=name, policy=policy, profile=profile)
     user = User.objects.create(username="bench")
     Membership.objects.create(user=user, group=group, role=Membership.Role.MEMBER)
@@ -106,56 +120,56 @@ def spent(before: dict[int, float], after: dict[int, float]) -> float:
     return sum(after[pid] - before.get(pid, 0.0) for pid in after)
 
 
-def one_run(url: str, token: str, run: int, gunicorn_pid: int, database_url: str) -> dict:
+def one_run(url: str, token: str, run: int, gunicorn_pid: int, database_url: str, sizes: Sizes) -> dict:
     import httpx
 
     headers = {"Authorization": f"Bearer {token}"}
     with httpx.Client(base_url=url + "/api/v1/", headers=headers, timeout=120) as client:
         seq = 0
-        for i in range(WARMUP):
+        for i in range(sizes.warmup):
             client.post("tasks/", json=body(seq + i, resource(run, "single"))).raise_for_status()
-        seq += WARMUP
+        seq += sizes.warmup
         times = []
         before = cpu_s(server_pids(gunicorn_pid, database_url))
-        for i in range(SINGLE):
+        for i in range(sizes.single):
             t0 = time.perf_counter()
             response = client.post("tasks/", json=body(seq + i, resource(run, "single")))
             times.append(time.perf_counter() - t0)
             response.raise_for_status()
         after = cpu_s(server_pids(gunicorn_pid, database_url))
-        seq += SINGLE
+        seq += sizes.single
         times.sort()
         result = {
             "single_p50_ms": round(times[len(times) // 2] * 1000, 1),
             "single_p90_ms": round(times[int(len(times) * 0.9)] * 1000, 1),
-            "single_server_cpu_ms": round(spent(before, after) * 1000 / SINGLE, 1),
+            "single_server_cpu_ms": round(spent(before, after) * 1000 / sizes.single, 1),
         }
-        for batch in BATCHES:
+        for batch in sizes.batches:
             before = cpu_s(server_pids(gunicorn_pid, database_url))
             t0 = time.perf_counter()
-            for start in range(0, BULK_TASKS, batch):
+            for start in range(0, sizes.bulk_tasks, batch):
                 items = [body(seq + start + i, resource(run, batch)) for i in range(batch)]
                 response = client.post("tasks/bulk/", json={"tasks": items})
                 response.raise_for_status()
                 assert len(response.json()) == batch
             seconds = time.perf_counter() - t0
             after = cpu_s(server_pids(gunicorn_pid, database_url))
-            seq += BULK_TASKS
-            result[f"bulk_{batch}_tasks_per_s"] = round(BULK_TASKS / seconds)
+            seq += sizes.bulk_tasks
+            result[f"bulk_{batch}_tasks_per_s"] = round(sizes.bulk_tasks / seconds)
             result[f"bulk_{batch}_server_cpu_ms_per_task"] = round(
-                spent(before, after) * 1000 / BULK_TASKS, 2
+                spent(before, after) * 1000 / sizes.bulk_tasks, 2
             )
     result["load_1min"] = round(os.getloadavg()[0], 1)
     return result
 
 
-def profile(token: str) -> None:
+def profile(token: str, sizes: Sizes) -> None:
     from django.db import connection
     from django.test import Client as TestClient
     from django.test.utils import CaptureQueriesContext
 
     client = TestClient(HTTP_AUTHORIZATION=f"Bearer {token}")
-    for i in range(WARMUP):
+    for i in range(sizes.warmup):
         client.post("/api/v1/tasks/", body(i), content_type="application/json")
     with CaptureQueriesContext(connection) as queries:
         client.post("/api/v1/tasks/", body(-1), content_type="application/json")
@@ -165,10 +179,11 @@ def profile(token: str) -> None:
     profiler = cProfile.Profile()
     t0 = time.perf_counter()
     profiler.enable()
-    for i in range(SINGLE):
-        client.post("/api/v1/tasks/", body(WARMUP + i), content_type="application/json")
+    for i in range(sizes.single):
+        client.post("/api/v1/tasks/", body(sizes.warmup + i), content_type="application/json")
     profiler.disable()
-    print(f"\n{SINGLE} single submits in process: {(time.perf_counter() - t0) * 1000 / SINGLE:.2f} ms each")
+    each = (time.perf_counter() - t0) * 1000 / sizes.single
+    print(f"\n{sizes.single} single submits in process: {each:.2f} ms each")
     out = io.StringIO()
     pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(45)
     print(out.getvalue())
@@ -181,7 +196,12 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=4, help="threads per gunicorn worker")
     parser.add_argument("--json", action="store_true", help="print only the JSON result")
     parser.add_argument("--profile", action="store_true", help="profile single submits in process")
+    parser.add_argument("--smoke", action="store_true", help="one run of 20 singles and 200 tasks in bulk")
     args = parser.parse_args()
+    if args.smoke:
+        parser.set_defaults(runs=1)
+        args = parser.parse_args()
+    sizes = SMOKE if args.smoke else FULL
     url = os.environ.get("DATABASE_URL", "")
     if not url.startswith("postgres"):
         sys.exit("DATABASE_URL must name a PostgreSQL database (it is dropped and created afresh)")
@@ -192,9 +212,9 @@ def main() -> None:
 
     django.setup()
     call_command("migrate", verbosity=0)
-    token = build(args.runs)
+    token = build(args.runs, sizes.batches)
     if args.profile:
-        profile(token)
+        profile(token, sizes)
         return
     import httpx
 
@@ -204,7 +224,7 @@ def main() -> None:
         with httpx.Client(timeout=5) as probe:
             wait_ready(probe, base)
         for run in range(args.runs):
-            result = one_run(base, token, run, gunicorn.pid, url)
+            result = one_run(base, token, run, gunicorn.pid, url, sizes)
             runs.append(result)
             if not args.json:
                 print(f"run {run + 1}: {json.dumps(result)}", flush=True)
@@ -220,6 +240,12 @@ def main() -> None:
         "medians": medians,
     }
     print(json.dumps(summary, indent=None if args.json else 2))
+    from apps.tasks.models import Task
+
+    sent = args.runs * (sizes.warmup + sizes.single + len(sizes.batches) * sizes.bulk_tasks)
+    stored = Task.objects.count()
+    if stored != sent:
+        sys.exit(f"{stored} tasks stored, {sent} sent")
 
 
 if __name__ == "__main__":

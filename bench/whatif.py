@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/whatif.py                      # 30 days, 300,000 tasks, 2 processes
     .venv/bin/python bench/whatif.py --days 7 --tasks 70000 --processes 1
+    .venv/bin/python bench/whatif.py --smoke              # 1 day, 2,000 tasks
 
 The estate is bench/engine_core.py's (`estate()`: Philly/Helios-shaped sizes and log-normal
 runtimes, 30 groups whose reservations sum to about 80% of capacity, 40 pools), with the tasks
@@ -10,7 +11,7 @@ submitted at uniformly random times over the period instead of all at 0, and poo
 default month: about 59% used overall, unevenly, since groups are tied to regions: some pools run
 full, others nearly idle). The changes: the largest group gets 16 GPUs more reservation and
 the first pool 16 GPUs more capacity. Prints the wall time of `compare()` (parse, both runs and
-the figures) and the headline figures.
+the figures) and the headline figures; exits 1 when a side completed no task.
 """
 
 from __future__ import annotations
@@ -57,12 +58,15 @@ def _cpu() -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--days", type=float, default=30)
-    ap.add_argument("--tasks", type=int, default=300_000)
+    ap.add_argument("--days", type=float, help="default 30 (smoke 1)")
+    ap.add_argument("--tasks", type=int, help="default 300,000 (smoke 2,000)")
     ap.add_argument("--step", type=int, default=10, help="pass_interval_s (default 10)")
     ap.add_argument("--processes", type=int, default=2, help="1: the two runs one after the other")
     ap.add_argument("--json", metavar="FILE", help="write the report there")
+    ap.add_argument("--smoke", action="store_true", help="1 day and 2,000 tasks unless given")
     args = ap.parse_args()
+    args.days = args.days or (1 if args.smoke else 30)
+    args.tasks = args.tasks or (2_000 if args.smoke else 300_000)
     sc = month(args.days, args.tasks, step_s=args.step)
     biggest = sc["policies"][0]["name"]
     changes = {
@@ -90,6 +94,8 @@ def main() -> None:
         )
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1))
+    if not all(report[side]["tasks"].get("completed") for side in ("base", "changed")):
+        sys.exit("a side completed no task")
 
 
 if __name__ == "__main__":

@@ -1,11 +1,12 @@
 """Benchmark of the worker API: 2,000 simulated worker daemons polling gunicorn and PostgreSQL.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/klique_workers_bench .venv/bin/python bench/worker_poll.py
+    DATABASE_URL=... .venv/bin/python bench/worker_poll.py --smoke   # 50 workers, 2,000 tasks, 3 s runs
 
 The database named in DATABASE_URL is dropped and created afresh with one pool, 2,000 enrolled
-workers (each with its own worker token) and 60,000 placed tasks to claim. gunicorn serves
-``klique.wsgi`` (gthread workers, persistent database connections) and wrk drives it with
-bench/worker_poll.lua. Four runs:
+workers (each with its own worker token) and 60,000 placed tasks to claim (``--workers``,
+``--tasks``). gunicorn serves ``klique.wsgi`` (gthread workers, persistent database connections)
+and wrk drives it with bench/worker_poll.lua. Four runs:
 
 * ``heartbeat, 2000 workers``: 2,000 connections, one per simulated worker, each heartbeating
   every ``--poll-ms`` (2 s, jittered ±20%), so about 1,000 requests/s are offered;
@@ -19,6 +20,8 @@ the server it measures; the 1-minute load average after each run is printed besi
 work on the machine shows there). So each run also reports the server's CPU per request (the
 gunicorn workers' and the PostgreSQL backends' CPU time over the run, divided by the requests):
 what the cores would allow at most is about ``1000 * cores / cpu_ms_per_request`` requests/s.
+The run exits 1 when a run had errors or no request answered. ``--smoke`` raises the worker
+throttles (``THROTTLE_*``): its 50 tokens carry every request, so each would pass its rate.
 """
 
 import argparse
@@ -48,7 +51,8 @@ def build(workers: int, tokens_file: Path, tasks: int = TASKS) -> None:
 
     from apps.accounts.models import Group, User
     from apps.accounts.services import hash_token
-    from apps.policies.models import ComputeResource, Profile, ResourcePolicy
+    from apps.policies import services as policies
+    from apps.policies.models import ComputeResource, ResourcePolicy
     from apps.pools.models import GpuType, Pool, Worker
     from apps.tasks.models import Task
 
@@ -65,7 +69,7 @@ def build(workers: int, tokens_file: Path, tasks: int = TASKS) -> None:
     group = Group.objects.create(name="Bench", slug="bench")
     policy = ResourcePolicy.objects.create(group=group, reservation=0, limit=16000)
     resource = ComputeResource.objects.create(
-        name="bench", policy=policy, profile=Profile.objects.create(name="1gpu", gpus=1)
+        name="bench", policy=policy, profile=policies.create_profile(name="1gpu", gpus=1, pools=[pool])
     )
     user = User.objects.create(username="bench")
     Task.objects.bulk_create(
@@ -175,7 +179,13 @@ def main() -> None:
     parser.add_argument("--duration", type=int, default=20, help="seconds per run")
     parser.add_argument("--gunicorn-workers", type=int, default=3)
     parser.add_argument("--threads", type=int, default=4, help="threads per gunicorn worker")
+    parser.add_argument("--tasks", type=int, default=TASKS, help="placed tasks to claim")
+    parser.add_argument("--smoke", action="store_true", help="50 workers, 2,000 tasks, 3 s runs")
     args = parser.parse_args()
+    if args.smoke:
+        parser.set_defaults(workers=50, tasks=2000, duration=3, poll_ms=500)
+        args = parser.parse_args()
+        os.environ.update({f"THROTTLE_{scope}": "1000000/min" for scope in ("WORKER", "HEARTBEAT", "SYNC")})
     url = os.environ.get("DATABASE_URL", "")
     if not url.startswith("postgres"):
         sys.exit("DATABASE_URL must name a PostgreSQL database (it is dropped and created afresh)")
@@ -190,11 +200,11 @@ def main() -> None:
     call_command("migrate", verbosity=0)
     tokens = ROOT / "bench" / ".worker_tokens"
     t0 = time.perf_counter()
-    build(args.workers, tokens)
-    print(f"built {args.workers} workers and {TASKS} placed tasks in {time.perf_counter() - t0:.1f} s")
+    build(args.workers, tokens, args.tasks)
+    print(f"built {args.workers} workers and {args.tasks} placed tasks in {time.perf_counter() - t0:.1f} s")
     runs = [
-        ("heartbeat, 2000 workers", "heartbeat", args.workers, args.poll_ms),
-        ("claim, 2000 workers", "claim", args.workers, args.poll_ms),
+        (f"heartbeat, {args.workers} workers", "heartbeat", args.workers, args.poll_ms),
+        (f"claim, {args.workers} workers", "claim", args.workers, args.poll_ms),
         ("heartbeat, saturated", "heartbeat", 64, 0),
         ("claim, saturated", "claim", 64, 0),
     ]
@@ -227,6 +237,9 @@ def main() -> None:
             {"machine": machine, "gunicorn": f"{args.gunicorn_workers}x{args.threads} gthread", **results}
         )
     )
+    failed = [name for name, r in results.items() if r["errors"] or not r["requests"]]
+    if failed:
+        sys.exit(f"errors or no answer in: {', '.join(failed)}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Placement to start: how long a placed task waits before its daemon has started it.
 
     .venv/bin/python bench/worker_start_latency.py [--tasks 30] [--interval 1]
+    .venv/bin/python bench/worker_start_latency.py --smoke    # 3 tasks, 0.5-1 s apart
 
 The database named in DATABASE_URL (default ``klique_bench_h4``) is dropped and created afresh
 with one pool of one GPU, one policy and one user. gunicorn (gthread) serves the API, ``manage.py
@@ -15,7 +16,8 @@ For each task the control plane's events give:
 * placement to claim (``placed`` -> ``claimed``) and placement to start (``placed`` ->
   ``started``, whose time is when the daemon saw the process running): the daemon's part.
 
-Medians and the 90th percentile are printed with the 1-minute load average. ``--no-redis`` runs
+Medians and the 90th percentile are printed with the 1-minute load average; the run exits 1
+unless every task succeeded. ``--no-redis`` runs
 without Redis (the engine's interval bounds placement; ``wait`` polls the database). ``--daemon-tree
 DIR`` runs the daemon from another checkout's ``klique`` package, to compare with an older daemon:
 
@@ -97,7 +99,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--no-redis", action="store_true", help="run without Redis")
     parser.add_argument("--daemon-tree", type=Path, help="run the daemon from this tree's klique package")
+    parser.add_argument("--smoke", action="store_true", help="3 tasks, 0.5-1 s apart")
     args = parser.parse_args()
+    if args.smoke:
+        parser.set_defaults(tasks=3, gap_max=1.0)
+        args = parser.parse_args()
     url = os.environ.get("DATABASE_URL") or DEFAULT_DATABASE
     redis_url = "" if args.no_redis else os.environ.get("REDIS_URL") or DEFAULT_REDIS
     env = {
@@ -123,7 +129,7 @@ def main() -> None:
 
     import httpx
 
-    from apps.tasks.models import TaskEvent
+    from apps.tasks.models import Task, TaskEvent
 
     folder = Path(tempfile.mkdtemp(prefix="klique-start-latency-"))
     port = free_port()
@@ -215,6 +221,9 @@ def main() -> None:
                 f"  {label:18} p50 {statistics.median(values):7.0f} ms"
                 f"   p90 {percentile(values, 0.9):7.0f} ms   max {max(values):7.0f} ms   (n={len(values)})"
             )
+        succeeded = Task.objects.filter(pk__in=ids, state="succeeded").count()
+        if succeeded != len(ids):
+            raise SystemExit(f"{succeeded} of {len(ids)} tasks succeeded")
     finally:
         for process in reversed(processes):
             process.terminate()

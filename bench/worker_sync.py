@@ -1,6 +1,7 @@
 """Benchmark of ``POST /api/v1/workers/sync``: simulated worker daemons syncing with gunicorn and PostgreSQL.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/klique_sync_bench .venv/bin/python bench/worker_sync.py
+    DATABASE_URL=... .venv/bin/python bench/worker_sync.py --smoke   # 50 daemons, 20 calls, one 3 s run each
 
 The database named in DATABASE_URL is dropped and created afresh with one pool and ``--workers``
 enrolled workers (each with its own worker token), nothing placed: a daemon's steady poll, a
@@ -19,7 +20,9 @@ heartbeat and a claim that finds nothing. Two parts:
   the 1-minute load average after it. ``--repeat`` runs each
   and prints the medians.
 
-wrk shares the machine's cores with the server it measures; its own CPU is not counted.
+wrk shares the machine's cores with the server it measures; its own CPU is not counted. The run
+exits 1 when a call in process was refused, or a run over HTTP had errors or no request answered.
+``--smoke`` raises the worker throttles (``THROTTLE_*``): its 50 tokens carry every request.
 """
 
 import argparse
@@ -87,7 +90,8 @@ def in_process(calls: int) -> dict:
     from rest_framework.test import APIClient
 
     from apps.accounts.models import Group, User
-    from apps.policies.models import ComputeResource, Profile, ResourcePolicy
+    from apps.policies import services as policies
+    from apps.policies.models import ComputeResource, ResourcePolicy
     from apps.pools import services
     from apps.pools.models import EnrolmentToken, GpuType, Pool
     from apps.tasks import services as lifecycle
@@ -106,7 +110,7 @@ def in_process(calls: int) -> dict:
     user = User.objects.create(username="in-process")
     group = Group.objects.create(name="In process", slug="in-process")
     policy = ResourcePolicy.objects.create(group=group, reservation=0, limit=64)
-    profile = Profile.objects.create(name="1 gpu in process", gpus=1)
+    profile = policies.create_profile(name="1 gpu in process", gpus=1, pools=[pool])
     resource = ComputeResource.objects.create(name="in-process", policy=policy, profile=profile)
     url = "/api/v1/workers/"
     post = client.post
@@ -175,7 +179,12 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=8, help="threads per gunicorn worker")
     parser.add_argument("--cores", type=int, default=os.cpu_count(), help="the server's cores, for CPU %%")
     parser.add_argument("--skip-http", action="store_true", help="only the in-process part")
+    parser.add_argument("--smoke", action="store_true", help="50 daemons, 20 calls, one 3 s run of each")
     args = parser.parse_args()
+    if args.smoke:
+        parser.set_defaults(workers=50, poll_ms=1000, duration=3, repeat=1, calls=20)
+        args = parser.parse_args()
+        os.environ.update({f"THROTTLE_{scope}": "1000000/min" for scope in ("WORKER", "HEARTBEAT", "SYNC")})
     url = os.environ.get("DATABASE_URL", "")
     if not url.startswith("postgres"):
         sys.exit("DATABASE_URL must name a PostgreSQL database (it is dropped and created afresh)")
@@ -213,6 +222,7 @@ def main() -> None:
         f"\n{'over HTTP (median of ' + str(args.repeat) + ')':<40} {'polls/s':>7} {'p50 ms':>7} {'p99 ms':>7}"
         f" {'errors':>6} {'cpu %':>6} {'cpu ms/poll':>11} load"
     )
+    failed = []
     try:
         for name, endpoint, connections_n, poll_ms in runs:
             rows = []
@@ -231,6 +241,8 @@ def main() -> None:
                 row["cpu_ms_per_poll"] = round(spent * 1000 * per_poll / max(row["requests"], 1), 2)
                 row["load_1min"] = round(os.getloadavg()[0], 1)
                 rows.append(row)
+                if row["errors"] or not row["requests"]:
+                    failed.append(name)
             keys = ["polls_per_s", "p50_ms", "p99_ms", "errors", "cpu_percent", "cpu_ms_per_poll"]
             median = {key: statistics.median(r[key] for r in rows) for key in keys}
             median["load_1min"] = [r["load_1min"] for r in rows]
@@ -243,6 +255,8 @@ def main() -> None:
     finally:
         tokens.unlink(missing_ok=True)
     print(json.dumps(results))
+    if failed:
+        sys.exit(f"errors or no answer in: {', '.join(failed)}")
 
 
 if __name__ == "__main__":
