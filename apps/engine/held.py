@@ -7,7 +7,7 @@ spend caps; ``loader.assemble``). It reads everything again at the first pass of
 any estate change or deleted task, when the log no longer reaches back to its last load (another
 process pruned it, or the database was flushed or restored), when the triggers are missing, and on
 demand (``forget``). Its snapshot is the one a full load would read from the same view of the
-database: ``tests/engine/test_held_snapshot.py`` checks that on random change streams.
+database: ``tests/engine_live/test_held_snapshot.py`` checks that on random change streams.
 """
 
 import logging

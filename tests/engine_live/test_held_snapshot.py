@@ -4,11 +4,12 @@ process and flushed change logs, each in a transaction of its own, compared afte
 a fresh load at the same instant. On the embedded SQLite default and on PostgreSQL."""
 
 import random
+import threading
 from decimal import Decimal
 
 import pytest
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -171,3 +172,32 @@ def test_a_group_move_is_an_estate_change(estate):
     group = GroupFactory()
     assert_held_is_fresh()
     assert held._held is not before and group.pk
+
+
+@pytest.mark.postgres
+def test_a_change_committed_after_a_load_that_began_before_it_is_read_by_the_next_pass(estate):
+    """Rule: transactions commit out of the order they began; a task written by a transaction
+    still open at one load (invisible to it) is read by the next load once it has committed."""
+    user, _ = estate
+    assert_held_is_fresh()
+    written, commit = threading.Event(), threading.Event()
+
+    def writer():
+        try:
+            with transaction.atomic():
+                tasks.submit(user=user, compute_resource=ComputeResource.objects.first(), command="late")
+                written.set()
+                assert commit.wait(30)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    assert written.wait(30)
+    assert_held_is_fresh()
+    kept = held._held
+    commit.set()
+    thread.join(30)
+    assert_held_is_fresh()
+    assert held._held is kept, "read from the log, not by a full load"
+    assert Task.objects.filter(command="late").get().pk in kept.waiting
