@@ -18,7 +18,8 @@ heartbeat and a claim that finds nothing. Two parts:
   to back (saturated). Each run reports polls/s, p50/p99 per request, the server's CPU (gunicorn
   workers and PostgreSQL backends, from /proc) as a share of ``--cores`` cores and per poll, and
   the 1-minute load average after it. ``--repeat`` runs each
-  and prints the medians.
+  and prints the medians; ``--runs sync`` keeps only the first. wrk delays each connection's first
+  request by one interval: a run shorter than about four intervals measures mostly the ramp.
 
 wrk shares the machine's cores with the server it measures; its own CPU is not counted. The run
 exits 1 when a call in process was refused, or a run over HTTP had errors or no request answered.
@@ -179,6 +180,11 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=8, help="threads per gunicorn worker")
     parser.add_argument("--cores", type=int, default=os.cpu_count(), help="the server's cores, for CPU %%")
     parser.add_argument("--skip-http", action="store_true", help="only the in-process part")
+    parser.add_argument(
+        "--runs",
+        default="sync,pair,saturated",
+        help="which runs over HTTP, comma-separated: sync, pair (heartbeat + claim apart), saturated",
+    )
     parser.add_argument("--smoke", action="store_true", help="50 daemons, 20 calls, one 3 s run of each")
     args = parser.parse_args()
     if args.smoke:
@@ -213,11 +219,12 @@ def main() -> None:
     from django.db import connections
 
     connections.close_all()
-    runs = [
-        (f"sync, {args.workers} daemons", "sync", args.workers, args.poll_ms),
-        (f"heartbeat + claim apart, {args.workers} daemons", "pair", args.workers, args.poll_ms),
-        ("sync, saturated (64 conn.)", "sync", 64, 0),
-    ]
+    every = {
+        "sync": (f"sync, {args.workers} daemons every {args.poll_ms} ms", "sync", args.workers, args.poll_ms),
+        "pair": (f"heartbeat + claim apart, {args.workers} daemons", "pair", args.workers, args.poll_ms),
+        "saturated": ("sync, saturated (64 conn.)", "sync", 64, 0),
+    }
+    runs = [every[name] for name in args.runs.split(",")]
     print(
         f"\n{'over HTTP (median of ' + str(args.repeat) + ')':<40} {'polls/s':>7} {'p50 ms':>7} {'p99 ms':>7}"
         f" {'errors':>6} {'cpu %':>6} {'cpu ms/poll':>11} load"
