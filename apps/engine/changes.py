@@ -15,9 +15,10 @@ Reading it can never miss a change, although transactions commit out of the orde
   changed rows from the statement's transition table: one insert per statement.
 - SQLite: one writer at a time, so the row ids are in commit order; a load records the highest.
 
-The position a load read up to is its *floor*-bearing ``Position``. What the engine has read is
-deleted (``prune``) and the epoch row records how far; a process whose held snapshot is older than
-that, or whose epoch row is gone (a flushed or restored database), reloads everything.
+How far a load read is its ``Position``; every change below its ``floor`` was read. What the
+engine has read is deleted (``prune``) and the epoch row records how far; a process whose held
+snapshot is older than that, or whose epoch row is gone (a flushed or restored database), reloads
+everything.
 """
 
 import uuid

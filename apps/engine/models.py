@@ -113,8 +113,8 @@ class Change(models.Model):
     """One write the live engine has not read yet, written by database triggers in the writer's
     own transaction (``apps.engine.changes``): a task that changed (``task_id``), or, with no task,
     a change to the estate (pools, profiles, policies, groups, projects) or a deleted task, after
-    which the engine reloads everything. ``mark`` orders them: on PostgreSQL the writing
-    transaction's id, elsewhere the row's own id. The engine deletes what it has read."""
+    which the engine reloads everything. ``mark``: on PostgreSQL the writing transaction's id;
+    on SQLite 0, where the row's id is in commit order. The engine deletes what it has read."""
 
     mark = models.BigIntegerField(db_index=True)
     task_id = models.BigIntegerField(null=True)

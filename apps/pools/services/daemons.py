@@ -247,12 +247,15 @@ def heartbeat(
     claimed but does not run (a claim answer that never reached it) go back to their queues.
     ``sessions``: what it measured of its sessions (``apps.sessions.services.record_samples``).
     """
-    _mark_alive(worker, gpus=gpus, free_gpus=free_gpus, gpu_stats=gpu_stats, now=now)
-    return _heartbeat_answer(worker, tasks=tasks, sessions=sessions, now=now)
+    told = _mark_alive(worker, gpus=gpus, free_gpus=free_gpus, gpu_stats=gpu_stats, now=now)
+    return _heartbeat_answer(worker, tasks=tasks, sessions=sessions, told=told, now=now)
 
 
-def _mark_alive(worker: Worker, *, gpus=None, free_gpus=None, gpu_stats=None, now: datetime) -> None:
-    """The heartbeat's update of the worker's row: alive now, active again if it was lost."""
+def _mark_alive(
+    worker: Worker, *, gpus=None, free_gpus=None, gpu_stats=None, now: datetime
+) -> heartbeats.Timing:
+    """The heartbeat's update of the worker's row: alive now, active again if it was lost, with
+    the heartbeat timing it is told (returned, for the answer)."""
     told = heartbeats.timing()
     fields = {
         "last_heartbeat": now,
@@ -273,9 +276,12 @@ def _mark_alive(worker: Worker, *, gpus=None, free_gpus=None, gpu_stats=None, no
             record_observed(
                 worker.pool_id, now
             )  # back from lost, or other GPUs: the pool's live GPUs changed
+    return told
 
 
-def _heartbeat_answer(worker: Worker, *, tasks: list[int], sessions=None, now: datetime) -> dict:
+def _heartbeat_answer(
+    worker: Worker, *, tasks: list[int], told: heartbeats.Timing, sessions=None, now: datetime
+) -> dict:
     """The rest of a heartbeat once the worker's row is written: its commands, its sessions'
     samples, and the requeue of what it claimed but does not run."""
     # Without a join: only a task being stopped needs its profile (the stop's grace).
@@ -293,8 +299,7 @@ def _heartbeat_answer(worker: Worker, *, tasks: list[int], sessions=None, now: d
     commands += [
         {"stop": pk, "reason": "orphaned", "grace_s": grace} for pk in sorted(reported - held.keys())
     ]
-    told = heartbeats.timing()
-    cutoff = now - timedelta(seconds=told.timeout_s / 2)
+    cutoff = now - told.timeout / 2
     missing = [pk for pk, (_, at) in held.items() if pk not in reported and at and at <= cutoff]
     if missing:
         with transaction.atomic():

@@ -335,7 +335,7 @@ def sync(
     unless the same sync heartbeats."""
     if heartbeat is not None:
         alive = {key: heartbeat.get(key) for key in ("gpus", "free_gpus", "gpu_stats")}
-        _mark_alive(worker, **alive, now=now)
+        told = _mark_alive(worker, **alive, now=now)
         state = Worker.State.ACTIVE
     else:
         locked = Worker.objects.select_for_update(no_key=True).filter(pk=worker.pk)
@@ -367,7 +367,7 @@ def sync(
     synced = Synced(reports=answers)
     if heartbeat is not None:
         synced.heartbeat = _heartbeat_answer(
-            worker, tasks=heartbeat.get("tasks", []), sessions=heartbeat.get("sessions"), now=now
+            worker, tasks=heartbeat.get("tasks", []), sessions=heartbeat.get("sessions"), told=told, now=now
         )
     if claim is not None:
         if state == Worker.State.ACTIVE:
