@@ -42,6 +42,7 @@ class VerdictBook:
     def __init__(self, run: _Pass):
         self.run = run
         self.rules: dict[tuple[int, int], tuple] = {}
+        self.rooms: dict[tuple[int, int], tuple[str, ...]] = {}  # (profile, size) -> ``_room``
         self.placed: dict[int, list[int]] = {}
         self.where: dict[str, tuple[int, int]] | None = None
 
@@ -131,16 +132,9 @@ class VerdictBook:
                 caps = run.capped(pi, p)
                 if caps:
                     reopens[pid] = max(cap.resets_at for cap in caps)
-        for occ in (run.occ, run.occ_start):
-            room = tuple(
-                pid
-                for pid in listed
-                if run.enabled[run.pool_ix[pid]]
-                and pid not in reopens
-                and run.cap[run.pool_ix[pid]] - occ[run.pool_ix[pid]] >= size
-            )
-            if room:
-                return ("behind_higher_priority", room)
+        room = self._room(fi, size, reopens)
+        if room:
+            return ("behind_higher_priority", room)
         held = run.held.get((c, size))
         if held is not None:
             cause, until, pool = held
@@ -150,6 +144,29 @@ class VerdictBook:
             cap = max(run.capped(run.pool_ix[first], p), key=lambda cap: (cap.resets_at, cap.id))
             return ("cloud_cap_reached", tuple(reopens), cap.id, None, None, reopens[first])
         return ("no_capacity", listed)
+
+    def _room(self, fi: int, size: int, reopens: dict) -> tuple[str, ...]:
+        """The pools of the profile's list with room for ``size`` now, else those that had it when
+        the pass began; empty when none. The same for every compute resource of the profile when
+        no spend cap is reached for its policy, so it is computed once per (profile, size) then."""
+        key = (fi, size)
+        if not reopens and key in self.rooms:
+            return self.rooms[key]
+        run = self.run
+        room: tuple[str, ...] = ()
+        for occ in (run.occ, run.occ_start):
+            room = tuple(
+                pid
+                for pid in run.s.profiles[fi].pools
+                if run.enabled[run.pool_ix[pid]]
+                and pid not in reopens
+                and run.cap[run.pool_ix[pid]] - occ[run.pool_ix[pid]] >= size
+            )
+            if room:
+                break
+        if not reopens:
+            self.rooms[key] = room
+        return room
 
     def _never_fits(self, fi: int, size: int) -> tuple | None:
         run = self.run
