@@ -484,6 +484,10 @@ class KubernetesRunner:
 
     def poll(self) -> list[Change]:
         self.retry_due()
+        # Which watches are current, read before the queue is drained: a watch marks itself healthy
+        # only after queueing the event it read, so every event from before that is drained here.
+        # Read after, a pod's start queued meanwhile would be judged on what came before it.
+        current = {namespace for namespace, watcher in self.watchers.items() if watcher.healthy}
         while True:
             try:
                 item = self.events.get_nowait()
@@ -492,7 +496,7 @@ class KubernetesRunner:
             self.apply(*item)
         changes = []
         for work in list(self.works.values()):
-            changes += self.changes(work, self.clock())
+            changes += self.changes(work, self.clock(), work.namespace in current)
             if work.ended:
                 del self.works[work.task_id]
         return changes
@@ -542,7 +546,9 @@ class KubernetesRunner:
             seen.exit_code = known.exit_code
         work.pods[name] = seen
 
-    def changes(self, work: Work, now: float) -> list[Change]:
+    def changes(self, work: Work, now: float, current: bool) -> list[Change]:
+        """What the task's pods now say; ``current``: its namespace's watch was healthy before this
+        poll drained the events (only then is a pending timeout judged)."""
         pods = list(work.pods.values())
         detail = {
             "namespace": work.namespace,
@@ -590,8 +596,6 @@ class KubernetesRunner:
         if not work.announced and all(seen.running or seen.exit_code == 0 for seen in pods):
             work.announced = True
             return [Change(work.task_id, "running", detail=detail)]
-        watcher = self.watchers.get(work.namespace)
-        current = watcher is not None and watcher.healthy
         if not work.announced and current and now - work.since > self.pending_timeout_s:
             stuck = [seen for seen in pods if not seen.running and seen.exit_code is None]
             hopeless = [seen for seen in stuck if seen.unschedulable or seen.hopeless]
