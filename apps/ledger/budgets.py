@@ -245,28 +245,25 @@ def budget_units_used(
     return {p.pk: {period: subtree[period].get(p.pk, 0) for period in windows[p.pk]} for p in budgeted}
 
 
+def _ancestry(pk: int, parents: dict[int, int | None]):
+    """The policy, then its parent, grandparent and so on to the top (a cycle is walked once)."""
+    node, seen = pk, set()
+    while node is not None and node not in seen:
+        yield node
+        seen.add(node)
+        node = parents.get(node)
+
+
 def _subtrees(roots: set[int], parents: dict[int, int | None]) -> set[int]:
     """The policies in the subtrees of ``roots`` (the roots too): whose use counts toward them."""
-    found = set()
-    for pk in parents.keys() | roots:
-        node, seen = pk, set()
-        while node is not None and node not in seen:
-            if node in roots:
-                found.add(pk)
-                break
-            seen.add(node)
-            node = parents.get(node)
-    return found
+    return {pk for pk in parents.keys() | roots if any(node in roots for node in _ancestry(pk, parents))}
 
 
 def _subtree_sums(own: dict, parents: dict[int, int | None]) -> dict:
     total: dict = defaultdict(int)
     for pk, amount in own.items():
-        node, seen = pk, set()
-        while node is not None and node not in seen:
+        for node in _ancestry(pk, parents):
             total[node] += amount
-            seen.add(node)
-            node = parents.get(node)
     return total
 
 
