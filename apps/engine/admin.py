@@ -59,6 +59,7 @@ class PassRecordAdmin(admin.ModelAdmin):
 
     list_display = [
         "started_at",
+        "runner",
         "skipped",
         "skip_reason",
         "duration_ms",
@@ -71,7 +72,7 @@ class PassRecordAdmin(admin.ModelAdmin):
         "running",
         "queries",
     ]
-    list_filter = ["skipped"]
+    list_filter = ["skipped", "runner"]
     date_hierarchy = "started_at"
 
     def has_add_permission(self, request):

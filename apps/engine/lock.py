@@ -56,11 +56,11 @@ def _advisory_lock(key: int):
                 cursor.execute("SELECT pg_advisory_unlock(%s)", [key])
 
 
-def lock_file_path() -> str | None:
-    """The lock file beside the SQLite database file; None for an in-memory database."""
+def lock_file_path(suffix: str = "engine-lock") -> str | None:
+    """A lock file beside the SQLite database file; None for an in-memory database."""
     if connection.vendor != "sqlite" or connection.is_in_memory_db():
         return None
-    return f"{connection.settings_dict['NAME']}.engine-lock"
+    return f"{connection.settings_dict['NAME']}.{suffix}"
 
 
 @contextmanager

@@ -45,9 +45,15 @@ class DisabledWindow(models.Model):
 
 
 class PassRecord(models.Model):
-    """One pass of the engine, or one skipped because another process held the lock."""
+    """One pass of the engine, or one skipped because another process held the lock.
+
+    A pass that ran began (``started_at``) once it held the pass lock, and ran for
+    ``duration_ms`` before its transaction committed, all while holding it: two passes' spans
+    never overlap. ``runner`` names the process (``host:pid``), so an operator running several
+    engines sees which one is active."""
 
     started_at = models.DateTimeField(db_index=True)
+    runner = models.CharField(max_length=80, blank=True)
     skipped = models.BooleanField(default=False)
     skip_reason = models.CharField(max_length=40, blank=True)
     duration_ms = models.FloatField(default=0)

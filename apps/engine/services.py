@@ -5,6 +5,8 @@ decisions, and applies them in one transaction; see ``docs/engine.md``.
 """
 
 import logging
+import os
+import socket
 import time
 from contextlib import contextmanager
 from datetime import timedelta
@@ -194,10 +196,15 @@ def _count_pass(record: PassRecord) -> None:
         PassTotals.objects.filter(name=name).update(**changes)
 
 
+def runner() -> str:
+    """This process, as a pass's record names it (read at each pass: a forked child has its own)."""
+    return f"{socket.gethostname()}:{os.getpid()}"[:80]
+
+
 def _record(**fields) -> PassRecord:
     """Write a pass's record and count it in the totals, in the caller's transaction or its own."""
     with transaction.atomic(savepoint=False):
-        record = PassRecord.objects.create(**fields)
+        record = PassRecord.objects.create(runner=runner(), **fields)
         _count_pass(record)
     return record
 
@@ -215,6 +222,7 @@ def run_pass(now=None) -> PassRecord:
             return _record(started_at=started, skipped=True, skip_reason="another pass running")
         if not engine_enabled():
             return _record(started_at=started, skipped=True, skip_reason="disabled")
+        started = timezone.now()
         wake.pass_starting()
         held.before_pass()
         with _counting_queries() as queries:

@@ -174,6 +174,7 @@ def check_snapshot(accepted: set[int], final: bool) -> dict:
     check_meter_against_intervals()
 
     passes = PassRecord.objects.filter(skipped=False)
+    check_one_pass_at_a_time(passes)
     by_kind = dict(TaskEvent.objects.values_list("kind").annotate(n=Count("pk")).order_by())
     preempted_by_passes = TaskEvent.objects.filter(kind="preempted").exclude(reason__in=NOT_BY_A_PASS).count()
     assert sum(p.placed for p in passes) == by_kind.get("placed", 0), "a placement without its pass record"
@@ -193,6 +194,21 @@ def check_snapshot(accepted: set[int], final: bool) -> dict:
         "peak_running_by_events": {str(k): str(v) for k, v in peak_running.items()},
         "capacity": {str(k): str(v) for k, v in capacity.items()},
     }
+
+
+def check_one_pass_at_a_time(passes) -> None:
+    """Never two passes at once, whichever process ran them: each ran pass's span (from taking
+    the pass lock to the end of its writes, all under the lock) ends before the next one begins.
+    1 ms of slack for the wall clock and the pass's own timer read apart."""
+    from datetime import timedelta
+
+    spans = sorted(passes.values_list("started_at", "duration_ms", "runner", "pk"))
+    for (start, ms, runner, pk), (after, _, other, later) in zip(spans, spans[1:], strict=False):
+        end = start + timedelta(milliseconds=ms)
+        assert after >= end - timedelta(milliseconds=1), (
+            f"two passes at once: pass {pk} ({runner}) ran {start:%H:%M:%S.%f} to {end:%H:%M:%S.%f},"
+            f" pass {later} ({other}) began {after:%H:%M:%S.%f}"
+        )
 
 
 def serve() -> None:

@@ -59,7 +59,9 @@ def free_port() -> int:
 
 class Process:
     """A child in a session of its own (SIGKILL reaches its children too: Celery's pool, beat, the
-    tasks a daemon runs), its output appended to ``<folder>/<name>.log``."""
+    tasks a daemon runs), its output appended to ``<folder>/<name>.log``; a server's ``url``."""
+
+    url = ""
 
     def __init__(self, name: str, args: list[str], env: dict, folder: Path):
         self.name, self.args, self.env, self.log = name, args, env, folder / f"{name}.log"
@@ -234,7 +236,7 @@ class Stack:
     setup``), gunicorn, two ``klique-worker`` daemons of 2 GPUs on the pool of 4, the submitter,
     and a checker process (``tests.crash.db serve``); the engine is started by the test."""
 
-    def __init__(self, folder: Path, database_url: str, redis_url: str = "", seed: int = 0):
+    def __init__(self, folder: Path, database_url: str, redis_url: str = "", seed: int = 0, webs: int = 1):
         self.folder, self.database_url = folder, database_url
         env = {k: v for k, v in os.environ.items() if not k.startswith("KLIQUE_") and k != "REDIS_URL"}
         env.update(
@@ -261,10 +263,9 @@ class Stack:
         assert setup.returncode == 0, setup.stderr[-3000:]
         estate = json.loads(setup.stdout.splitlines()[-1])
         self.processes: list[Process] = []
-        port = free_port()
-        self.url = f"http://127.0.0.1:{port}"
-        web = [str(BIN / "gunicorn"), "klique.wsgi:application", "--bind", f"127.0.0.1:{port}"]
-        self.server = self.start("server", [*web, "--workers", "2", "--threads", "4", "--timeout", "60"])
+        self.webs = [self.start_web(f"server{i or ''}", workers=2 if webs == 1 else 1) for i in range(webs)]
+        self.server = self.webs[0]
+        self.url = self.webs[0].url if webs == 1 else self.start_nginx()
         wait_on_progress(self.server_answers, what="the web server", stuck=self.server.output, every=0.05)
         self.workers = [
             self.start(
@@ -291,24 +292,58 @@ class Stack:
         )
         self.engine: Process | None = None
         self.checks = 0
+        self.python, self.host = sys.executable, socket.gethostname()
 
     def start(self, name: str, args: list[str], **env: str) -> Process:
         process = Process(name, args, self.env | env, self.folder)
         self.processes.append(process)
         return process
 
+    def start_web(self, name: str, workers: int) -> Process:
+        """gunicorn on a free port (``.url``)."""
+        port = free_port()
+        web = [str(BIN / "gunicorn"), "klique.wsgi:application", "--bind", f"127.0.0.1:{port}"]
+        process = self.start(name, [*web, "--workers", str(workers), "--threads", "4", "--timeout", "60"])
+        process.url = f"http://127.0.0.1:{port}"
+        return process
+
+    def start_nginx(self) -> str:
+        """nginx in front of the web processes, as a scaled-out install runs it: a request that
+        cannot reach one (refused before it was sent) goes to the next; a POST already sent is not sent
+        again (the client sees 502 and retries, as the submitter does). Its URL."""
+        port, folder = free_port(), self.folder / "nginx"
+        folder.mkdir()
+        upstreams = "".join(f"    server {w.url.removeprefix('http://')} max_fails=0;\n" for w in self.webs)
+        temp = " ".join(f"{kind}_temp_path {folder}/{kind};" for kind in ("client_body", "proxy"))
+        user = "user root;\n" if os.geteuid() == 0 else ""  # workers read the temp folder (mode 700)
+        (folder / "nginx.conf").write_text(
+            f"{user}daemon off;\npid {folder}/nginx.pid;\nerror_log {folder}/error.log;\nevents {{}}\n"
+            f"http {{\n  access_log off;\n  {temp}\n  upstream web {{\n{upstreams}    keepalive 16;\n  }}\n"
+            f"  server {{\n    listen 127.0.0.1:{port};\n    location / {{\n      proxy_pass http://web;\n"
+            '      proxy_http_version 1.1;\n      proxy_set_header Connection "";\n'
+            "      proxy_set_header Host $http_host;\n"
+            "      proxy_next_upstream error timeout;\n    }\n  }\n}\n"
+        )
+        self.nginx = self.start("nginx", ["nginx", "-p", str(folder), "-c", str(folder / "nginx.conf")])
+        return f"http://127.0.0.1:{port}"
+
     def start_engine(self, celery: bool) -> Process:
         if celery:
             args = [str(BIN / "celery"), "-A", "klique", "worker", "-B", "-Q", "engine,meter,sweep,celery"]
             args += ["--concurrency", "2", "--loglevel", "INFO", "--schedule", str(self.folder / "beat")]
         else:
-            args = [sys.executable, "manage.py", "run_engine", "--interval", str(PASS_S)]
+            args = [self.python, "manage.py", "run_engine", "--interval", str(PASS_S)]
         self.engine = self.start("celery" if celery else "engine", args)
         return self.engine
 
     def server_answers(self) -> bool:
+        return self.web_answers(self)
+
+    @staticmethod
+    def web_answers(web) -> bool:
+        """The login page answers at ``web.url`` (the stack's, through nginx, or one process's)."""
         try:
-            return httpx.get(f"{self.url}/admin/login/", timeout=5).status_code == 200
+            return httpx.get(f"{web.url}/admin/login/", timeout=5).status_code == 200
         except httpx.HTTPError:
             return False
 
@@ -319,6 +354,15 @@ class Stack:
                 return conn.execute(sql, args).fetchone()[0]
         except psycopg.OperationalError:
             return None
+
+    def rows(self, sql: str, *args) -> list[tuple]:
+        with psycopg.connect(self.database_url, connect_timeout=2) as conn:
+            return conn.execute(sql, args).fetchall()
+
+    def ran_since(self, since: datetime) -> int:
+        """Passes that ran (not skipped) and began after ``since``."""
+        sql = "SELECT count(*) FROM engine_passrecord WHERE NOT skipped AND started_at > %s"
+        return self.query(sql, since) or 0
 
     def passes_since(self, since: datetime) -> int:
         """Passes recorded (run or skipped) that began after ``since``: the engine's real sign of life."""

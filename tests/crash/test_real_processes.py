@@ -21,11 +21,8 @@ a fixed time (``tests.crash.stack.wait_on_progress``): a loaded machine is slowe
 
 import os
 import random
-import shutil
-import tempfile
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 
@@ -35,15 +32,6 @@ from tests.engine_live.test_concurrency import database_url
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 
 KILLS = int(os.environ.get("CRASH_KILLS", "4"))
-
-
-@pytest.fixture
-def folder():
-    """The processes' folder and logs; ``CRASH_KEEP=1`` keeps it, to read after a failure."""
-    path = Path(tempfile.mkdtemp(prefix="klique-crash-"))
-    yield path
-    if not os.environ.get("CRASH_KEEP"):
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def report(what: str, stack: Stack, figures: dict, marks: dict[str, float]) -> None:

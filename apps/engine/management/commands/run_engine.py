@@ -3,7 +3,10 @@ the budget meter, the worker sweep, due schedules and the sessions' idle limits;
 rollups once a minute and the cloud pools' autoscaler every AUTOSCALE_INTERVAL_S.
 
 Between intervals it waits for a pass request (``apps.engine.wake``: a submit, a cancel, a report
-that frees GPUs) and runs a pass at once, alone; the interval stays the upper bound."""
+that frees GPUs) and runs a pass at once, alone; the interval stays the upper bound.
+
+Several may run (on one machine or several): the one holding the leader lock works, the others
+stand by and the first to take the lock after it dies carries on (``apps.engine.leader``)."""
 
 import logging
 import signal
@@ -17,6 +20,7 @@ from django.utils import timezone
 
 from apps.cloud import services as cloud
 from apps.engine import services, wake
+from apps.engine.leader import STANDBY_POLL_S, Leadership
 from apps.ledger import rollups
 from apps.pools import services as pools
 from apps.sessions import services as sessions
@@ -47,10 +51,15 @@ class Command(BaseCommand):
         done, last_rollup, last_autoscale = 0, 0.0, None
         next_tick = time.monotonic()
         self.stdout.write(f"Klique engine: a pass every {interval:g} s and on request (Ctrl-C to stop)")
+        leadership = Leadership()
         try:
             while not stopping and (passes == 0 or done < passes):
                 tick = time.monotonic()
                 close_old_connections()
+                if not leadership.hold():
+                    next_tick = tick
+                    time.sleep(STANDBY_POLL_S)
+                    continue
                 if tick >= next_tick:
                     next_tick = tick + interval
                     try:
@@ -73,6 +82,8 @@ class Command(BaseCommand):
                 wake.wait_for_request(next_tick - time.monotonic())
         except KeyboardInterrupt:
             pass
+        finally:
+            leadership.release()
         self.stdout.write("Klique engine stopped")
 
     def autoscale(self) -> None:
