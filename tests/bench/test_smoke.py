@@ -112,3 +112,10 @@ def test_worker_start_latency(database):
 def test_kueue_replay(database):
     out = smoke("kueue_replay", "--database", database, "--redis", settings.REDIS_URL)
     assert '"klique_makespan_s"' in out
+
+
+@pytest.mark.postgres
+@pytest.mark.redis
+def test_kueue_replay_large(database):
+    out = smoke("kueue_replay", "--shape", "large", "--database", database, "--redis", settings.REDIS_URL)
+    assert '"shape": "large"' in out and '"klique_over_ideal"' in out
