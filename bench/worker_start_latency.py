@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/worker_start_latency.py [--tasks 30] [--interval 1]
     .venv/bin/python bench/worker_start_latency.py --smoke    # 3 tasks, 0.5-1 s apart
+    .venv/bin/python bench/worker_start_latency.py --batch 50 --tasks 150   # 3 claims of 50
 
 The database named in DATABASE_URL (default ``klique_bench_h4``) is dropped and created afresh
 with one pool of one GPU, one policy and one user. gunicorn (gthread) serves the API, ``manage.py
@@ -14,7 +15,13 @@ For each task the control plane's events give:
 
 * submit to placement (``submitted`` -> ``placed``: the engine's part);
 * placement to claim (``placed`` -> ``claimed``) and placement to start (``placed`` ->
-  ``started``, whose time is when the daemon saw the process running): the daemon's part.
+  ``started``, whose time is when the daemon saw the process running): the daemon's part;
+* claim to start (``claimed`` -> ``started``): the daemon's own start of what it claimed.
+
+``--batch N`` measures a claim of N tasks at once instead (issue 31: claim to start for a batch
+of 50): the pool, the policy and the daemon have N GPUs, and the tasks are submitted N at a time
+in one bulk request (``--tasks`` in all), each batch after the one before has ended, so that the
+daemon claims them together and starts them side by side.
 
 Medians and the 90th percentile are printed with the 1-minute load average; the run exits 1
 unless every task succeeded. ``--no-redis`` runs
@@ -61,9 +68,9 @@ def wait_until(check, timeout: float, what: str):
     raise SystemExit(f"timed out waiting for {what}")
 
 
-def build() -> tuple[str, str, str]:
-    """One pool of one GPU served by the daemon, and a member who submits: (compute resource,
-    personal API token, enrolment token)."""
+def build(gpus: int = 1) -> tuple[str, str, str]:
+    """One pool of ``gpus`` GPUs served by the daemon, and a member who submits: (compute
+    resource, personal API token, enrolment token)."""
     from django.utils import timezone
 
     from apps.accounts import services as accounts
@@ -73,11 +80,11 @@ def build() -> tuple[str, str, str]:
     from apps.pools.models import EnrolmentToken, GpuType, Pool
 
     pool = Pool.objects.create(
-        name="bench", kind=Pool.Kind.BAREMETAL, gpu_type=GpuType.objects.create(name="H100"), capacity=1
+        name="bench", kind=Pool.Kind.BAREMETAL, gpu_type=GpuType.objects.create(name="H100"), capacity=gpus
     )
     profile = policies.create_profile(name="1gpu", gpus=1, pools=[pool])
     group = Group.objects.create(name="Bench", slug="bench")
-    policy = policies.create_policy(group=group, reservation=1, limit=1)
+    policy = policies.create_policy(group=group, reservation=gpus, limit=gpus)
     resource = policies.connect(policy=policy, profile=profile, name="bench-1gpu")
     user = User.objects.create(username="bench")
     accounts.add_membership(user=user, group=group, role=Membership.Role.MEMBER)
@@ -99,6 +106,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--no-redis", action="store_true", help="run without Redis")
     parser.add_argument("--daemon-tree", type=Path, help="run the daemon from this tree's klique package")
+    parser.add_argument("--batch", type=int, default=1, help="tasks claimed at once (N GPUs)")
     parser.add_argument("--smoke", action="store_true", help="3 tasks, 0.5-1 s apart")
     args = parser.parse_args()
     if args.smoke:
@@ -125,7 +133,7 @@ def main() -> None:
 
     django.setup()
     call_command("migrate", verbosity=0)
-    resource, api_token, enrolment = build()
+    resource, api_token, enrolment = build(args.batch)
 
     import httpx
 
@@ -172,7 +180,7 @@ def main() -> None:
             ]
             daemon_env["PYTHONPATH"] = str(args.daemon_tree.resolve())
         start(
-            [*daemon, "--server", server, "--gpus", "1", "--hostname", "bench-1",
+            [*daemon, "--server", server, "--gpus", str(args.batch), "--hostname", "bench-1",
              "--state-dir", str(folder / "worker")],
             "worker", daemon_cwd, **daemon_env,
         )  # fmt: skip
@@ -182,15 +190,21 @@ def main() -> None:
         done = {"succeeded", "failed", "canceled"}
         rng = random.Random(args.seed)
         ids = []
-        for _ in range(args.tasks):
-            answer = http.post("/api/v1/tasks/", json={"compute_resource": resource, "command": "sleep 0.2"})
-            assert answer.status_code == 201, answer.text
-            task_id = answer.json()["id"]
-            ids.append(task_id)
+        item = {"compute_resource": resource, "command": "sleep 0.2"}
+        for _ in range(max(1, args.tasks // args.batch)):
+            if args.batch == 1:
+                answer = http.post("/api/v1/tasks/", json=item)
+                assert answer.status_code == 201, answer.text
+                batch = [answer.json()["id"]]
+            else:
+                answer = http.post("/api/v1/tasks/bulk/", json={"tasks": [item] * args.batch})
+                assert answer.status_code == 201, answer.text
+                batch = [created["id"] for created in answer.json()]
+            ids += batch
             wait_until(
-                lambda task_id=task_id: http.get(f"/api/v1/tasks/{task_id}/").json()["state"] in done,
+                lambda batch=batch: Task.objects.filter(pk__in=batch, state__in=done).count() == len(batch),
                 120,
-                f"task {task_id}",
+                f"tasks {batch[0]}-{batch[-1]}",
             )
             time.sleep(rng.uniform(0.5, args.gap_max))  # idle again, at no fixed phase of its polling
         events = {}
@@ -208,13 +222,13 @@ def main() -> None:
 
         load = os.getloadavg()[0]
         tree = f"; daemon from {args.daemon_tree}" if args.daemon_tree else ""
-        print(
-            f"{args.tasks} tasks, one at a time; redis: {'on' if redis_url else 'off'}{tree}; load {load:.2f}"
-        )
+        at_once = "one at a time" if args.batch == 1 else f"{args.batch} at a time"
+        print(f"{len(ids)} tasks, {at_once}; redis: {'on' if redis_url else 'off'}{tree}; load {load:.2f}")
         for label, first, then in (
             ("submit -> placed", "submitted", "placed"),
             ("placed -> claimed", "placed", "claimed"),
             ("placed -> started", "placed", "started"),
+            ("claimed -> started", "claimed", "started"),
         ):
             values = gaps(first, then)
             print(
