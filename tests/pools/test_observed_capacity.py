@@ -14,6 +14,7 @@ from apps.engine import services as engine
 from apps.pools import services as pools
 from apps.pools.models import EnrolmentToken, PoolCapacityChange, Worker
 from apps.pools.selectors import capacity_segments, effective_capacity
+from apps.pools.services.estate import record_observed
 from apps.tasks.models import Task
 from tests.engine_live.test_pass import estate, submit
 
@@ -107,6 +108,20 @@ def test_each_change_of_the_live_daemons_gpus_goes_into_the_capacity_history(set
     pool.capacity = 12
     pool.save()
     assert observed_rows(pool)[-1] == (12, 2)
+
+
+def test_rule_a_worker_back_from_lost_is_recorded_though_the_worker_the_call_holds_is_stale(settings):
+    """The token cache hands the heartbeat a ``Worker`` read up to ``WORKER_CACHE_S`` before:
+    active, with its old GPUs. What the row held is what counts."""
+    pool, _, _ = estate(capacity=16, res_a=0, limit=16)
+    remembered = enrol(pool, "node-a", 4, at=T0)
+    assert remembered.state == Worker.State.ACTIVE
+    Worker.objects.filter(pk=remembered.pk).update(state=Worker.State.LOST, lost_at=T0, gpus=6)
+    record_observed(pool.pk, T0 + timedelta(minutes=1))
+    assert observed_rows(pool)[-1] == (16, 0)
+    pools.heartbeat(remembered, tasks=[], gpus="4", now=T0 + timedelta(minutes=2))
+    assert observed_rows(pool)[-1] == (16, 4)  # back, and 4 GPUs where the row said 6
+    assert (remembered.state, remembered.gpus) == (Worker.State.ACTIVE, 4)
 
 
 def test_a_restarted_daemon_re_enrolling_records_its_gpus_once():

@@ -46,18 +46,22 @@ class EnrolmentTokenAuthentication(_PrefixedBearer):
         return selectors.enrolment_token_by_raw(raw, timezone.now())
 
 
-WORKER_CACHE_S = 5.0
+WORKER_CACHE_S = 60.0
 WORKER_CACHE_SIZE = 20_000
 _workers: dict[str, tuple[float, Worker]] = {}
 
 
 class WorkerTokenAuthentication(_PrefixedBearer):
     """The worker a token names, remembered by this process for ``WORKER_CACHE_S`` (a query less
-    on each of the calls every daemon makes every few seconds). Safe for a retired worker: every
-    write a worker token can make checks the worker's state in its own transaction (a heartbeat,
-    a sync and a claim answer 401 for a retired worker, a wait too; a report of a retired worker
-    finds its work requeued and changes nothing), so only the 401 of a report comes up to
-    ``WORKER_CACHE_S`` late. A token of a worker that does not exist is never remembered."""
+    on each of the calls every daemon makes; longer than the heartbeat interval of a large estate,
+    20 s at 2,000 daemons, so that the cache serves the next call). Safe for a retired worker:
+    every write a worker token can make checks the worker's state in its own transaction (a
+    heartbeat, a sync and a claim answer 401 for a retired worker, a wait too; a report of a
+    retired worker finds its work requeued and changes nothing), so only the 401 of a report
+    comes up to ``WORKER_CACHE_S`` late. Nothing decides on the remembered state: the heartbeat
+    reads the state it replaces from the row it locks. The remembered GPUs bound a claim's
+    ``free_gpus`` until this process sees a heartbeat with new ones. A token of a worker that does
+    not exist is never remembered."""
 
     prefix = services.WORKER_PREFIX
     what = "a worker token"

@@ -15,7 +15,7 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, Q, Value
 
 from apps.accounts.services import hash_token
@@ -269,14 +269,42 @@ def _mark_alive(
         fields["free_gpus"] = free_gpus
     if gpu_stats is not None:
         fields["gpu_stats"] = gpu_stats
-    if not Worker.objects.filter(pk=worker.pk).exclude(state=Worker.State.RETIRED).update(**fields):
+    before = _write_alive(worker.pk, fields)
+    if before is None:
         raise InvalidToken  # retired meanwhile: its token no longer acts
-    if worker.state != Worker.State.ACTIVE or (gpus is not None and Decimal(gpus) != worker.gpus):
+    state, had_gpus = before
+    if state != Worker.State.ACTIVE or (gpus is not None and Decimal(gpus) != had_gpus):
         with transaction.atomic():
             record_observed(
                 worker.pool_id, now
             )  # back from lost, or other GPUs: the pool's live GPUs changed
+    worker.state, worker.gpus = Worker.State.ACTIVE, had_gpus if gpus is None else Decimal(gpus)
     return told
+
+
+def _write_alive(worker_id: int, fields: dict) -> tuple[str, Decimal] | None:
+    """Write ``fields`` to the worker's row unless it is retired; its state and GPUs as they were
+    (None when retired or gone). The caller's ``Worker`` may be the token cache's, up to
+    ``WORKER_CACHE_S`` old: what was, is read here, from the row this statement locks.
+
+    On PostgreSQL one statement (a lock-reading sub-select and the update); elsewhere (SQLite, whose
+    writers are serialised) a read, then the update."""
+    if connection.vendor != "postgresql":
+        live = Worker.objects.filter(pk=worker_id).exclude(state=Worker.State.RETIRED)
+        before = live.values_list("state", "gpus").first()
+        return before if before is not None and live.update(**fields) else None
+    meta = Worker._meta
+    columns = [meta.get_field(name) for name in fields]
+    assignments = ", ".join(f"{connection.ops.quote_name(column.column)} = %s" for column in columns)
+    values = [column.get_db_prep_save(fields[column.name], connection) for column in columns]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {meta.db_table} AS w SET {assignments} FROM (SELECT id, state, gpus FROM {meta.db_table}"
+            " WHERE id = %s AND state <> %s FOR NO KEY UPDATE) AS was WHERE w.id = was.id"
+            " RETURNING was.state, was.gpus",
+            [*values, worker_id, Worker.State.RETIRED],
+        )
+        return cursor.fetchone()
 
 
 def _heartbeat_answer(
