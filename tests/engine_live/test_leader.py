@@ -11,9 +11,9 @@ from apps.engine.leader import Leadership
 from apps.engine.models import PassRecord
 
 
-@pytest.mark.django_db(transaction=True)
-@pytest.mark.postgres
-def test_rule_one_leader_at_a_time_and_a_standby_takes_over_when_it_lets_go():
+def one_leader_then_handover() -> None:
+    """Two claims in one process: the first leads (and keeps leading), the second stands by until
+    the first lets go, then leads, and the first stands by."""
     active, standby = Leadership(), Leadership()
     try:
         assert active.hold() and active.hold()
@@ -24,6 +24,12 @@ def test_rule_one_leader_at_a_time_and_a_standby_takes_over_when_it_lets_go():
     finally:
         active.release()
         standby.release()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.postgres
+def test_rule_one_leader_at_a_time_and_a_standby_takes_over_when_it_lets_go():
+    one_leader_then_handover()
 
 
 @pytest.mark.django_db(transaction=True)
@@ -49,16 +55,8 @@ def test_rule_a_leader_whose_session_ends_stands_by_and_the_standby_takes_the_lo
 def test_rule_one_leader_at_a_time_on_a_sqlite_file(monkeypatch, tmp_path):
     monkeypatch.setattr(leader, "lock_file_path", lambda suffix: str(tmp_path / f"db.{suffix}"))
     monkeypatch.setattr(leader.connection, "vendor", "sqlite")
-    active, standby = Leadership(), Leadership()
-    try:
-        assert active.hold() and active.hold()
-        assert not standby.hold()
-        active.release()
-        assert standby.hold()
-        assert (tmp_path / "db.engine-leader").exists()
-    finally:
-        active.release()
-        standby.release()
+    one_leader_then_handover()
+    assert (tmp_path / "db.engine-leader").exists()
 
 
 @pytest.mark.django_db
