@@ -123,8 +123,12 @@ def server_pids(gunicorn_pid: int, database_url: str) -> list[int]:
 
 
 @contextmanager
-def server(workers: int, threads: int):
-    """A fresh gunicorn for each run, so that no run waits behind what the last one left queued."""
+def server(workers: int, threads: int, nginx: bool = False):
+    """A fresh gunicorn for each run, so that no run waits behind what the last one left queued.
+
+    ``nginx``: behind nginx as the production site runs it (deploy/nginx: an upstream of 32 kept
+    connections, the clients' connections kept 75 s): the daemons' connections end at nginx, and
+    gunicorn sees a few long-lived ones. The CPU counted is still gunicorn's and PostgreSQL's."""
     port = free_port()
     gunicorn = subprocess.Popen(
         [
@@ -135,6 +139,7 @@ def server(workers: int, threads: int):
         ],
         cwd=ROOT, env={**os.environ, "DB_CONN_MAX_AGE": "600"},
     )  # fmt: skip
+    proxy = None
     try:
         for _ in range(100):
             try:
@@ -142,10 +147,42 @@ def server(workers: int, threads: int):
                 break
             except OSError:
                 time.sleep(0.2)
+        if nginx:
+            proxy, port = front(port)
         yield f"http://127.0.0.1:{port}", gunicorn.pid
     finally:
+        if proxy is not None:
+            proxy.terminate()
+            proxy.wait()
         gunicorn.terminate()
         gunicorn.wait()
+
+
+def front(upstream: int) -> tuple[subprocess.Popen, int]:
+    """nginx on a free port in front of gunicorn on ``upstream``, with the production site's
+    proxying (keepalive 32 to gunicorn, HTTP/1.1, clients kept 75 s); the process and its port."""
+    import tempfile
+
+    port, folder = free_port(), Path(tempfile.mkdtemp(prefix="klique-bench-nginx-"))
+    user = "user root;\n" if os.geteuid() == 0 else ""
+    temp = " ".join(f"{kind}_temp_path {folder}/{kind};" for kind in ("client_body", "proxy"))
+    (folder / "nginx.conf").write_text(
+        f"{user}daemon off;\nworker_processes 1;\npid {folder}/nginx.pid;\nerror_log {folder}/error.log;\n"
+        "events { worker_connections 8192; }\n"
+        f"http {{\n  access_log off;\n  keepalive_timeout 75s;\n  keepalive_requests 100000;\n  {temp}\n"
+        f"  upstream web {{ server 127.0.0.1:{upstream}; keepalive 32; }}\n"
+        f"  server {{\n    listen 127.0.0.1:{port} backlog=4096;\n    location / {{\n"
+        "      proxy_pass http://web;\n      proxy_http_version 1.1;\n"
+        '      proxy_set_header Connection "";\n      proxy_set_header Host $http_host;\n    }\n  }\n}\n'
+    )
+    process = subprocess.Popen(["nginx", "-p", str(folder), "-c", str(folder / "nginx.conf")])
+    for _ in range(100):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return process, port
+        except OSError:
+            time.sleep(0.1)
+    raise SystemExit(f"nginx did not start: {(folder / 'error.log').read_text()[-2000:]}")
 
 
 def wrk(

@@ -2,6 +2,7 @@
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/klique_sync_bench .venv/bin/python bench/worker_sync.py
     DATABASE_URL=... .venv/bin/python bench/worker_sync.py --smoke   # 50 daemons, 20 calls, one 3 s run each
+    DATABASE_URL=... .venv/bin/python bench/worker_sync.py --nginx   # behind nginx, as production runs it
 
 The database named in DATABASE_URL is dropped and created afresh with one pool and ``--workers``
 enrolled workers (each with its own worker token), nothing placed: a daemon's steady poll, a
@@ -185,6 +186,7 @@ def main() -> None:
         default="sync,pair,saturated",
         help="which runs over HTTP, comma-separated: sync, pair (heartbeat + claim apart), saturated",
     )
+    parser.add_argument("--nginx", action="store_true", help="behind nginx, as production runs it")
     parser.add_argument("--smoke", action="store_true", help="50 daemons, 20 calls, one 3 s run of each")
     args = parser.parse_args()
     if args.smoke:
@@ -234,7 +236,7 @@ def main() -> None:
         for name, endpoint, connections_n, poll_ms in runs:
             rows = []
             for _ in range(args.repeat):
-                with server(args.gunicorn_workers, args.threads) as (base, gunicorn_pid):
+                with server(args.gunicorn_workers, args.threads, args.nginx) as (base, gunicorn_pid):
                     wrk(base, tokens, endpoint, 16, 0, 3)
                     before = cpu_s(server_pids(gunicorn_pid, url))
                     t0 = time.perf_counter()

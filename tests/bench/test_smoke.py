@@ -26,7 +26,7 @@ def server_url(name: str) -> str:
 @pytest.fixture
 def database(request):
     """The URL of a database for the script under test; it and its clones are dropped afterwards."""
-    name = f"klique_bench_smoke_{request.node.name.removeprefix('test_')}"
+    name = f"klique_bench_smoke_{request.node.originalname.removeprefix('test_')}"
     yield server_url(name)
     with psycopg.connect(server_url("postgres"), autocommit=True) as conn:
         for db in (name, f"{name}_template"):
@@ -94,9 +94,12 @@ def test_worker_poll(database):
 
 
 @pytest.mark.postgres
-def test_worker_sync(database):
+@pytest.mark.parametrize("front", [[], ["--nginx"]], ids=["gunicorn", "behind-nginx"])
+def test_worker_sync(database, front):
     need_wrk()
-    out = smoke("worker_sync", DATABASE_URL=database)
+    if front and not shutil.which("nginx"):
+        _fail_or_skip("nginx is not installed (apt-get install nginx; CI's .ci/run does)")
+    out = smoke("worker_sync", *front, DATABASE_URL=database)
     assert "10 reports: sync" in out and "sync, saturated (64 conn.)" in out
 
 
