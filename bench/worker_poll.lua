@@ -12,6 +12,11 @@ local bodies = {
 }
 bodies.sync = '{"reports": [], "heartbeat": ' .. bodies.heartbeat .. ', "claim": ' .. bodies.claim .. '}'
 local sent = 0
+-- KLIQUE_SPREAD_FIRST: how many connections this thread holds, when each one's first poll is to
+-- come at a uniformly random point of one interval (a running estate, whose daemons started at
+-- different times) rather than after one jittered interval (all of them at once: a restart storm).
+local spread_first = tonumber(os.getenv("KLIQUE_SPREAD_FIRST") or "0")
+local delays = 0
 
 function setup(thread)
   thread:set("id", counter)
@@ -43,6 +48,8 @@ end
 
 function delay()
   if poll_ms == 0 then return 0 end
+  delays = delays + 1
+  if delays <= spread_first then return math.random(0, poll_ms) end
   -- "pair": the claim follows its heartbeat at once; the next pair after the interval.
   if endpoint == "pair" and sent % 2 == 1 then return 0 end
   return math.random(math.floor(poll_ms * 0.8), math.floor(poll_ms * 1.2))

@@ -186,13 +186,23 @@ def front(upstream: int) -> tuple[subprocess.Popen, int]:
 
 
 def wrk(
-    url: str, tokens: Path, endpoint: str, connections: int, poll_ms: int, duration_s: int, threads: int = 2
+    url: str,
+    tokens: Path,
+    endpoint: str,
+    connections: int,
+    poll_ms: int,
+    duration_s: int,
+    threads: int = 2,
+    spread: bool = False,
 ) -> dict:
+    """One wrk run. ``spread``: each connection's first poll at a random point of one interval (a
+    running estate), not all of them after one jittered interval (a restart storm)."""
     env = {
         **os.environ,
         "KLIQUE_TOKENS": str(tokens),
         "KLIQUE_ENDPOINT": endpoint,
         "KLIQUE_POLL_MS": str(poll_ms),
+        "KLIQUE_SPREAD_FIRST": str(-(-connections // threads) if spread else 0),
     }
     args = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{duration_s}s", "--timeout", "10s"]
     args += ["-s", str(ROOT / "bench" / "worker_poll.lua"), url]

@@ -3,6 +3,7 @@
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/klique_sync_bench .venv/bin/python bench/worker_sync.py
     DATABASE_URL=... .venv/bin/python bench/worker_sync.py --smoke   # 50 daemons, 20 calls, one 3 s run each
     DATABASE_URL=... .venv/bin/python bench/worker_sync.py --nginx   # behind nginx, as production runs it
+    DATABASE_URL=... .venv/bin/python bench/worker_sync.py --nginx --spread   # a running estate, no burst
 
 The database named in DATABASE_URL is dropped and created afresh with one pool and ``--workers``
 enrolled workers (each with its own worker token), nothing placed: a daemon's steady poll, a
@@ -20,7 +21,9 @@ heartbeat and a claim that finds nothing. Two parts:
   workers and PostgreSQL backends, from /proc) as a share of ``--cores`` cores and per poll, and
   the 1-minute load average after it. ``--repeat`` runs each
   and prints the medians; ``--runs sync`` keeps only the first. wrk delays each connection's first
-  request by one interval: a run shorter than about four intervals measures mostly the ramp.
+  request by one interval: a run shorter than about four intervals measures mostly the ramp, and
+  every daemon's first poll lands within 40% of an interval (a restart storm). ``--spread`` puts
+  each first poll at a random point of one interval instead: a running estate.
 
 wrk shares the machine's cores with the server it measures; its own CPU is not counted. The run
 exits 1 when a call in process was refused, or a run over HTTP had errors or no request answered.
@@ -187,6 +190,9 @@ def main() -> None:
         help="which runs over HTTP, comma-separated: sync, pair (heartbeat + claim apart), saturated",
     )
     parser.add_argument("--nginx", action="store_true", help="behind nginx, as production runs it")
+    parser.add_argument(
+        "--spread", action="store_true", help="first polls spread over an interval (no start-up burst)"
+    )
     parser.add_argument("--smoke", action="store_true", help="50 daemons, 20 calls, one 3 s run of each")
     args = parser.parse_args()
     if args.smoke:
@@ -240,7 +246,8 @@ def main() -> None:
                     wrk(base, tokens, endpoint, 16, 0, 3)
                     before = cpu_s(server_pids(gunicorn_pid, url))
                     t0 = time.perf_counter()
-                    row = wrk(base, tokens, endpoint, connections_n, poll_ms, args.duration)
+                    spread = args.spread
+                    row = wrk(base, tokens, endpoint, connections_n, poll_ms, args.duration, spread=spread)
                     wall = time.perf_counter() - t0
                     after = cpu_s(server_pids(gunicorn_pid, url))
                 spent = sum(after[pid] - before.get(pid, 0.0) for pid in after)
