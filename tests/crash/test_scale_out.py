@@ -13,12 +13,14 @@ submissions stop, every task must end, and the whole history is checked again.
 """
 
 import random
+import shutil
 import time
 from datetime import UTC, datetime
 from functools import partial
 
 import pytest
 
+from tests.conftest import _fail_or_skip
 from tests.crash.stack import PASS_S, Process, Stack, wait_on_progress
 from tests.crash.test_real_processes import KILLS, Marks, report
 from tests.engine_live.test_concurrency import database_url
@@ -113,6 +115,8 @@ def web_fails_over(stack: Stack) -> int:
 
 
 def test_two_engines_and_two_web_processes_behind_nginx_fail_over_one_active_engine_nothing_lost(folder):
+    if not shutil.which("nginx"):
+        _fail_or_skip("nginx is not installed (apt-get install nginx; CI's .ci/run does)")
     stack = Stack(folder, database_url(), seed=3, webs=2)
     try:
         mark = Marks()
