@@ -69,7 +69,6 @@ ports. The run exits 1 when a Klique run left a task not succeeded.
 import argparse
 import json
 import os
-import secrets as secrets_module
 import shutil
 import socket
 import statistics
@@ -218,10 +217,8 @@ def build_template(url: str, shape: Shape, secrets_file: Path) -> None:
             )
             tokens = []
             for n, u in zip(rest, users, strict=True):
-                raw = accounts.TOKEN_PREFIX + secrets_module.token_urlsafe(32)
-                prefix, digest = raw[: len(accounts.TOKEN_PREFIX) + 6], accounts.hash_token(raw)
-                tokens.append(ApiToken(user=u, name="bench", prefix=prefix, token_hash=digest))
-                secrets["api"][n] = raw
+                token, secrets["api"][n] = accounts.new_api_token(user=u, name="bench")
+                tokens.append(token)
             ApiToken.objects.bulk_create(tokens)
     secrets_file.write_text(json.dumps(secrets))
     connections.close_all()

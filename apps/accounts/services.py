@@ -128,6 +128,13 @@ def hash_token(raw: str) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
+def new_api_token(*, user: User, name: str) -> tuple[ApiToken, str]:
+    """An unsaved token for ``user`` and the raw token it is the hash of (the one token format)."""
+    raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    token = ApiToken(user=user, name=name, prefix=raw[: len(TOKEN_PREFIX) + 6], token_hash=hash_token(raw))
+    return token, raw
+
+
 def create_api_token(*, user: User, name: str, expires_at: datetime | None = None) -> tuple[ApiToken, str]:
     """A new token for ``user``; the token itself is returned here and never again."""
     name = (name or "").strip()
@@ -135,8 +142,7 @@ def create_api_token(*, user: User, name: str, expires_at: datetime | None = Non
         raise ValidationError({"name": "Give the token a name, e.g. laptop or nightly pipeline."})
     if expires_at is not None and expires_at <= timezone.now():
         raise ValidationError({"expires_at": "The expiry must be in the future."})
-    raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
-    token = ApiToken(user=user, name=name, prefix=raw[: len(TOKEN_PREFIX) + 6], token_hash=hash_token(raw))
+    token, raw = new_api_token(user=user, name=name)
     token.expires_at = expires_at
     token.full_clean(exclude=["token_hash", "prefix"])
     token.save()
