@@ -56,7 +56,8 @@ class Command(BaseCommand):
             while not stopping and (passes == 0 or done < passes):
                 tick = time.monotonic()
                 close_old_connections()
-                if not leadership.hold():
+                # The leader's lock is checked once a tick (a query), not before every pass on request.
+                if (tick >= next_tick or not leadership.leading) and not leadership.hold():
                     next_tick = tick
                     time.sleep(STANDBY_POLL_S)
                     continue
