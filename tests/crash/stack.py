@@ -292,7 +292,7 @@ class Stack:
         )
         self.engine: Process | None = None
         self.checks = 0
-        self.python, self.host = sys.executable, socket.gethostname()
+        self.host = socket.gethostname()
 
     def start(self, name: str, args: list[str], **env: str) -> Process:
         process = Process(name, args, self.env | env, self.folder)
@@ -327,13 +327,14 @@ class Stack:
         self.nginx = self.start("nginx", ["nginx", "-p", str(folder), "-c", str(folder / "nginx.conf")])
         return f"http://127.0.0.1:{port}"
 
-    def start_engine(self, celery: bool) -> Process:
+    def start_engine(self, celery: bool, name: str = "") -> Process:
+        """The engine (``name``, else ``celery`` or ``engine``), also kept as ``self.engine``."""
         if celery:
             args = [str(BIN / "celery"), "-A", "klique", "worker", "-B", "-Q", "engine,meter,sweep,celery"]
             args += ["--concurrency", "2", "--loglevel", "INFO", "--schedule", str(self.folder / "beat")]
         else:
-            args = [self.python, "manage.py", "run_engine", "--interval", str(PASS_S)]
-        self.engine = self.start("celery" if celery else "engine", args)
+            args = [sys.executable, "manage.py", "run_engine", "--interval", str(PASS_S)]
+        self.engine = self.start(name or ("celery" if celery else "engine"), args)
         return self.engine
 
     def server_answers(self) -> bool:
@@ -359,14 +360,11 @@ class Stack:
         with psycopg.connect(self.database_url, connect_timeout=2) as conn:
             return conn.execute(sql, args).fetchall()
 
-    def ran_since(self, since: datetime) -> int:
-        """Passes that ran (not skipped) and began after ``since``."""
-        sql = "SELECT count(*) FROM engine_passrecord WHERE NOT skipped AND started_at > %s"
-        return self.query(sql, since) or 0
-
-    def passes_since(self, since: datetime) -> int:
-        """Passes recorded (run or skipped) that began after ``since``: the engine's real sign of life."""
-        return self.query("SELECT count(*) FROM engine_passrecord WHERE started_at > %s", since) or 0
+    def passes_since(self, since: datetime, ran: bool = False) -> int:
+        """Passes recorded (run or skipped) that began after ``since``: the engine's real sign of
+        life; ``ran``: only those that ran."""
+        which = "NOT skipped AND " if ran else ""
+        return self.query(f"SELECT count(*) FROM engine_passrecord WHERE {which}started_at > %s", since) or 0
 
     def passes_begun(self, since: datetime, wanted: int) -> bool:
         return self.alive() and self.passes_since(since) >= wanted

@@ -30,10 +30,6 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 RAN = "FROM engine_passrecord WHERE NOT skipped"
 
 
-def engine(stack: Stack, name: str) -> Process:
-    return stack.start(name, [stack.python, "manage.py", "run_engine", "--interval", str(PASS_S)])
-
-
 def runner_of(stack: Stack, process: Process) -> str:
     return f"{stack.host}:{process.process.pid}"
 
@@ -57,8 +53,10 @@ def fail_over(stack: Stack, engines: list[Process], kills: int, rng: random.Rand
     for _ in range(kills):
         since, wanted = datetime.now(UTC), rng.randint(1, 3)
         wait_on_progress(
-            lambda since=since, wanted=wanted: stack.alive() and stack.ran_since(since) >= wanted,
-            partial(stack.ran_since, since),
+            lambda since=since, wanted=wanted: (
+                stack.alive() and stack.passes_since(since, ran=True) >= wanted
+            ),
+            partial(stack.passes_since, since, ran=True),
             what=f"{wanted} passes of the active engine",
             stuck=lambda: engines[0].output() + engines[1].output(),
             every=0.05,
@@ -120,8 +118,7 @@ def test_two_engines_and_two_web_processes_behind_nginx_fail_over_one_active_eng
     stack = Stack(folder, database_url(), seed=3, webs=2)
     try:
         mark = Marks()
-        engines = [engine(stack, "engine-a"), engine(stack, "engine-b")]
-        stack.engine = engines[0]
+        engines = [stack.start_engine(celery=False, name=name) for name in ("engine-a", "engine-b")]
         mark("start")
         takeovers = fail_over(stack, engines, KILLS, random.Random(13))
         mark("engine kills")
