@@ -65,7 +65,7 @@ url=http://127.0.0.1:$port
 export CHECK_URL=$url CHECK_PASSWORD=$password
 # check VERSION: the portal's probes, a login through the admin's form, the release on its index.
 check() {
-  curl -fsS "$url/healthz" | grep -q '"alive"' || fail "/healthz"
+  curl -fsS "$url/healthz" | grep '"alive"' >/dev/null || fail "/healthz"
   curl -fsS "$url/readyz" >/dev/null || fail "/readyz"
   "$prefix/.venv/bin/python" - "$1" <<'PY'
 import os, re, sys

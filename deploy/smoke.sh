@@ -145,7 +145,7 @@ answer=$(curl_tls -c "$jar" -b "$jar" -o /dev/null -w '%{http_code} %{redirect_u
   -H "Origin: $base" -H "Referer: $base/accounts/login/" --data-urlencode "csrfmiddlewaretoken=$token" \
   --data-urlencode login=smoke --data-urlencode "password=$SMOKE_PASSWORD" "$base/accounts/login/")
 [ "${answer%% *}" = 302 ] || fail "login answered $answer"
-curl_tls -f -b "$jar" "$base/" | grep -q 'smoke' || fail "the portal does not show the person logged in"
+curl_tls -f -b "$jar" "$base/" | grep 'smoke' >/dev/null || fail "the portal does not show the person logged in"
 say "logged in through the portal's form ($answer)"
 wait_for 60 "an engine pass (/readyz?engine=1)" curl_tls -f "$base/readyz?engine=1"
 say "the engine passes (Celery beat and worker): /readyz?engine=1 answers 200"
@@ -163,7 +163,8 @@ state() { curl_tls -f -H "Authorization: Bearer $api_token" "$base/api/v1/tasks/
 succeeded() { [ "$(state)" = succeeded ]; }
 wait_for 120 "task $task succeeded" succeeded
 say "task $task submitted through the API, placed by the engine, run by klique-worker: succeeded"
-curl_tls -f -H "Authorization: Bearer $METRICS_TOKEN" "$base/metrics" | grep -q '^klique_placements_total 1.0$' ||
+# grep without -q reads to the end: under pipefail, -q quitting early can fail curl with SIGPIPE.
+curl_tls -f -H "Authorization: Bearer $METRICS_TOKEN" "$base/metrics" | grep '^klique_placements_total 1.0$' >/dev/null ||
   fail "/metrics does not count the placement"
 
 # Every process logged JSON lines; the pass and the daemon with their ids.
