@@ -17,6 +17,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator, RegexVa
 from django.db import models
 
 from apps.accounts.models import Group
+from apps.core.checks import Checks
 from apps.core.countries import normalised, validate_country
 from apps.core.gpus import GPU_DECIMAL_PLACES, GPU_MAX_DIGITS
 from apps.pools.models import Pool
@@ -110,6 +111,8 @@ class Profile(models.Model):
     # pool inline): the rules then skip the stored links, which that form may be removing.
     links_checked_by_form = False
 
+    extra_checks = Checks()  # apps.policies.rules and apps.tasks.checks register here
+
     class Meta:
         ordering = ["name"]
 
@@ -121,9 +124,7 @@ class Profile(models.Model):
         super().clean_fields(exclude)
 
     def clean(self) -> None:
-        from apps.policies import rules
-
-        rules.raise_if(rules.profile_errors(self))
+        self.extra_checks.run(self)
 
     @property
     def constraints(self) -> list[str]:
@@ -165,6 +166,8 @@ class ProfilePool(models.Model):
         help_text="How many of the GPU resource one task takes per node.",
     )
 
+    extra_checks = Checks()  # apps.policies.rules and apps.tasks.checks register here
+
     class Meta:
         ordering = ["profile", "pool_rank", "pk"]
         verbose_name = "pool of a profile"
@@ -176,9 +179,7 @@ class ProfilePool(models.Model):
         return f"{self.profile} on {self.pool}"
 
     def clean(self) -> None:
-        from apps.policies import rules
-
-        rules.raise_if(rules.profile_pool_errors(self))
+        self.extra_checks.run(self)
 
 
 class ResourcePolicy(models.Model):
@@ -230,6 +231,8 @@ class ResourcePolicy(models.Model):
         help_text="Counts the saves of this policy; a form that carries an older version is refused.",
     )
 
+    extra_checks = Checks()  # apps.policies.rules and apps.tasks.checks register here
+
     class Meta:
         ordering = ["group__name"]
         verbose_name = "resource policy"
@@ -243,9 +246,7 @@ class ResourcePolicy(models.Model):
         return self.budget_hours is not None
 
     def clean(self) -> None:
-        from apps.policies import rules
-
-        rules.raise_if(rules.policy_errors(self))
+        self.extra_checks.run(self)
 
 
 class BudgetWindow(models.Model):
@@ -287,6 +288,8 @@ class ComputeResource(models.Model):
     )
     enabled = models.BooleanField(default=True, help_text="A disabled compute resource accepts no new tasks.")
 
+    extra_checks = Checks()  # apps.policies.rules and apps.tasks.checks register here
+
     class Meta:
         ordering = ["name"]
         constraints = [
@@ -297,9 +300,7 @@ class ComputeResource(models.Model):
         return self.name
 
     def clean(self) -> None:
-        from apps.policies import rules
-
-        rules.raise_if(rules.compute_resource_errors(self))
+        self.extra_checks.run(self)
 
 
 class PolicyChange(models.Model):

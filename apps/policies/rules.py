@@ -299,24 +299,14 @@ def gpu_type_errors(gpu_type) -> Errors:
 
 
 def profile_pool_errors(link) -> Errors:
-    """A pool fits the profile that lists it (``pool_fit``); and a pool that runs no multi-node
-    work joins no profile with multi-node tasks waiting or running: the engine could place them
-    on it."""
-    from apps.tasks.selectors import multi_node_work
-
+    """A pool fits the profile that lists it (``pool_fit``). Whether multi-node work allows the
+    link is the tasks app's check (``apps.tasks.checks``)."""
     errors: Errors = defaultdict(list)
     profile, pool = _related(link, "profile"), _related(link, "pool")
     if profile is None or pool is None:
         return errors
     for _, reason in pool_fit(profile, pool):
         errors["pool"].append(reason)
-    if link.profile_id is None or pool.multi_node:
-        return errors
-    if multi_node_work().filter(compute_resource__profile_id=link.profile_id).exists():
-        errors["pool"].append(
-            f"Pool {link.pool} runs no multi-node work, and profile {link.profile} has multi-node "
-            "tasks waiting or running; mark the pool multi-node first, or wait for those tasks."
-        )
     return errors
 
 

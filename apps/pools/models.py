@@ -7,7 +7,9 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models, transaction
+from django.utils import timezone
 
+from apps.core.checks import Checks
 from apps.core.countries import normalised, validate_country
 from apps.core.gpus import GPU_DECIMAL_PLACES, GPU_MAX_DIGITS, gpu_amount_error
 
@@ -21,6 +23,9 @@ class GpuType(models.Model):
         "Turing, 8 Ampere and Ada, 9 Hopper, 10 Blackwell); 0 for CPU only or unknown.",
     )
 
+    # a profile's minimum memory and generation (apps.policies): apps.core.checks
+    extra_checks = Checks()
+
     class Meta:
         ordering = ["name"]
         verbose_name = "GPU type"
@@ -29,9 +34,7 @@ class GpuType(models.Model):
         return self.name
 
     def clean(self) -> None:
-        from apps.policies import rules
-
-        rules.raise_if(rules.gpu_type_errors(self))
+        self.extra_checks.run(self)
 
 
 DNS_LABEL = RegexValidator(
@@ -100,6 +103,8 @@ class Pool(models.Model):
     # Set by a form that checks every profile link of the pool itself, as submitted (the admin's
     # execution order inline): the rules then skip the stored links, which that form may be removing.
     links_checked_by_form = False
+    # the profiles that list the pool (apps.policies) and multi-node work (apps.tasks): apps.core.checks
+    extra_checks = Checks()
 
     class Meta:
         ordering = ["name"]
@@ -111,14 +116,12 @@ class Pool(models.Model):
         """Also records a change of declared capacity or of ``enabled`` in the pool's capacity
         history, whoever saves it; ``capacity_note`` (set by services and the admin) says who, why
         and since when."""
-        from apps.pools.services import record_capacity
-
         self._default_multi_node()
         with transaction.atomic():
             super().save(*args, **kwargs)
             fields = kwargs.get("update_fields")
             if fields is None or {"capacity", "enabled"} & set(fields):
-                record_capacity(self, **(getattr(self, "capacity_note", None) or {}))
+                PoolCapacityChange.record(self, **(getattr(self, "capacity_note", None) or {}))
                 self.capacity_note = None
 
     def _default_multi_node(self) -> None:
@@ -135,21 +138,7 @@ class Pool(models.Model):
         error = self.capacity is not None and gpu_amount_error(self.capacity)
         if error:
             raise ValidationError({"capacity": f"Declared capacity: {error}"})
-        if self.pk is not None and self.multi_node is False:
-            from apps.tasks.selectors import multi_node_work
-
-            profiles = multi_node_work().filter(compute_resource__profile__pools=self)
-            names = sorted(set(profiles.values_list("compute_resource__profile__name", flat=True)))
-            if names:
-                raise ValidationError(
-                    {
-                        "multi_node": f"Multi-node tasks of profile {', '.join(names)} wait or run on "
-                        "this pool's profiles; they could land here on one node."
-                    }
-                )
-        from apps.policies import rules
-
-        rules.raise_if(rules.pool_errors(self))
+        self.extra_checks.run(self)
 
 
 # The "in force from" of a capacity known to hold since before anything was recorded: the first row
@@ -195,6 +184,28 @@ class PoolCapacityChange(models.Model):
         state = "" if self.enabled else ", disabled"
         seen = "" if self.observed is None else f" ({self.observed} live)"
         return f"{self.pool}: {self.capacity} GPUs{seen}{state} from {self.at:%Y-%m-%d %H:%M}"
+
+    @classmethod
+    def record(cls, pool: Pool, *, at: datetime | None = None, by=None, reason: str = "") -> bool:
+        """Add a row when the pool's declared capacity or ``enabled`` differs from the row in force
+        last; return whether it did. An invariant of every pool write (``Pool.save``), so it lives
+        with the model; ``apps.pools.services.record_capacity`` is the services' name for it."""
+        last = cls.objects.filter(pool=pool).order_by("-at", "-pk").first()
+        capacity = Decimal(pool.capacity)
+        if last is not None and last.capacity == capacity and last.enabled == pool.enabled:
+            return False
+        if not reason:
+            reason = "created" if last is None else ""
+        cls.objects.create(
+            pool=pool,
+            at=at or timezone.now(),
+            capacity=capacity,
+            enabled=pool.enabled,
+            observed=last.observed if last is not None else None,
+            by=by,
+            reason=reason[:200],
+        )
+        return True
 
 
 class EnrolmentToken(models.Model):

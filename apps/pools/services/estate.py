@@ -6,7 +6,6 @@ from decimal import Decimal
 
 from django.db import transaction
 from django.db.models import Sum
-from django.utils import timezone
 
 from apps.core.gpus import GPU_COLUMN_MAX
 from apps.core.writes import validated_save
@@ -63,24 +62,9 @@ def update_pool(pool: Pool, *, by=None, reason: str = "", now: datetime | None =
 
 def record_capacity(pool: Pool, *, at: datetime | None = None, by=None, reason: str = "") -> bool:
     """Add a row to the pool's capacity history when its declared capacity or ``enabled`` differs
-    from the row in force last; return whether it did. ``Pool.save`` calls it on every save, the
-    cloud autoscaler after its own write."""
-    last = PoolCapacityChange.objects.filter(pool=pool).order_by("-at", "-pk").first()
-    capacity = Decimal(pool.capacity)
-    if last is not None and last.capacity == capacity and last.enabled == pool.enabled:
-        return False
-    if not reason:
-        reason = "created" if last is None else ""
-    PoolCapacityChange.objects.create(
-        pool=pool,
-        at=at or timezone.now(),
-        capacity=capacity,
-        enabled=pool.enabled,
-        observed=last.observed if last is not None else None,
-        by=by,
-        reason=reason[:200],
-    )
-    return True
+    from the row in force last; return whether it did. ``Pool.save`` records it on every save, the
+    cloud autoscaler calls this after its own write."""
+    return PoolCapacityChange.record(pool, at=at, by=by, reason=reason)
 
 
 def record_observed(pool_id: int, at: datetime) -> bool:
