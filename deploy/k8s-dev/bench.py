@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from klique.worker.kubernetes import KubernetesRunner  # noqa: E402
+from klique.worker.kubernetes.runner import KubernetesRunner  # noqa: E402
 from tests import kube  # noqa: E402
 from tests.worker.k8s import HAND, Kubelet  # noqa: E402
 

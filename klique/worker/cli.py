@@ -35,8 +35,8 @@ log = logging.getLogger("klique.worker")
 MODES = {
     "process": ("klique.worker.process", "ProcessRunner", ""),
     "slurm": ("klique.worker.slurm", "SlurmRunner", ""),
-    "kubernetes": ("klique.worker.kubernetes", "KubernetesRunner", "kubernetes"),
-    "docker": ("klique.worker.docker", "DockerRunner", "docker"),
+    "kubernetes": ("klique.worker.kubernetes.runner", "KubernetesRunner", "kubernetes"),
+    "docker": ("klique.worker.docker.runner", "DockerRunner", "docker"),
 }
 
 

@@ -10,20 +10,10 @@ that never answers is measured too, reported with ``ready`` false. The control p
 a session is idle and stops it. A failure probing or measuring one session is logged and that
 session reported with nulls; it never stops the daemon's loop.
 
-What is measured (``None`` means "not known here", never "idle"):
-
-- ``cpu_percent``: the CPU time of the server's processes over the sample interval (its session,
-  as in ``setsid``, and every descendant of its first process), and of their children that ended
-  and were waited for in between; 100 = one core busy;
-- ``gpu_util``: NVML's utilisation of the task's GPUs (their mean); None without GPUs or NVML;
-- ``connections``: ESTABLISHED TCP connections to the session's port on this host;
-- ``net_bytes``: None in process mode (a process's traffic is not counted apart on a shared
-  network namespace);
-- ``last_activity``: a Jupyter server's own (``api/status``), None for the port kind.
+The server is asked whether it answers in session_probes.py and measured in session_metrics.py.
 """
 
 import importlib.util
-import json
 import logging
 import math
 import os
@@ -32,15 +22,13 @@ import shlex
 import shutil
 import socket
 import sys
-import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-import httpcore
-import psutil
-
 from klique.worker.runs import StartFailed
+from klique.worker.session_metrics import CpuMeter, established, gpu_utilisation, session_processes
+from klique.worker.session_probes import answers, jupyter_status
 
 log = logging.getLogger("klique.worker")
 
@@ -49,17 +37,9 @@ KINDS = (JUPYTER, PORT)
 DEFAULT_SAMPLE_S = 15.0
 MIN_SAMPLE_S = 1.0
 PROBE_EVERY_S = 0.5
-# Wall-clock limits of one request to a session server, from connecting to the last byte read: the
-# daemon asks from its only thread, so a server that answers slowly must not hold it.
-PROBE_DEADLINE_S = 2.0
-STATUS_DEADLINE_S = 2.0
-STATUS_MAX_BYTES = 64 * 1024
-# Counted as "the server answers": it is up even when it wants a login.
-UP_STATUSES = {401, 403}
 BASE_URL = re.compile(r"^/([A-Za-z0-9._~-]+/)*$")
 PATH = re.compile(r"^/[A-Za-z0-9._~/?=&%-]*$")
 WILDCARDS = {"", "0.0.0.0", "::"}
-TCP_ESTABLISHED = "01"
 
 
 class SessionError(ValueError):
@@ -194,104 +174,6 @@ def join(base_url: str, path: str) -> str:
     return base_url.rstrip("/") + "/" + path.lstrip("/")
 
 
-class Expired(httpcore.ReadTimeout):
-    """A request to a session server outran its wall-clock deadline."""
-
-
-class _UntilStream(httpcore.NetworkStream):
-    """A connection whose every read and write waits at most until the deadline."""
-
-    def __init__(self, stream: httpcore.NetworkStream, deadline: float):
-        self.stream, self.deadline = stream, deadline
-
-    def left(self, timeout: float | None) -> float:
-        remaining = self.deadline - time.monotonic()
-        if remaining <= 0:
-            raise Expired("deadline passed")
-        return remaining if timeout is None else min(timeout, remaining)
-
-    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return self.stream.read(max_bytes, self.left(timeout))
-
-    def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        self.stream.write(buffer, self.left(timeout))
-
-    def close(self) -> None:
-        self.stream.close()
-
-    def get_extra_info(self, info: str):
-        return self.stream.get_extra_info(info)
-
-
-class _UntilBackend(httpcore.SyncBackend):
-    def __init__(self, deadline: float):
-        self.deadline = deadline
-
-    def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
-        remaining = self.deadline - time.monotonic()
-        if remaining <= 0:
-            raise httpcore.ConnectTimeout("deadline passed")
-        timeout = remaining if timeout is None else min(timeout, remaining)
-        stream = super().connect_tcp(host, port, timeout, local_address, socket_options)
-        return _UntilStream(stream, self.deadline)
-
-
-def deadline_pool(seconds: float) -> httpcore.ConnectionPool:
-    """An HTTP connection pool whose requests end ``seconds`` of wall clock after it is made, however
-    slowly the server answers (httpx's and httpcore's own timeouts are per read: a trickle of bytes
-    never trips them). One connection, closed after each request, so that it is never counted as a
-    user's."""
-    return httpcore.ConnectionPool(
-        network_backend=_UntilBackend(time.monotonic() + seconds), max_keepalive_connections=0, retries=0
-    )
-
-
-def answers(url: str, headers: dict | None = None, deadline_s: float = PROBE_DEADLINE_S) -> bool:
-    """Whether the server answers at ``url``: a 2xx or 3xx, or a 401/403 (up, wants a login),
-    decided from the status line; its body is not read."""
-    try:
-        with deadline_pool(deadline_s) as pool, pool.stream("GET", url, headers=headers or {}) as answer:
-            status = answer.status
-    except (
-        httpcore.TimeoutException,
-        httpcore.NetworkError,
-        httpcore.ProtocolError,
-        httpcore.UnsupportedProtocol,
-    ):
-        return False
-    return 200 <= status < 400 or status in UP_STATUSES
-
-
-def jupyter_status(
-    url: str, token: str, deadline_s: float = STATUS_DEADLINE_S, max_bytes: int = STATUS_MAX_BYTES
-) -> dict | None:
-    """A Jupyter server's ``api/status`` (``last_activity``, ``connections``, ``kernels``), read
-    with the token, at most ``max_bytes``; this request does not count as activity. None when it
-    does not answer in time or answers something else."""
-    body = bytearray()
-    try:
-        with (
-            deadline_pool(deadline_s) as pool,
-            pool.stream("GET", url, headers={"Authorization": f"token {token}"}) as answer,
-        ):
-            if answer.status != 200:
-                return None
-            for chunk in answer.iter_stream():
-                body += chunk
-                if len(body) > max_bytes:
-                    return None
-        status = json.loads(body)
-    except (
-        httpcore.TimeoutException,
-        httpcore.NetworkError,
-        httpcore.ProtocolError,
-        httpcore.UnsupportedProtocol,
-        ValueError,
-    ):
-        return None
-    return status if isinstance(status, dict) else None
-
-
 def utc_iso(value) -> str | None:
     """An ISO-8601 time as UTC (``...+00:00``), or None when it cannot be read."""
     if not isinstance(value, str):
@@ -303,131 +185,6 @@ def utc_iso(value) -> str | None:
         return moment.astimezone(UTC).isoformat()
     except (ValueError, OverflowError):  # OverflowError: out of datetime's range once in UTC
         return None
-
-
-# Measurement.
-
-
-def session_processes(root_pid: int) -> list[psutil.Process]:
-    """The server's processes: those of its session (``setsid``, which process mode gives every
-    task), and every descendant of its first process (a Jupyter kernel gets a session of its own)."""
-    found: dict[int, psutil.Process] = {}
-    for process in psutil.process_iter():
-        try:
-            if os.getsid(process.pid) == root_pid:
-                found[process.pid] = process
-        except OSError:
-            continue
-    try:
-        root = psutil.Process(root_pid)
-        for process in [root, *root.children(recursive=True)]:
-            found.setdefault(process.pid, process)
-    except psutil.Error:
-        pass
-    return list(found.values())
-
-
-class CpuMeter:
-    """CPU use of a changing set of processes between two samples: the CPU seconds they used
-    (user + system), and those of their children that ended and were waited for in between (a
-    shell loop of short jobs, a kernel calling subprocesses: never alive at a sample), over the
-    wall seconds between the samples, in percent (100 = one core)."""
-
-    def __init__(self, clock=time.monotonic):
-        self.clock = clock
-        # (pid, create time) -> (its own CPU seconds, its waited-for children's)
-        self.seen: dict[tuple[int, float], tuple[float, float]] = {}
-        self.at: float | None = None
-
-    def sample(self, processes: list[psutil.Process]) -> float | None:
-        """The CPU percent since the last sample; None on the first."""
-        now, used, waited, seen = self.clock(), 0.0, 0.0, {}
-        for process in processes:
-            try:
-                with process.oneshot():
-                    key = (process.pid, process.create_time())
-                    times = process.cpu_times()
-            except psutil.Error:
-                continue
-            seen[key] = (times.user + times.system, times.children_user + times.children_system)
-            # A process started since the last sample counts from zero; one seen before, from then.
-            own, children = self.seen.get(key, (0.0, 0.0))
-            used += seen[key][0] - own
-            waited += seen[key][1] - children
-        # A process counted at the last sample that has ended since is in its parent's children
-        # times whole: what was counted of it then is not counted again.
-        counted = sum(sum(times) for key, times in self.seen.items() if key not in seen and not _alive(key))
-        used += max(0.0, waited - counted)
-        previous, self.seen, self.at = self.at, seen, now
-        if previous is None or now <= previous:
-            return None
-        return round(max(0.0, used) / (now - previous) * 100, 1)
-
-
-def _alive(key: tuple[int, float]) -> bool:
-    """Whether the process (pid, create time) still runs (left the session's tree, say)."""
-    try:
-        return psutil.Process(key[0]).create_time() == key[1]
-    except psutil.Error:
-        return False
-
-
-def established(port: int, proc: Path = Path("/proc/net")) -> int | None:
-    """ESTABLISHED TCP connections whose local port is ``port`` (clients of the server), from
-    ``/proc/net/tcp`` and ``tcp6``; through psutil where there is no ``/proc``; None when unknown."""
-    tables = [proc / "tcp", proc / "tcp6"]
-    if not any(table.exists() for table in tables):
-        try:
-            return sum(
-                1
-                for c in psutil.net_connections(kind="tcp")
-                if c.status == psutil.CONN_ESTABLISHED and c.laddr and c.laddr.port == port
-            )
-        except (psutil.Error, OSError):
-            return None
-    count = 0
-    for table in tables:
-        try:
-            lines = table.read_text().splitlines()[1:]
-        except OSError:
-            continue
-        count += count_established(lines, port)
-    return count
-
-
-def count_established(lines: list[str], port: int) -> int:
-    """Rows of a ``/proc/net/tcp`` table (``sl local_address rem_address st ...``) in state
-    ESTABLISHED whose local port is ``port``."""
-    count = 0
-    for line in lines:
-        columns = line.split()
-        if len(columns) < 4 or columns[3] != TCP_ESTABLISHED:
-            continue
-        try:
-            local_port = int(columns[1].rsplit(":", 1)[1], 16)
-        except (IndexError, ValueError):
-            continue
-        count += local_port == port
-    return count
-
-
-def gpu_utilisation(nvml, devices: list[str]) -> float | None:
-    """The mean NVML utilisation (percent) of ``devices`` (NVML UUIDs or indexes); None without
-    devices, without NVML, or when NVML does not answer for them: never a made-up 0."""
-    if nvml is None or not devices:
-        return None
-    stats = {entry["index"]: entry["utilization_pct"] for entry in nvml.stats()}
-    if not stats:
-        return None
-    try:
-        by_uuid = {gpu.uuid: gpu.index for gpu in nvml.gpus()}
-    except Exception:  # NVML failing after start: unknown, not idle
-        by_uuid = {}
-    indexes = [by_uuid.get(d, int(d) if d.isdigit() else None) for d in devices]
-    found = [stats[i] for i in indexes if i in stats]
-    if len(found) != len(devices):
-        return None
-    return round(sum(found) / len(found), 1)
 
 
 def now_iso() -> str:

@@ -10,7 +10,8 @@ from pathlib import Path
 import docker
 import pytest
 
-from klique.worker.docker import WORKER, DockerRunner
+from klique.worker.docker.containers import WORKER
+from klique.worker.docker.runner import DockerRunner
 from tests.conftest import _fail_or_skip
 
 IMAGE = "localhost/klique-busybox:dev"

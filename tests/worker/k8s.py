@@ -10,7 +10,7 @@ from pathlib import Path
 
 from kubernetes import client
 
-from klique.worker.kubernetes import KubernetesRunner
+from klique.worker.kubernetes.runner import KubernetesRunner
 from tests.kube import HAND, Cluster, ignore_missing
 
 __all__ = ["HAND", "Kubelet", "Runners", "eventually", "now"]

@@ -19,7 +19,8 @@ from apps.tasks import services as lifecycle
 from apps.tasks.models import Task
 from klique.worker.client import ControlPlane
 from klique.worker.daemon import Daemon, Settings
-from klique.worker.docker import ENDED, WORKER, DockerRunner
+from klique.worker.docker.containers import WORKER
+from klique.worker.docker.runner import ENDED, DockerRunner
 from klique.worker.runs import StartFailed
 from tests.worker import docker_dev
 from tests.worker.conftest import run_until, submit

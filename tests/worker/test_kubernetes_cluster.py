@@ -8,7 +8,7 @@ import re
 import pytest
 from kubernetes import client
 
-from klique.worker.kubernetes import KubernetesRunner
+from klique.worker.kubernetes.runner import KubernetesRunner
 from klique.worker.runs import StartFailed
 from tests.kube import WORKER_ACCOUNT, WORKER_NAMESPACE, manifests
 from tests.worker.k8s import Runners, eventually, exit_with, stop_takes

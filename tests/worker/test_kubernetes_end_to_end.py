@@ -15,7 +15,7 @@ from apps.tasks import services as lifecycle
 from apps.tasks.models import Task
 from klique.worker.client import ControlPlane
 from klique.worker.daemon import Daemon, Settings
-from klique.worker.kubernetes import KubernetesRunner
+from klique.worker.kubernetes.runner import KubernetesRunner
 from tests.worker.conftest import run_until, submit
 from tests.worker.k8s import Kubelet, eventually, exit_with, stop_takes
 

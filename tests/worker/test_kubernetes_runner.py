@@ -21,9 +21,9 @@ import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from klique.worker import kubernetes as kubernetes_mode
 from klique.worker.daemon import Daemon, Settings
-from klique.worker.kubernetes import KubernetesRunner
+from klique.worker.kubernetes import deletes
+from klique.worker.kubernetes.runner import KubernetesRunner
 from klique.worker.runs import StartFailed
 from tests.kube import FaultProxy, restart_apiserver
 from tests.worker.fakes import Clock, ScriptedControlPlane
@@ -564,7 +564,7 @@ def test_the_deployment_manifests_parse_and_grant_only_what_the_runner_calls():
     assert documents[("ClusterRoleBinding", "klique-worker-nodes")]["subjects"] == binding["subjects"]
     # Every verb granted is one the runner calls, and every call is granted (client method names
     # say the verb; the watch streams list_namespaced_pod).
-    source = (ROOT / "klique/worker/kubernetes.py").read_text()
+    source = "".join(path.read_text() for path in sorted((ROOT / "klique/worker/kubernetes").glob("*.py")))
     resource_of = {"pod": "pods", "pod_log": "pods/log", "service": "services"}
     needed = {("", "pods"): {"watch"}}
     for verb, kind in re.findall(r"self\.api\.(create|list|read|delete)_namespaced_(\w+)", source):
@@ -723,7 +723,7 @@ def test_an_unanswering_api_server_holds_a_stop_for_one_call_timeout_then_the_re
 ):
     """One slow API server cannot hold the daemon's thread (and its heartbeats) for more than a
     call's timeout per delete batch: after the first delete times out, the rest are kept to retry."""
-    monkeypatch.setattr(kubernetes_mode, "API_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(deletes, "API_TIMEOUT_S", 0.5)
     runner = make_runner()
     runner.start(task(178, nodes=3), [])
     silent = socket.socket()

@@ -3,7 +3,7 @@
 heartbeats it, and claims only that many; asked again every OBSERVE_EVERY_S; a runner that cannot
 see (None) leaves the declared --gpus."""
 
-from klique.worker import daemon as daemon_module
+from klique.worker.booking import OBSERVE_EVERY_S
 from tests.worker.fakes import Clock, RecordingRunner, ScriptedControlPlane, task
 from tests.worker.test_sync_loop import make, sent
 
@@ -43,7 +43,7 @@ def test_what_it_sees_is_asked_again_after_a_minute_and_never_raises_it_above_it
     runner.seen = 32  # a new rack: more than the pool serves
     d.tick()
     assert runner.asked == 1  # within the minute: not asked again
-    clock.now += daemon_module.OBSERVE_EVERY_S
+    clock.now += OBSERVE_EVERY_S
     d.tick()
     assert runner.asked == 2 and d.heartbeat_body()["gpus"] == "16" and d.free_gpus() == "16"
 

@@ -17,12 +17,13 @@ import psutil
 import pytest
 
 from apps.tasks.models import Task
-from klique.worker import cli, sessions
+from klique.worker import cli, session_metrics, session_probes, sessions
 from klique.worker.client import Rejected
 from klique.worker.daemon import Daemon, Settings
 from klique.worker.gpus import Nvml
 from klique.worker.process import ProcessRunner
-from klique.worker.sessions import CpuMeter, SessionError, SessionSpec
+from klique.worker.session_metrics import CpuMeter
+from klique.worker.sessions import SessionError, SessionSpec
 from tests.worker.conftest import run_until
 from tests.worker.fakes import Clock, RecordingRunner, ScriptedControlPlane, fake_pynvml
 
@@ -183,14 +184,14 @@ def test_the_session_host_flag_and_its_variable(monkeypatch):
 
 
 def test_gpu_utilisation_is_null_without_gpus_or_nvml_never_zero(monkeypatch):
-    assert sessions.gpu_utilisation(None, ["GPU-uuid-0"]) is None
+    assert session_metrics.gpu_utilisation(None, ["GPU-uuid-0"]) is None
     monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(2))
     nvml = Nvml.open()
-    assert sessions.gpu_utilisation(nvml, []) is None
-    assert sessions.gpu_utilisation(nvml, ["GPU-uuid-1"]) == 41.0
-    assert sessions.gpu_utilisation(nvml, ["GPU-uuid-0", "GPU-uuid-1"]) == 40.5
-    assert sessions.gpu_utilisation(nvml, ["0"]) == 40.0
-    assert sessions.gpu_utilisation(nvml, ["GPU-elsewhere"]) is None
+    assert session_metrics.gpu_utilisation(nvml, []) is None
+    assert session_metrics.gpu_utilisation(nvml, ["GPU-uuid-1"]) == 41.0
+    assert session_metrics.gpu_utilisation(nvml, ["GPU-uuid-0", "GPU-uuid-1"]) == 40.5
+    assert session_metrics.gpu_utilisation(nvml, ["0"]) == 40.0
+    assert session_metrics.gpu_utilisation(nvml, ["GPU-elsewhere"]) is None
     broken = fake_pynvml(2)
 
     def fails(handle):
@@ -198,27 +199,27 @@ def test_gpu_utilisation_is_null_without_gpus_or_nvml_never_zero(monkeypatch):
 
     broken.nvmlDeviceGetUtilizationRates = fails
     monkeypatch.setitem(sys.modules, "pynvml", broken)
-    assert sessions.gpu_utilisation(Nvml.open(), ["GPU-uuid-0"]) is None
+    assert session_metrics.gpu_utilisation(Nvml.open(), ["GPU-uuid-0"]) is None
 
 
 def test_connections_count_established_clients_of_the_port_only():
     with socket.create_server(("127.0.0.1", 0)) as server, socket.create_server(("127.0.0.1", 0)) as other:
         port = server.getsockname()[1]
-        assert sessions.established(port) == 0
+        assert session_metrics.established(port) == 0
         clients = [socket.create_connection(("127.0.0.1", port)) for _ in range(2)]
         elsewhere = socket.create_connection(("127.0.0.1", other.getsockname()[1]))
         accepted = [server.accept()[0] for _ in clients]
-        assert sessions.established(port) == 2
+        assert session_metrics.established(port) == 2
         for sock in [*clients, *accepted, elsewhere]:
             sock.close()
-        assert sessions.established(port) == 0
+        assert session_metrics.established(port) == 0
     rows = [
         "   0: 0100007F:1F90 0100007F:D431 01 00000000:00000000 00:00000000 00000000 0 0 1",
         "   1: 0100007F:1F90 0100007F:D432 06 00000000:00000000 00:00000000 00000000 0 0 2",
         "   2: 0100007F:D431 0100007F:1F90 01 00000000:00000000 00:00000000 00000000 0 0 3",
         "   3: 00000000:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000 0 0 4",
     ]
-    assert sessions.count_established(rows, 8080) == 1
+    assert session_metrics.count_established(rows, 8080) == 1
 
 
 def test_cpu_of_a_busy_process_tree_is_counted_and_an_idle_one_is_not(tmp_path):
@@ -228,12 +229,12 @@ def test_cpu_of_a_busy_process_tree_is_counted_and_an_idle_one_is_not(tmp_path):
     runner.start({"id": 2, "command": "sleep 60 & sleep 60", "gpus": "0", "spec": {}}, [])
     try:
         meters = {task_id: CpuMeter() for task_id in (1, 2)}
-        trees = {task_id: sessions.session_processes(runner.pid(task_id)) for task_id in (1, 2)}
+        trees = {task_id: session_metrics.session_processes(runner.pid(task_id)) for task_id in (1, 2)}
         assert len(trees[1]) >= 2 and len(trees[2]) >= 2  # the shell (or sleep it became), the child
         assert all(meter.sample(trees[i]) is None for i, meter in meters.items())
         time.sleep(1.5)
-        busy_pct = meters[1].sample(sessions.session_processes(runner.pid(1)))
-        idle_pct = meters[2].sample(sessions.session_processes(runner.pid(2)))
+        busy_pct = meters[1].sample(session_metrics.session_processes(runner.pid(1)))
+        idle_pct = meters[2].sample(session_metrics.session_processes(runner.pid(2)))
         assert busy_pct > 10 and idle_pct < 2, (busy_pct, idle_pct)
     finally:
         stop_all(runner)
@@ -248,9 +249,9 @@ def test_cpu_of_a_tree_busy_with_short_lived_processes_is_counted(tmp_path):
     runner.start({"id": 1, "command": SHORT_JOBS, "gpus": "0", "spec": {}}, [])
     try:
         meter = CpuMeter()
-        assert meter.sample(sessions.session_processes(runner.pid(1))) is None
+        assert meter.sample(session_metrics.session_processes(runner.pid(1))) is None
         time.sleep(3)
-        busy_pct = meter.sample(sessions.session_processes(runner.pid(1)))
+        busy_pct = meter.sample(session_metrics.session_processes(runner.pid(1)))
         assert busy_pct > 10, busy_pct  # one core busy the whole time: about 100
     finally:
         stop_all(runner)
@@ -274,14 +275,14 @@ def test_cpu_of_a_child_seen_alive_then_ended_is_counted_once(tmp_path):
         meter = CpuMeter(clock=lambda: float(next(ticks)))  # 1 s between samples: percent = CPU s * 100
         run_until([], lambda: root.children(), timeout=10)
         (child,) = root.children()
-        assert meter.sample(sessions.session_processes(root.pid)) is None
+        assert meter.sample(session_metrics.session_processes(root.pid)) is None
         run_until([], lambda: sum(child.cpu_times()[:2]) > 0.4, timeout=30)
-        while_alive = meter.sample(sessions.session_processes(root.pid))
+        while_alive = meter.sample(session_metrics.session_processes(root.pid))
         assert while_alive > 30  # the child's CPU so far, counted
         run_until(
             [], lambda: root.cpu_times().children_user + root.cpu_times().children_system >= 1, timeout=60
         )
-        after = meter.sample(sessions.session_processes(root.pid))
+        after = meter.sample(session_metrics.session_processes(root.pid))
         times = root.cpu_times()
         used = (times.user + times.system + times.children_user + times.children_system) * 100
         assert while_alive + after <= used + 5, (while_alive, after, used)
@@ -345,7 +346,7 @@ def test_a_server_that_never_finishes_its_answer_does_not_hold_the_probe_or_the_
         # The probe decides from the status line: a 200 is up, however the body comes.
         assert returns_within(lambda: session.probe(time.monotonic()), 20) == [True]
         status_url = f"http://127.0.0.1:{port}/sessions/5/api/status"
-        assert returns_within(lambda: sessions.jupyter_status(status_url, TOKEN), 20) == [None]
+        assert returns_within(lambda: session_probes.jupyter_status(status_url, TOKEN), 20) == [None]
         assert returns_within(lambda: session.sample(time.monotonic(), None), 20) == [True]
         assert session.report()["last_activity"] is None
     finally:
@@ -369,8 +370,8 @@ def test_a_status_larger_than_its_cap_is_not_read():
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/api/status"
-        assert sessions.jupyter_status(url, TOKEN) is None
-        assert sessions.jupyter_status(url, TOKEN, max_bytes=200_000)["last_activity"] is not None
+        assert session_probes.jupyter_status(url, TOKEN) is None
+        assert session_probes.jupyter_status(url, TOKEN, max_bytes=200_000)["last_activity"] is not None
     finally:
         server.shutdown()
         server.server_close()
@@ -438,8 +439,8 @@ def test_a_stopped_jupyter_session_exits_on_sigterm_within_its_grace_and_leaves_
     url = f"http://127.0.0.1:{daemon.sessions[6].port}/sessions/6/api/kernels"
     started = httpx.post(url, headers={"Authorization": f"token {TOKEN}"}, json={}, timeout=60)
     assert started.status_code == 201, started.text
-    run_until(daemon, lambda: kernels(sessions.session_processes(daemon.runner.pid(6))), timeout=60)
-    tree = sessions.session_processes(daemon.runner.pid(6))
+    run_until(daemon, lambda: kernels(session_metrics.session_processes(daemon.runner.pid(6))), timeout=60)
+    tree = session_metrics.session_processes(daemon.runner.pid(6))
     (kernel,) = kernels(tree)
     control.commands = [{"stop": 6, "reason": "canceled", "grace_s": 20}]
     run_until(daemon, lambda: reports(control, "stopped"), timeout=40)

@@ -1,49 +1,24 @@
-"""Docker mode: each claimed task runs as a container on this host's Docker daemon (or Podman's
-Docker API), built with the ``docker`` SDK. The container ``klique-<task>-<tag>`` is labelled with
-the worker's tag, the task, its group, project and user, runs ``/bin/sh -c COMMAND`` behind an init
-process (so the task's processes get the stop signal) in the task's image (``spec.image``, the
-profile's default image, else ``--docker-image``) and gets:
-
-- the GPUs the claim gave it through a device request (``--gpus device=<ids>``) when the host has
-  the NVIDIA runtime (``--docker-gpus``), with ``NVIDIA_VISIBLE_DEVICES`` naming them and
-  ``CUDA_VISIBLE_DEVICES`` numbering them as the container sees them (0..n-1);
-- a memory limit: for a fraction of a GPU the profile's memory cap (``runtime.memory_limit_mb``, the
-  share of a GPU's host that fraction is sold with), and ``spec.resources.memory`` / ``cpu``;
-- ``spec.env``, Klique's variables and its checkpoint folder bound at ``/klique/checkpoint``.
-
-An image not on the host is pulled in the background (``--docker-pull missing``); the task stays
-placed meanwhile, and a pull that fails is reported as ``failed`` with the registry's reason.
-``poll`` lists the worker's containers (one call, at most every ``LIST_EVERY_S``): ``running``,
-``exited`` with the exit code read from the container's state (then the log tail is kept and the
-container removed), ``released`` when the container vanished behind the daemon's back.
-``terminate`` sends SIGTERM, ``kill`` SIGKILL; neither waits. Containers outlive the daemon: after
-a restart ``recover`` finds them by the worker label (with the pool label each carries), and
-``adopt`` follows those the control plane handed back (one that ended meanwhile reports its exit)
-and removes those the daemon drops; another pool's, under the same hostname, are left alone.
-"""
+"""``DockerRunner``, the runner the daemon calls in Docker mode: its flags, ``start`` (the image
+pulled in the background when missing, then the container created and started), ``poll`` (one
+listing of the worker's containers), ``terminate``, ``kill`` and the adoption of containers an
+earlier daemon left; the mode as a whole is described in the package's docstring."""
 
 import logging
-import math
-import re
 import time
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 import docker
 import requests
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
-from docker.types import DeviceRequest, Mount
 
-from klique.worker.quantities import FACTORS, QUANTITY
-from klique.worker.runs import Change, StartFailed, env, start_failure, task_variables
+from klique.worker.docker.containers import POOL, TASK, WORKER, ContainerSpecs, label_value
+from klique.worker.runs import Change, StartFailed, env, start_failure
 
 log = logging.getLogger("klique.worker")
 
-WORKER, TASK, POOL = "klique.io/worker", "klique.io/task", "klique.io/pool"
-CHECKPOINT_MOUNT = "/klique/checkpoint"
 LIST_EVERY_S = 0.5
 API_TIMEOUT_S = 60
 TAIL_CHARS = 16_000
@@ -58,24 +33,6 @@ TASK_FAULTS = (
     "no such file or directory",
     "repository name must",
 )
-# Docker and Podman refuse containers with less memory than this.
-MIN_MEMORY = 6 * 1024 * 1024
-
-
-def label_value(text: str) -> str:
-    """``text`` as a label value: [A-Za-z0-9._-], at most 63 characters, alphanumeric at both ends."""
-    return re.sub(r"[^A-Za-z0-9._-]", "-", str(text))[:63].strip("-._")
-
-
-def quantity(text, field_name: str) -> Decimal:
-    """A Kubernetes quantity (``500m``, ``2``, ``4Gi``) as a number, or a recurring StartFailed."""
-    found = QUANTITY.fullmatch(str(text))
-    if not found:
-        raise StartFailed(f"{field_name}: {text!r} is not a quantity such as 500m, 2 or 4Gi", recurs=True)
-    try:
-        return Decimal(found[1]) * FACTORS[found[2]]
-    except InvalidOperation as error:
-        raise StartFailed(f"{field_name}: {text!r} is not a quantity", recurs=True) from error
 
 
 def api_failure(error: Exception, doing: str) -> StartFailed:
@@ -101,7 +58,7 @@ class Box:
     stopped: bool = False
 
 
-class DockerRunner:
+class DockerRunner(ContainerSpecs):
     mode = "docker"
     claims_total = False  # the daemon picks the GPUs and hands their ids to the container
     multi_node = False
@@ -199,58 +156,6 @@ class DockerRunner:
         return "nvidia" in (info.get("Runtimes") or {}) or info.get("DefaultRuntime") == "nvidia"
 
     # Starting.
-
-    def name(self, task_id: int) -> str:
-        return f"klique-{task_id}-{self.tag}"
-
-    def config(self, task: dict, devices: list[str], image: str, checkpoints: Path) -> dict:
-        """The container to create for ``task`` (keyword arguments of ``containers.create``)."""
-        labels = {f"klique.io/{key}": label_value(value) for key, value in (task.get("labels") or {}).items()}
-        labels.update({WORKER: self.tag, TASK: str(task["id"])})
-        environment = task_variables(task, Path(CHECKPOINT_MOUNT))
-        environment.update(
-            NVIDIA_VISIBLE_DEVICES=",".join(devices) or "void",
-            CUDA_VISIBLE_DEVICES=",".join(str(index) for index in range(len(devices))),
-            CUDA_DEVICE_ORDER="PCI_BUS_ID",
-        )
-        config = dict(
-            image=image,
-            entrypoint=["/bin/sh", "-c"],
-            command=[task["command"]],
-            name=self.name(task["id"]),
-            labels=labels,
-            environment=environment,
-            mounts=[Mount(target=CHECKPOINT_MOUNT, source=str(checkpoints), type="bind")],
-            init=self.init,
-        )
-        if self.network:
-            config["network"] = self.network
-        if devices and self.nvidia:
-            config["device_requests"] = [
-                DeviceRequest(driver="nvidia", device_ids=list(devices), capabilities=[["gpu"]])
-            ]
-        config.update(self.limits(task))
-        return config
-
-    def limits(self, task: dict) -> dict:
-        """``mem_limit`` and ``nano_cpus`` from the spec's resources and, for a fraction of a GPU,
-        the profile's memory cap (the smaller memory wins)."""
-        spec = task.get("spec") or {}
-        resources = (spec.get("resources") or {}) if isinstance(spec, dict) else {}
-        if not isinstance(resources, dict):
-            raise StartFailed("spec.resources is not an object", recurs=True)
-        memories = []
-        if resources.get("memory") is not None:
-            memories.append(math.ceil(quantity(resources["memory"], "spec.resources.memory")))
-        cap = (task.get("runtime") or {}).get("memory_limit_mb")
-        if cap and 0 < Decimal(str(task["gpus"])) < 1:
-            memories.append(int(cap) * 1024 * 1024)
-        limits = {}
-        if memories:
-            limits["mem_limit"] = max(min(memories), MIN_MEMORY)
-        if resources.get("cpu") is not None:
-            limits["nano_cpus"] = max(1, int(quantity(resources["cpu"], "spec.resources.cpu") * 10**9))
-        return limits
 
     def start(self, task: dict, devices: list[str]) -> None:
         task_id = task["id"]
