@@ -35,8 +35,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from apps.engine.core import allocate  # noqa: E402
-from apps.engine.core.scenario import Submit, parse  # noqa: E402
-from apps.engine.core.simulator import Simulation  # noqa: E402
+from apps.engine.core.scenario import parse  # noqa: E402
+from apps.engine.core.scenario_model import Submit  # noqa: E402
+from apps.engine.core.simulation import Simulation  # noqa: E402
 
 TYPES = ("A100", "H100", "V100", "L4")
 REGIONS = 5

@@ -19,7 +19,8 @@ from apps.accounts.models import Group
 from apps.accounts.selectors import subtree_ids
 from apps.core.gpus import to_milli
 from apps.engine.core import scenario as scenarios
-from apps.engine.core.simulator import Simulation
+from apps.engine.core.scenario_model import Submit
+from apps.engine.core.simulation import Simulation
 from apps.engine.models import DisabledWindow
 from apps.ledger.models import UsageInterval
 from apps.policies.models import BudgetWindow, ComputeResource, PolicyChange, ProfilePool, ResourcePolicy
@@ -412,7 +413,7 @@ def fidelity(data: dict) -> dict:
     tasks inside the period, recorded (usage intervals) and replayed."""
     sc = scenarios.loads(dumps(data))
     start, end = sc.start, sc.start + sc.duration_us * US
-    sizes = {e.what.id: e.what.size for e in sc.events if isinstance(e.what, scenarios.Submit)}
+    sizes = {e.what.id: e.what.size for e in sc.events if isinstance(e.what, Submit)}
     replayed_at: dict[str, Decimal] = {}
     running: dict[str, Decimal] = {}
     replayed_ms = Decimal(0)  # milli-GPU-seconds

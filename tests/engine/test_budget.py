@@ -20,7 +20,8 @@ from apps.engine.core import (
     projected_run_out,
 )
 from apps.engine.core.scenario import parse
-from apps.engine.core.simulator import Simulation, main
+from apps.engine.core.simulation import Simulation
+from apps.engine.core.simulator import main
 
 
 def utc(*args):

@@ -28,7 +28,7 @@ from apps.engine.core import (
 )
 from apps.engine.core.decisions import RULES
 from apps.engine.core.scenario import parse
-from apps.engine.core.simulator import Simulation
+from apps.engine.core.simulation import Simulation
 
 SIZES = (250, 500, 1000, 2000, 3000)
 

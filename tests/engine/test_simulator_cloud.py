@@ -15,7 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from apps.engine.core.scenario import parse
-from apps.engine.core.simulator import Simulation, main
+from apps.engine.core.simulation import Simulation
+from apps.engine.core.simulator import main
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from apps.engine.core.scenario import parse
-from apps.engine.core.simulator import Simulation, main
+from apps.engine.core.simulation import Simulation
+from apps.engine.core.simulator import main
 
 ROOT = Path(__file__).resolve().parents[2]
 H = 3600

@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from apps.engine.core.whatif import WhatIfError, apply_changes, compare, to_csv_rows
+from apps.engine.core.whatif import compare, to_csv_rows
+from apps.engine.core.whatif_changes import WhatIfError, apply_changes
 
 
 def estate(capacity=4, a=None, b=None, duration_s=1000, step_s=1, pools=None, events=()):

@@ -12,7 +12,7 @@ from apps.accounts.models import Group
 from apps.core.gpus import from_milli
 from apps.engine import services as engine
 from apps.engine.core import UNITS_PER_HOUR, period_bounds
-from apps.engine.core.scenario import Scenario, Submit
+from apps.engine.core.scenario_model import Scenario, Submit
 from apps.ledger.models import UsageInterval
 from apps.policies import services as policies
 from apps.pools import services as pools

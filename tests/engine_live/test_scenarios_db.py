@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from apps.engine.core import scenario as scenarios
-from apps.engine.core.simulator import Simulation
+from apps.engine.core.simulation import Simulation
 from tests.engine_live.db_scenario import DatabaseReplay
 
 pytestmark = pytest.mark.django_db

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .scenario import CloudSpec
+from .scenario_model import CloudSpec
 
 SPOT = "spot"
 ON_DEMAND = "on-demand"

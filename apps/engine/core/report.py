@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .simulator import Simulation
+    from .simulation import Simulation
 
 
 def write_report(sim: Simulation, path: str) -> None:

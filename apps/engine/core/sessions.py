@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .scenario import IdleLimitsSpec
+from .scenario_model import IdleLimitsSpec
 
 STOP_ORDER = ("completed", "idle", "lifetime")
 

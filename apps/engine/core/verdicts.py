@@ -35,11 +35,11 @@ from .budget import period_bounds
 from .decisions import Verdict
 
 if TYPE_CHECKING:
-    from .allocator import _Pass
+    from .pass_state import PassState
 
 
 class VerdictBook:
-    def __init__(self, run: _Pass):
+    def __init__(self, run: PassState):
         self.run = run
         self.rules: dict[tuple[int, int], tuple] = {}
         self.rooms: dict[tuple[int, int], tuple[str, ...]] = {}  # (profile, size) -> ``_room``

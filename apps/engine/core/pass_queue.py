@@ -1,0 +1,72 @@
+"""One compute resource's queue during a pass, read lazily so that a pass costs per task placed,
+not per task waiting."""
+
+from __future__ import annotations
+
+from collections import deque
+
+from .snapshot import WaitingTask
+
+
+class TaskQueue:
+    """One compute resource's queue during a pass.
+
+    With a fixed-size profile the queue is a FIFO with a head index. With sizes from tasks, the
+    input is scanned lazily into one FIFO per size; the next task for a bound is the lowest-seq
+    head among the sizes that fit. `stopping` holds (seq, size) of this resource's work that is
+    being stopped: it goes back to the front, so it blocks work behind it of the same or larger
+    size.
+    """
+
+    __slots__ = ("tasks", "fixed", "cursor", "heads", "stopping", "placed")
+
+    def __init__(self, tasks, fixed: int | None, stopping: list[tuple[int, int]]):
+        self.tasks = tasks
+        self.fixed = fixed
+        self.cursor = 0
+        self.heads: dict[int, deque[int]] = {}
+        self.stopping = stopping
+        self.placed: list[int] = []
+
+    def _open(self, seq: int, size: int) -> bool:
+        return not any(s_seq < seq and s_size <= size for s_seq, s_size in self.stopping)
+
+    def peek(self, bound: int) -> int:
+        """Index of the first task in seq order with size <= bound, or -1."""
+        tasks = self.tasks
+        if self.fixed is not None:
+            i = self.cursor
+            if self.fixed > bound or i >= len(tasks):
+                return -1
+            if self.stopping and not self._open(tasks[i].seq, self.fixed):
+                return -1
+            return i
+        best = -1
+        for size, fifo in self.heads.items():
+            if size <= bound and fifo:
+                i = fifo[0]
+                if (best < 0 or i < best) and (not self.stopping or self._open(tasks[i].seq, size)):
+                    best = i
+        if best >= 0:
+            return best
+        heads = self.heads
+        i, n = self.cursor, len(tasks)
+        while i < n:
+            t = tasks[i]
+            fifo = heads.get(t.size)
+            if fifo is None:
+                fifo = heads[t.size] = deque()
+            fifo.append(i)
+            i += 1
+            if t.size <= bound and len(fifo) == 1 and (not self.stopping or self._open(t.seq, t.size)):
+                self.cursor = i
+                return i - 1
+        self.cursor = i
+        return -1
+
+    def pop(self, i: int, task: WaitingTask) -> None:
+        if self.fixed is not None:
+            self.cursor += 1
+        else:
+            self.heads[task.size].popleft()
+        self.placed.append(i)

@@ -1,0 +1,183 @@
+"""The events of a scenario: submits, cancels, changes of budget, capacity, reservation or limit,
+and the engine switched off and on. Each is checked against the state it meets, replayed in time
+order.
+"""
+
+from __future__ import annotations
+
+from .scenario_model import Change, Event, ScenarioError, Submit
+from .scenario_values import (
+    gpus_text,
+    read_bool,
+    read_gpus,
+    read_hours,
+    read_known,
+    read_list,
+    read_name,
+    read_object,
+    read_size,
+    read_us,
+)
+
+EVENT_KINDS = ("submit", "cancel", "set_budget", "set_capacity", "set_reservation", "set_limit", "engine")
+TASK_KINDS = ("batch", "session")
+
+
+def parse_events(v, pools, profiles, policies, resources) -> tuple[Event, ...]:
+    """Parse the events, then replay the changes in time order to check each against the state
+    it meets (limit >= reservation, profile sizes within limits, cancels of submitted tasks)."""
+    items = read_list(v, "events")
+    parsed = []
+    for i, e in enumerate(items):
+        field = f"events[{i}]"
+        o = read_object(e, field, ("at",), EVENT_KINDS)
+        kinds = [k for k in EVENT_KINDS if k in o]
+        if len(kinds) != 1:
+            raise ScenarioError(f"{field}: needs exactly one of {', '.join(EVENT_KINDS)}")
+        kind = kinds[0]
+        parsed.append((read_us(o["at"], f"{field}.at"), i, kind, o[kind], f"{field}.{kind}"))
+    parsed.sort(key=lambda x: (x[0], x[1]))
+
+    capacity = {p.name: p.capacity for p in pools}
+    cloud = {p.name: p.cloud for p in pools if p.cloud is not None}
+    reservation = {p.name: p.reservation for p in policies}
+    limit = {p.name: p.limit for p in policies}
+    windows = {p.name: [period for period, _ in p.budgets] for p in policies}
+    submitted: set[str] = set()
+    events = []
+    for at_us, _, kind, body, field in parsed:
+        if kind == "submit":
+            what = _submit(body, field, resources, profiles, limit, submitted, cloud)
+            submitted.add(what.id)
+        elif kind == "cancel":
+            task = read_name(body, field)
+            if task not in submitted:
+                raise ScenarioError(f"{field}: unknown task {task!r} (not submitted before this time)")
+            what = Change("cancel", task, 0)
+        elif kind == "engine":
+            if body not in ("disable", "enable"):
+                raise ScenarioError(f'{field}: must be "disable" or "enable"')
+            what = Change("engine", None, 1 if body == "enable" else 0)
+        elif kind == "set_capacity":
+            o = read_object(body, field, ("pool", "capacity"), ())
+            pool = read_known(o["pool"], f"{field}.pool", capacity, "pool")
+            if pool in cloud:
+                raise ScenarioError(
+                    f"{field}.pool: {pool!r} is a cloud pool: its capacity is its types' maximum"
+                )
+            what = Change(kind, pool, read_gpus(o["capacity"], f"{field}.capacity"))
+        elif kind == "set_budget":
+            o = read_object(body, field, ("policy", "hours"), ("period",))
+            policy = read_known(o["policy"], f"{field}.policy", limit, "policy")
+            if not windows[policy]:
+                raise ScenarioError(f"{field}.policy: policy {policy!r} has no budget to change")
+            period = o.get("period")
+            if period is None:
+                if len(windows[policy]) > 1:
+                    raise ScenarioError(
+                        f"{field}.period: policy {policy!r} has several budget windows "
+                        f"({', '.join(windows[policy])}); name the one to change"
+                    )
+                period = windows[policy][0]
+            elif period not in windows[policy]:
+                raise ScenarioError(f"{field}.period: policy {policy!r} has no {period!r} budget window")
+            what = Change(kind, policy, read_hours(o["hours"], f"{field}.hours"), period)
+        else:
+            key = kind.removeprefix("set_")
+            o = read_object(body, field, ("policy", key), ())
+            policy = read_known(o["policy"], f"{field}.policy", limit, "policy")
+            amount = read_gpus(o[key], f"{field}.{key}")
+            new_res = amount if key == "reservation" else reservation[policy]
+            new_lim = amount if key == "limit" else limit[policy]
+            if new_lim < new_res:
+                raise ScenarioError(
+                    f"{field}.{key}: limit {gpus_text(new_lim)} would be below the reservation "
+                    f"{gpus_text(new_res)}"
+                )
+            for r in resources.values():
+                if r.policy == policy and profiles[r.profile].size > new_lim:
+                    raise ScenarioError(
+                        f"{field}.{key}: profile {r.profile!r} ({gpus_text(profiles[r.profile].size)}) would "
+                        f"be larger than the limit ({gpus_text(new_lim)}) of policy {policy!r}"
+                    )
+            reservation[policy], limit[policy] = new_res, new_lim
+            what = Change(kind, policy, amount)
+        events.append(Event(at_us, what))
+    return tuple(events)
+
+
+def _submit(body, field, resources, profiles, limit, submitted, cloud) -> Submit:
+    o = read_object(
+        body,
+        field,
+        ("id", "resource"),
+        ("duration_s", "gpus", "user", "project", "checkpoint", "kind", "activity"),
+    )
+    kind = o.get("kind", "batch")
+    if kind not in TASK_KINDS:
+        raise ScenarioError(f'{field}.kind: must be "batch" or "session"')
+    if kind == "batch":
+        if "duration_s" not in o:
+            raise ScenarioError(f"{field}.duration_s: required")
+        if "activity" in o:
+            raise ScenarioError(f'{field}.activity: only a task of kind "session" has an activity profile')
+    elif "checkpoint" in o:
+        raise ScenarioError(f"{field}.checkpoint: a session is never requeued, so it takes no checkpoint")
+    task = read_name(o["id"], f"{field}.id")
+    if task in submitted:
+        raise ScenarioError(f"{field}.id: task {task!r} is submitted twice")
+    resource = read_known(o["resource"], f"{field}.resource", resources, "compute resource")
+    profile = profiles[resources[resource].profile]
+    size = profile.size
+    if "gpus" in o:
+        size = read_size(o["gpus"], f"{field}.gpus")
+        if not profile.size_from_task and size != profile.size:
+            raise ScenarioError(
+                f"{field}.gpus: profile {profile.name!r} has a fixed size of {gpus_text(profile.size)}"
+            )
+    if profile.size_from_task and size <= 0:
+        raise ScenarioError(f"{field}.gpus: must be > 0")
+    policy = resources[resource].policy
+    if size > limit[policy]:
+        raise ScenarioError(
+            f"{field}.gpus: {gpus_text(size)} is larger than the limit ({gpus_text(limit[policy])}) of "
+            f"policy {policy!r}"
+        )
+    for name in profile.pools:
+        if name in cloud and size > cloud[name].largest:
+            raise ScenarioError(
+                f"{field}.gpus: {gpus_text(size)} do not fit one node of cloud pool {name!r} (its largest "
+                f"type has {gpus_text(cloud[name].largest)})"
+            )
+    for key in ("user", "project"):
+        if key in o:
+            read_name(o[key], f"{field}.{key}")
+    duration = None
+    if kind == "batch" or o.get("duration_s") is not None:
+        duration = read_us(o["duration_s"], f"{field}.duration_s")
+    if kind == "session" and duration == 0:
+        raise ScenarioError(
+            f"{field}.duration_s: must be > 0 for a session (left out: it runs until stopped)"
+        )
+    return Submit(
+        task,
+        resource,
+        size,
+        duration,
+        read_bool(o.get("checkpoint", False), f"{field}.checkpoint"),
+        kind,
+        _activity(o.get("activity", []), f"{field}.activity"),
+    )
+
+
+def _activity(v, field: str) -> tuple[tuple[int, bool], ...]:
+    """`[[at_s, busy], ...]`, at_s from the session's start and increasing."""
+    entries = []
+    for i, e in enumerate(read_list(v, field)):
+        if not isinstance(e, list) or len(e) != 2:
+            raise ScenarioError(f"{field}[{i}]: must be a pair [at_s, busy]")
+        at = read_us(e[0], f"{field}[{i}][0]")
+        if entries and at <= entries[-1][0]:
+            raise ScenarioError(f"{field}[{i}][0]: must be later than the entry before")
+        entries.append((at, read_bool(e[1], f"{field}[{i}][1]")))
+    return tuple(entries)

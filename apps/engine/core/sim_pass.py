@@ -1,0 +1,125 @@
+"""Each step's pass in the simulator: the snapshot the engine sees (the estate as it stands, the
+queues, the work placed and each budget's use), the decisions applied back, then each cloud pool's
+autoscaler step.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from .allocator import allocate
+from .decisions import Decisions
+from .scenario_model import Scenario
+from .sim_state import US_PER_HOUR, SimState
+from .snapshot import Budget, ComputeResource, PlacedTask, Policy, Pool, Profile, Snapshot
+
+
+class SimPass(SimState):
+    def __init__(self, sc: Scenario, end_us: int, record: bool = False):
+        super().__init__(sc, end_us, record)
+        self.profiles = tuple(
+            Profile(
+                f.name,
+                f.size,
+                f.pools,
+                sc.queuing_order[f.name],
+                f.time_weight,
+                f.size_from_task,
+                f.min_runtime_s,
+            )
+            for f in sc.profiles
+        )
+        self.resources = tuple(ComputeResource(r.name, r.policy, r.profile) for r in sc.resources)
+        self._pools()
+        self._policies = [self._policy(i) for i in range(len(sc.policies))]
+
+    def _pools(self) -> None:
+        sc = self.sc
+        self.pools = tuple(
+            Pool(p.name, self.capacity[i], sc.execution_order[p.name]) for i, p in enumerate(sc.pools)
+        )
+
+    def _policy(self, i: int, e_now: int | None = None, t: int = 0) -> Policy:
+        """Policy i; with `e_now` (the enabled clock), its budget use and recent reclaims at t."""
+        p = self.sc.policies[i]
+        budgets = tuple(
+            Budget(acc.limit, acc.period, 0 if e_now is None else acc.used(e_now))
+            for acc in self.accounts.get(i, ())
+        )
+        reclaims = ()
+        if i in self.capped:
+            times = self.reclaims[i]
+            while times and times[0] <= t - US_PER_HOUR:
+                times.pop(0)
+            reclaims = tuple(self.at(x) for x in times)
+        cap = p.max_preemptions_per_hour
+        return Policy(p.name, self.reservation[i], self.limit[i], p.parent, budgets, cap, reclaims)
+
+    def snapshot(self, t: int) -> Snapshot:
+        for c in self.dirty_queues:
+            self.queue_cache[self.resources[c].id] = tuple(self.queues[c])
+        self.dirty_queues.clear()
+        e_now = self.enabled_clock(t)
+        policies = list(self._policies)
+        for i in self.accounts.keys() | self.capped.keys():
+            policies[i] = self._policy(i, e_now, t)
+        return Snapshot(
+            self.at(t),
+            self.pools,
+            self.profiles,
+            tuple(policies),
+            self.resources,
+            self.queue_cache,
+            tuple(self.placed.values()),
+            self.sc.low_watermark_s,
+        )
+
+    def _pass(self, t: int) -> bool:
+        decisions = allocate(self.snapshot(t))
+        self.apply(decisions, t)
+        return bool(decisions.placements or decisions.preemptions)
+
+    def apply(self, d: Decisions, t: int) -> None:
+        at = self.seconds(t)
+        for pre in d.preemptions:
+            task = self.tasks[pre.task]
+            if task.session is not None:
+                task.session.reason = pre.reason
+            self._stop(task, t, "waiting")
+            line = {"at": at, "task": task.id, "event": "preempted", "reason": pre.reason}
+            if pre.window is not None and self.named_window[self.cr_pol[task.cr]]:
+                line["window"] = pre.window
+            self.lines.append(line)
+            if pre.reason == "reclaim" and self.cr_pol[task.cr] in self.capped:
+                self.reclaims[self.cr_pol[task.cr]].append(t)
+                heapq.heappush(self.unguard, t + US_PER_HOUR)
+        started = []
+        for pl in d.placements:
+            task = self.tasks[pl.task]
+            started.append(task)
+            self._start(task, self.pool_ix[pl.pool], t)
+            self.lines.append({"at": at, "task": task.id, "event": "placed", "pool": pl.pool})
+        gone_by_cr: dict[int, set[str]] = {}
+        for task in started:
+            gone_by_cr.setdefault(task.cr, set()).add(task.id)
+        for c, gone in gone_by_cr.items():
+            self.queues[c] = [w for w in self.queues[c] if w.id not in gone]
+            self.dirty_queues.add(c)
+        now = self.at(t)
+        for task in sorted(started, key=lambda x: x.seq):
+            r = self.resources[task.cr]
+            self.placed[task.id] = PlacedTask(
+                task.id, r.id, self.sc.pools[task.pool].name, task.size, task.seq, now
+            )
+
+    def _autoscale(self, t: int) -> bool:
+        """Each cloud pool's autoscaler step after the pass: tasks whose node has room start."""
+        changed = False
+        at = self.seconds(t)
+        for i, cloud in self.clouds.items():
+            started, events = cloud.step(t, self.pool_used[i])
+            for task_id in started:
+                self._run(self.tasks[task_id], t)
+            self.lines.extend({"at": at} | e for e in events)
+            changed |= bool(started or events)
+        return changed

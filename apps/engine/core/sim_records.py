@@ -1,0 +1,72 @@
+"""What the simulator keeps per task, session and budget window, and the series a report draws."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .scenario_model import IdleLimitsSpec
+from .snapshot import WaitingTask
+
+
+@dataclass(slots=True)
+class SimTask:
+    id: str
+    cr: int
+    size: int
+    duration_us: int | None
+    checkpoint: bool
+    seq: int
+    waiting: WaitingTask
+    state: str = "waiting"
+    left_us: int | None = 0
+    since_us: int = 0
+    wait_us: int = 0
+    preemptions: int = 0
+    pool: int = -1
+    placed_us: int = 0
+    started_us: int | None = None
+    e_start: int = 0
+    token: int = 0
+    gpu_us: int = 0
+    session: SimSession | None = None
+
+
+@dataclass(slots=True)
+class SimSession:
+    """A session's profile and, once it ended, why: `reason` (idle, reclaim, budget) and the idle
+    `limit` that fired; `stop` is what its scheduled stop will be (completed, idle or lifetime)."""
+
+    activity: tuple[tuple[int, bool], ...]
+    limits: IdleLimitsSpec
+    stop: str = "completed"
+    reason: str | None = None
+    limit: str | None = None
+    ended_us: int = 0
+
+
+@dataclass(slots=True)
+class Account:
+    """One time budget window's meter for its current period, in budget units."""
+
+    limit: int
+    period: str
+    start_us: int = 0
+    end_us: int = 0
+    e0: int = 0
+    closed: int = 0
+    open_w: int = 0
+    open_s: int = 0
+
+    def used(self, e_now: int) -> int:
+        return self.closed + self.open_w * e_now - self.open_s
+
+
+@dataclass
+class Series:
+    """What the report draws, recorded at each step where something changed."""
+
+    times: list[float] = field(default_factory=list)
+    policy_use: list[list[int]] = field(default_factory=list)
+    pool_use: list[list[int]] = field(default_factory=list)
+    queued: list[list[int]] = field(default_factory=list)
+    capacity: list[list[int]] = field(default_factory=list)
