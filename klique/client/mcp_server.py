@@ -14,7 +14,9 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
-from klique.client.sdk import ApiError, Client, KliqueError, as_json
+from klique.client.sdk.client import Client
+from klique.client.sdk.errors import ApiError, KliqueError
+from klique.client.sdk.records import as_json
 
 INSTRUCTIONS = (
     "Klique allocates GPUs. List the compute resources the user may submit to, submit a task to one, "

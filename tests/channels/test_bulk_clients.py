@@ -9,7 +9,7 @@ import pytest
 
 from apps.tasks.models import Task
 from klique.client import Client, InvalidRequest
-from klique.client.sdk import BulkUnsupported
+from klique.client.sdk.errors import BulkUnsupported
 from tests.channels.conftest import token_for
 from tests.channels.live import klique, logged_in
 

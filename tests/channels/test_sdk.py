@@ -12,7 +12,7 @@ from apps.core.pagination import LimitOffset
 from apps.tasks import services
 from apps.tasks.models import Schedule, Task
 from klique.client import Client, ConnectionFailed, InvalidRequest, NotFound, PermissionDenied
-from klique.client.sdk import AuthenticationFailed, NotLoggedIn
+from klique.client.sdk.errors import AuthenticationFailed, NotLoggedIn
 from tests.channels.conftest import token_for
 from tests.channels.live import finish, place, preempt
 

@@ -10,7 +10,8 @@ import pytest
 
 from apps.accounts.models import Membership
 from apps.whatif.models import WhatIfRun
-from klique.client.sdk import Client, InvalidRequest, PermissionDenied
+from klique.client.sdk.client import Client
+from klique.client.sdk.errors import InvalidRequest, PermissionDenied
 from tests.channels.conftest import token_for
 from tests.channels.live import klique, logged_in
 from tests.cloud_pools.conftest import wait_for

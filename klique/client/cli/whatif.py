@@ -6,8 +6,11 @@ import json
 import sys
 
 from klique import numbers
-from klique.client.cli import FAILED, INVALID, OK, USAGE, BadInput, read_text, show, table, whole_number
-from klique.client.sdk import Client, WhatIfRun
+from klique.client.cli.exits import FAILED, INVALID, OK, USAGE
+from klique.client.cli.inputs import BadInput, read_text, whole_number
+from klique.client.cli.output import show, table
+from klique.client.sdk.client import Client
+from klique.client.sdk.whatif import WhatIfRun
 
 
 class BadChanges(Exception):
@@ -147,8 +150,7 @@ def cmd_whatif(args, client: Client) -> int:
     return OK
 
 
-def register(command) -> None:
-    """Add ``whatif`` with ``cli.parser``'s ``command`` helper."""
+def register(commands, command) -> None:
     sub = command(
         "whatif",
         cmd_whatif,

@@ -1,0 +1,31 @@
+"""``klique resources``: the compute resources the user may submit to."""
+
+from klique.client.cli.exits import OK
+from klique.client.cli.output import amount, show, table
+from klique.client.sdk.client import Client
+
+
+def cmd_resources(args, client: Client) -> int:
+    resources = client.compute_resources()
+    rows = [
+        [
+            r.name,
+            r.group,
+            r.profile,
+            amount(r.gpus) + (" (set per task)" if r.size_from_task else ""),
+            amount(r.time_weight),
+            amount(r.reservation),
+            amount(r.limit),
+            r.waiting,
+            r.running,
+            "" if r.enabled else "disabled",
+        ]
+        for r in resources
+    ]
+    headers = ["NAME", "GROUP", "PROFILE", "GPUS", "WEIGHT", "RESERVED", "LIMIT", "WAITING", "RUNNING", ""]
+    show(args, resources, table(headers, rows) if rows else "You belong to no group with compute resources.")
+    return OK
+
+
+def register(commands, command) -> None:
+    command("resources", cmd_resources, "the compute resources you may submit to")

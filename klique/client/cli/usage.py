@@ -1,0 +1,54 @@
+"""Usage and time budgets on the command line: ``klique usage`` and ``klique budget``."""
+
+from klique import numbers
+from klique.client.cli.exits import OK
+from klique.client.cli.output import amount, hours, show, table, when
+from klique.client.sdk.client import Client
+
+
+def cmd_usage(args, client: Client) -> int:
+    usage = client.usage()
+    rows = [
+        [
+            u.group,
+            amount(u.gpus_in_use),
+            amount(u.reservation),
+            amount(u.limit),
+            hours(u.gpu_hours),
+            u.period or "month",
+        ]
+        for u in usage
+    ]
+    headers = ["GROUP", "GPUS IN USE", "RESERVED", "LIMIT", "GPU-HOURS", "PERIOD"]
+    show(args, usage, table(headers, rows) if rows else "No policies in your groups.")
+    return OK
+
+
+def cmd_budget(args, client: Client) -> int:
+    """One row per time budget window of each budgeted policy."""
+    usage = client.usage()
+    rows = [
+        [
+            u.group,
+            w.period,
+            hours(w.used_hours),
+            hours(w.budget_hours),
+            "-" if w.left_hours is None else numbers.hours_left(w.left_hours),
+            hours(w.burn_rate),
+            when(w.projected_run_out),
+            when(w.resets_at),
+            "USED UP" if w.used_up else ("over alert threshold" if w.over_threshold else ""),
+        ]
+        for u in usage
+        if u.has_budget
+        for w in (u.windows or (u,))
+    ]
+    headers = ["GROUP", "PERIOD", "USED H", "BUDGET H", "LEFT H", "BURN H/H", "RUNS OUT", "RESETS", ""]
+    budgeted = [u for u in usage if u.has_budget]
+    show(args, budgeted, table(headers, rows) if rows else "No time budgets on your groups.")
+    return OK
+
+
+def register(commands, command) -> None:
+    command("usage", cmd_usage, "GPUs in use and GPU-hours of your groups")
+    command("budget", cmd_budget, "time budgets of your groups: used, left, burn rate, run-out, reset")

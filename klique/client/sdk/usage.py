@@ -1,0 +1,65 @@
+"""Usage and time budgets in the SDK: per policy of the user's groups, the GPUs in use, the
+GPU-hours and each budget window (used, left, burn rate, run-out, reset)."""
+
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+
+from klique.client.sdk.records import build
+
+
+@dataclass(frozen=True)
+class BudgetWindow:
+    """One time budget window of a policy (e.g. its budget per day), on its own UTC period."""
+
+    period: str
+    period_start: datetime
+    resets_at: datetime
+    budget_hours: Decimal
+    used_hours: Decimal
+    left_hours: Decimal
+    burn_rate: Decimal
+    projected_run_out: datetime | None
+    over_threshold: bool
+    used_up: bool
+
+
+@dataclass(frozen=True)
+class Usage:
+    """A policy of one of the user's groups: GPUs in use and its time budget in the period (the
+    binding window's figures; ``windows`` has each window)."""
+
+    policy_id: int
+    group: str
+    group_name: str
+    reservation: Decimal
+    limit: Decimal
+    gpus_in_use: Decimal
+    gpu_hours: Decimal
+    has_budget: bool
+    period: str | None
+    period_start: datetime
+    resets_at: datetime
+    budget_hours: Decimal | None
+    used_hours: Decimal
+    left_hours: Decimal | None
+    burn_rate: Decimal
+    projected_run_out: datetime | None
+    alert_threshold: int
+    over_threshold: bool
+    used_up: bool
+    windows: tuple[BudgetWindow, ...] = ()
+
+    @classmethod
+    def from_api(cls, data: dict) -> "Usage":
+        group = data["group"]
+        windows = tuple(build(BudgetWindow, w) for w in data.get("windows") or ())
+        return build(cls, {**data, "group": group["slug"], "group_name": group["name"]}, windows=windows)
+
+
+class UsageApi:
+    """The usage endpoint of ``Client`` (``usage/``)."""
+
+    def usage(self) -> list[Usage]:
+        """GPUs in use, GPU-hours and the time budget of each policy of your groups."""
+        return [Usage.from_api(u) for u in self._request("GET", "usage/")]
