@@ -276,7 +276,8 @@ def main() -> None:
 
     from apps.accounts.models import User
     from apps.ledger import rollups, selectors
-    from apps.ledger.selectors import ReportSpec, usage_report
+    from apps.ledger.report_spec import ReportSpec
+    from apps.ledger.selectors import usage_report
 
     try:
         if not args.reuse:

@@ -101,13 +101,14 @@ def in_process(calls: int) -> dict:
     from apps.pools.models import EnrolmentToken, GpuType, Pool
     from apps.tasks import services as lifecycle
     from apps.tasks.models import Task
+    from apps.workers import services as protocol
 
     pool = Pool.objects.create(
         name="in-process", kind="baremetal", gpu_type=GpuType.objects.create(name="A100"), capacity=64
     )
     enrolment = EnrolmentToken(pool=pool, name="bench")
     services.issue_enrolment_token(enrolment, now=timezone.now())
-    worker, raw = services.enrol(
+    worker, raw = protocol.enrol(
         enrolment, hostname="node", gpus=Decimal(8), mode="process", now=timezone.now()
     )
     client = APIClient()
@@ -124,9 +125,9 @@ def in_process(calls: int) -> dict:
         tasks = [lifecycle.submit(user=user, compute_resource=resource, command="true") for _ in range(5)]
         loaded = Task.objects.select_related("compute_resource__policy", "compute_resource__profile")
         lifecycle.place_many([(loaded.get(pk=t.pk), pool) for t in tasks], timezone.now())
-        services.claim(worker, free=None, free_gpus=Decimal(8), max_tasks=5, now=timezone.now())
+        protocol.claim(worker, free=None, free_gpus=Decimal(8), max_tasks=5, now=timezone.now())
         for task in tasks:
-            services.report_started(worker, task.pk, now=timezone.now())
+            protocol.report_started(worker, task.pk, now=timezone.now())
         return [task.pk for task in tasks]
 
     def reports(ids):

@@ -21,7 +21,8 @@ from apps.accounts import services as accounts
 from apps.accounts.models import Membership, User
 from apps.engine import services as engine
 from apps.ledger.models import UsageInterval
-from apps.ledger.selectors import ReportSpec, usage_report
+from apps.ledger.report_spec import ReportSpec
+from apps.ledger.selectors import usage_report
 from apps.policies.models import ComputeResource
 from apps.pricing.models import Price
 from apps.tasks import services as lifecycle

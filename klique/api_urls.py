@@ -6,9 +6,9 @@ from django.urls import include, path
 urlpatterns = [
     path("", include("apps.accounts.api.urls")),
     path("", include("apps.policies.api.urls")),
-    path("", include("apps.tasks.api.urls")),
+    path("", include("apps.sessions.api.work.urls")),
     path("", include("apps.sessions.api.urls")),
-    path("workers/", include("apps.pools.api.urls")),
+    path("workers/", include("apps.workers.api.urls")),
     path("usage/", include("apps.ledger.api.urls")),
     path("", include("apps.governance.api.urls")),
     path("", include("apps.whatif.api.urls")),

@@ -60,10 +60,9 @@ class GroupForm(forms.ModelForm):
     def clean(self):
         data = super().clean()
         if self.instance.pk is not None and "parent" in data and not self.errors:
-            from apps.policies.rules import group_move_errors
-
-            for message in group_move_errors(self.instance, data["parent"]):
-                self.add_error("parent", message)
+            for check in Group.move_checks:
+                for message in check(self.instance, data["parent"]):
+                    self.add_error("parent", message)
         return data
 
 

@@ -34,6 +34,10 @@ class Group(models.Model):
         help_text="The finance cost centre code for chargeback; empty: the parent's "
         "(apps.accounts.selectors.cost_centres).",
     )
+    # What a move of the group (its subtree with it) under another parent would break, from the
+    # apps whose rules hang on the tree (policies' envelopes), registered from their AppConfig.ready:
+    # each check takes (group, new_parent) and returns messages; the admin's group form runs them.
+    move_checks: list = []
 
     class Meta:
         ordering = ["name"]

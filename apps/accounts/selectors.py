@@ -139,3 +139,25 @@ def cost_centres() -> dict[int, str]:
     for pk in rows:
         resolve(pk)
     return found
+
+
+def group_tree() -> tuple[dict[int, int | None], dict[int, Group]]:
+    """Every group's parent id, and every group by id: one read of the group tree."""
+    groups = {g.pk: g for g in Group.objects.all()}
+    return {pk: g.parent_id for pk, g in groups.items()}, groups
+
+
+def group_path(pk: int, parents: dict, groups: dict) -> str:
+    """The group's path from the organisation ("Acme Labs / Research / ...")."""
+    names, node, seen = [], pk, set()
+    while node is not None and node not in seen:
+        names.append(groups[node].name)
+        seen.add(node)
+        node = parents.get(node)
+    return " / ".join(reversed(names))
+
+
+def group_labels(pks) -> dict[int, tuple[str, str]]:
+    """Each group's name and path from the organisation ("Acme Labs / Research / ...")."""
+    parents, groups = group_tree()
+    return {pk: (groups[pk].name, group_path(pk, parents, groups)) for pk in pks if pk in groups}

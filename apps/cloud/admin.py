@@ -4,6 +4,7 @@ from apps.accounts.models import Membership
 from apps.accounts.selectors import has_role
 from apps.cloud import services
 from apps.cloud.models import CloudNode, CloudPool, CloudSpendCap, CloudSpendCapChange, InstanceType
+from apps.core.audit_admin import AuditTrailAdmin
 from apps.core.fields import PLAIN_NUMBERS
 from apps.core.formsets import CappedInline
 from apps.core.parsers import JSON_FIELDS
@@ -122,19 +123,11 @@ class CloudSpendCapAdmin(admin.ModelAdmin):
 
 
 @admin.register(CloudSpendCapChange)
-class CloudSpendCapChangeAdmin(admin.ModelAdmin):
+class CloudSpendCapChangeAdmin(AuditTrailAdmin):
     """Every change to a cloud spend cap: read-only."""
 
     list_display = ["at", "action", "group", "before", "after", "actor", "via"]
     list_filter = ["action", "via"]
     date_hierarchy = "at"
     list_select_related = ["group", "actor"]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
+    fields = ["cap", "group", "action", "before", "after", "actor", "via", "at"]

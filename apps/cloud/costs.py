@@ -21,9 +21,9 @@ from django.db.models import Q
 from django.utils import timezone
 
 from apps.cloud.models import CloudNode
+from apps.core.numbers import hours, money, rounded
 from apps.ledger.models import UsageInterval
 from apps.ledger.rollups import overlapping
-from apps.ledger.selectors import hours, money, rounded
 from apps.pools.models import Worker
 from apps.pricing.selectors import NodeSegment, node_price_segments
 

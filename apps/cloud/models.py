@@ -6,8 +6,10 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
+from apps.core.audit import AuditedChange
 from apps.core.currency import currency_error
 from apps.pools.models import EnrolmentToken, Pool, Worker
+from apps.pricing.models import Market
 from klique import numbers
 from klique.cloud.providers import PROVIDERS, provider_class
 
@@ -134,9 +136,7 @@ class CloudNode(models.Model):
     SUPPLY_STATES = (State.LAUNCHING, State.BOOTING, State.READY)
     LIVE_STATES = (State.LAUNCHING, State.BOOTING, State.READY, State.RELEASING)
 
-    class Market(models.TextChoices):
-        SPOT = "spot", "Spot"
-        ON_DEMAND = "on-demand", "On demand"
+    Market = Market
 
     cloud_pool = models.ForeignKey(CloudPool, on_delete=models.CASCADE, related_name="nodes")
     instance_type = models.ForeignKey(InstanceType, on_delete=models.PROTECT, related_name="nodes")
@@ -239,7 +239,7 @@ class CloudSpendCap(models.Model):
             raise ValidationError(errors)
 
 
-class CloudSpendCapChange(models.Model):
+class CloudSpendCapChange(AuditedChange):
     """One change to a cloud spend cap: who, when, through which channel, before and after (the
     cap's fields as text, empty for a creation or a removal, readable after the cap is gone)."""
 
@@ -260,14 +260,9 @@ class CloudSpendCapChange(models.Model):
     action = models.CharField(max_length=10, choices=Action.choices)
     before = models.JSONField(default=dict, blank=True)
     after = models.JSONField(default=dict, blank=True)
-    actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
     via = models.CharField(max_length=10, choices=Via.choices)
-    at = models.DateTimeField(db_index=True)
 
-    class Meta:
-        ordering = ["-at", "-pk"]
+    class Meta(AuditedChange.Meta):
         verbose_name = "cloud spend cap change"
 
     def __str__(self) -> str:

@@ -4,11 +4,12 @@ from datetime import datetime
 from decimal import Decimal
 from fractions import Fraction
 
-from django.db.models import QuerySet
+from django.db.models import F, QuerySet, Sum
 
+from apps.accounts.selectors import group_labels
 from apps.cloud.costs import CloudSpend, cloud_spend
-from apps.cloud.models import CloudNode, CloudPool
-from apps.ledger.selectors import group_labels, rounded
+from apps.cloud.models import CloudNode, CloudPool, InstanceType
+from apps.core.numbers import rounded
 
 
 def live_nodes(cloud_pool: CloudPool) -> QuerySet[CloudNode]:
@@ -122,3 +123,14 @@ def cloud_part_records(spend: CloudSpend) -> list[dict]:
         {"part": name, "group": "", "group_path": "", "cost": amount, "share": _share(amount, spend.total)}
         for name, amount in parts
     ]
+
+
+def pool_maximum(pool_id) -> QuerySet:
+    """A cloud pool's maximum in GPUs (each instance type's most instances x GPUs per instance), as a
+    one-row queryset for ``apps.policies.selectors.POOL_CEILINGS``."""
+    return (
+        InstanceType.objects.filter(cloud_pool__pool_id=pool_id)
+        .values("cloud_pool")
+        .annotate(gpus=Sum(F("max_count") * F("gpus")))
+        .values("gpus")
+    )

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from apps.accounts.models import Group
 from apps.cloud.models import CAP_KINDS, CloudSpendCap, CloudSpendCapChange
+from apps.core.audit import record_change
 from apps.core.currency import currency_error
 from apps.core.numbers import NotPlain, plain_decimal
 from apps.core.writes import validated_save
@@ -22,15 +23,15 @@ def _cap_snapshot(cap: CloudSpendCap) -> dict[str, str]:
 
 
 def _audit_cap(cap: CloudSpendCap, action: str, before: dict, after: dict, actor, via: str) -> None:
-    CloudSpendCapChange.objects.create(
+    record_change(
+        CloudSpendCapChange,
+        actor=actor,
+        via=via,
         cap=None if action == CloudSpendCapChange.Action.REMOVED else cap,
         group_id=cap.group_id,
         action=action,
         before=before,
         after=after,
-        actor=actor,
-        via=via,
-        at=timezone.now(),
     )
 
 

@@ -5,7 +5,7 @@ import django_tables2 as tables
 
 from apps.cloud import selectors
 from apps.cloud.costs import CloudSpend
-from apps.ledger.tables import FigureColumn
+from apps.core.columns import FigureColumn
 
 
 def _columns(columns, currency: str) -> list[tuple[str, tables.Column]]:

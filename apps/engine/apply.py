@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from django.db import connection, transaction
 
 from apps.accounts.models import Notification
+from apps.core import events
 from apps.core.sql import array_literal as _array
 from apps.engine import core
 from apps.engine.loader import Loaded
@@ -208,19 +209,17 @@ def _preempt(preemptions, now) -> list[Task]:
             )
             for task in group
         )
-    _preempted_webhooks(by_reason)
+    _preempted_notices(by_reason)
     return [task for group in by_reason.values() for task in group]
 
 
-def _preempted_webhooks(by_reason) -> None:
-    """One webhook message per group whose work this pass preempted, summarising its tasks (the
+def _preempted_notices(by_reason) -> None:
+    """One group notice (webhooks) per group whose work this pass preempted, summarising its tasks (the
     group: the task's compute resource's policy's group)."""
     from apps.accounts.models import Group
     from apps.policies.models import ComputeResource
-    from apps.webhooks import services as webhooks
-    from apps.webhooks.models import Webhook
 
-    if not Webhook.objects.filter(enabled=True).exists():
+    if not events.anyone_listening():
         return
     stopped = [(task, reason, window) for (reason, window), group in by_reason.items() for task in group]
     resources = {task.compute_resource_id for task, _, _ in stopped}
@@ -237,7 +236,7 @@ def _preempted_webhooks(by_reason) -> None:
             lines.append(f"… and {n - 10} more.")
         link = f"/work/tasks/{items[0][0].pk}/" if n == 1 else ""
         title = f"{n} task{'s' if n != 1 else ''} of {group} preempted"
-        webhooks.enqueue_for(group, "preemption", title, "\n".join(lines), link)
+        events.notify(group, "preemption", title, "\n".join(lines), link)
 
 
 def _preempted_message(task: Task, reason: str, window: str | None = None) -> str:

@@ -43,6 +43,16 @@ class DisabledWindow(models.Model):
     def __str__(self) -> str:
         return f"disabled {self.start:%Y-%m-%d %H:%M:%S} to {self.end or 'now'}"
 
+    @classmethod
+    def spans(cls, since, now):
+        """(start, end) of each window overlapping [since, now), end None while the engine is still
+        disabled: the spans time budgets leave uncharged (``apps.ledger.budgets.UNCHARGED``)."""
+        return (
+            cls.objects.filter(start__lt=now)
+            .filter(models.Q(end__isnull=True) | models.Q(end__gt=since))
+            .values_list("start", "end")
+        )
+
 
 class PassRecord(models.Model):
     """One pass of the engine, or one skipped because another process held the lock.

@@ -17,12 +17,13 @@ from django.db import IntegrityError, connection, models, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from apps.engine import core, held, wake
+from apps.core import events
+from apps.engine import core, held
 from apps.engine.apply import apply
 from apps.engine.loader import load
 from apps.engine.lock import exclusive_pass
 from apps.engine.models import PASS_BUCKETS_MS, DisabledWindow, EngineSwitch, PassRecord, PassTotals
-from apps.webhooks import services as webhooks
+from apps.tasks import wake
 
 log = logging.getLogger("klique.engine")
 pass_log = logging.getLogger("klique.engine.pass")
@@ -109,7 +110,7 @@ def _send_alert(policy, status, kind: str, at) -> bool:
             emails = [user.email for user in recipients if user.email]
             if emails:
                 transaction.on_commit(lambda: _mail_alert(subject, message, emails, policy, kind))
-            webhooks.enqueue_for(policy.group, "budget_alert", subject, message)
+            events.notify(policy.group, "budget_alert", subject, message)
     except IntegrityError:
         return False
     return True

@@ -1,11 +1,12 @@
 """Celery tasks of the engine: thin wrappers that call the services. Each runs on its own queue
 and expires after its interval, so a slow pass never piles up behind itself. ``run_pass`` is also
-queued on demand by ``apps.engine.wake.request_pass``; after it, a request that came in during
+queued on demand by ``apps.tasks.wake.request_pass``; after it, a request that came in during
 the pass (or while another pass held the lock) queues one more."""
 
 from celery import shared_task
 
-from apps.engine import services, wake
+from apps.engine import services
+from apps.tasks import wake
 
 LOCK_TAKEN = "another pass running"
 

@@ -6,7 +6,6 @@ the approver saw is checked, every rule of ``apps.policies.rules`` runs, and the
 as a ``PolicyChange``. The request row is locked too, so a request is decided once. If anything
 is refused, nothing is saved and the request stays pending."""
 
-import importlib.util
 from decimal import Decimal, InvalidOperation
 
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -14,6 +13,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.accounts.models import Group, Notification, User
+from apps.core import events
+from apps.core.audit import record_change
 from apps.core.gpus import gpu_amount_error
 from apps.governance import selectors
 from apps.governance.models import ChangeRequest
@@ -196,12 +197,8 @@ def _apply_compute_resource(request: ChangeRequest, *, actor: User, via: str):
         if hasattr(error, "error_dict") and "name" in error.error_dict:
             raise
         raise ValidationError({"profile": error.messages}) from error
-    change = PolicyChange.objects.create(
-        policy=policy,
-        at=timezone.now(),
-        actor=actor,
-        via=via,
-        changes={"compute_resource": [None, resource.name]},
+    change = record_change(
+        PolicyChange, actor=actor, via=via, policy=policy, changes={"compute_resource": [None, resource.name]}
     )
     return resource, change
 
@@ -277,12 +274,8 @@ def decide(
 
 
 def _webhook(request: ChangeRequest, title: str, text: str) -> None:
-    """Tell the group's webhooks (``apps.webhooks``, sent after commit), where that app exists."""
-    if importlib.util.find_spec("apps.webhooks.services") is None:
-        return
-    from apps.webhooks.services import enqueue_for
-
-    enqueue_for(request.group, "change_request", title, text, LINK)
+    """Tell the group's webhooks: a group notice (apps.core.events), delivered after commit."""
+    events.notify(request.group, "change_request", title, text, LINK)
 
 
 def withdraw(request: ChangeRequest, *, actor: User) -> ChangeRequest:

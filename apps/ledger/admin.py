@@ -69,3 +69,7 @@ class AdjustmentAdmin(ReadOnly):
     list_filter = ["closed_month", "booked_in", "currency"]
     list_select_related = ["group", "project", "gpu_type", "actor"]
     search_fields = ["reason", "group__name"]
+
+
+# the resource policies' admin, with each policy's use in its list
+from apps.ledger import admin_policies  # noqa: E402, F401

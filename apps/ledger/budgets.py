@@ -1,13 +1,15 @@
 """Time budgets on the database: use per UTC calendar period computed from usage intervals.
 
 Budget hours = wall hours x the profile's time weight, per task, from placement until the work
-has really stopped (running intervals count up to ``now``). Windows in which the engine was
-disabled are not charged. A policy's use includes its subtree's, as its budget covers them.
+has really stopped (running intervals count up to ``now``). The spans registered in ``UNCHARGED``
+are not charged: the engine registers the windows in which it was disabled. A policy's use
+includes its subtree's, as its budget covers them.
 Nothing here is a counter: every figure is recomputed from the intervals, so a missed or doubled
 meter tick changes nothing.
 """
 
 from collections import defaultdict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -18,7 +20,6 @@ from django.utils import timezone
 
 from apps.core.gpus import to_milli
 from apps.engine.core import UNITS_PER_HOUR, period_bounds
-from apps.engine.models import DisabledWindow
 from apps.ledger.models import UsageInterval
 from apps.policies.models import ResourcePolicy
 from apps.policies.selectors import budget_windows, parent_policy_ids
@@ -26,6 +27,12 @@ from apps.policies.selectors import budget_windows, parent_policy_ids
 HOUR = Decimal(3600)
 MICRO = timedelta(microseconds=1)
 MICROS_PER_HOUR = 3600 * 10**6
+
+Spans = Callable[[datetime, datetime], Iterable[tuple[datetime, datetime | None]]]
+# Spans in which time budgets are not charged, registered from the AppConfig.ready of the app that
+# knows them: name -> spans(since, now), the (start, end) of each span overlapping [since, now), end
+# None while it lasts. The engine registers "engine": the windows in which it was disabled.
+UNCHARGED: dict[str, Spans] = {}
 
 
 @dataclass(frozen=True)
@@ -148,7 +155,7 @@ def _span(lo: datetime, hi: datetime):
 
 
 def _merged(windows, now: datetime) -> list[tuple[datetime, datetime]]:
-    """Disabled-engine windows as disjoint spans (an open one ends now), so none is taken out twice."""
+    """Uncharged windows as disjoint spans (an open one ends now), so none is taken out twice."""
     merged: list[list[datetime]] = []
     for start, end in sorted((start, end or now) for start, end in windows):
         if merged and start <= merged[-1][1]:
@@ -165,8 +172,9 @@ CUTS_PER_QUERY = 400
 
 def _charged_by_kind(kinds, now: datetime, policy_ids=None) -> dict[str, dict[int, tuple[int, Decimal]]]:
     """Per budget period kind, per policy (own tasks only): (budget units, GPU-microseconds) of the
-    intervals inside the current period, running ones counted up to ``now``, with disabled-engine
-    windows taken out of the budget units (GPU time is the ledger's and keeps them).
+    intervals inside the current period, running ones counted up to ``now``, with the uncharged
+    windows (``UNCHARGED``: the disabled-engine ones) taken out of the budget units (GPU time is
+    the ledger's and keeps them).
 
     Two queries whatever the number of kinds and policies (the windows, then one grouped query with
     a sum per kind and per (kind, window)), and one more per ``CUTS_PER_QUERY`` windows beyond the
@@ -180,12 +188,7 @@ def _charged_by_kind(kinds, now: datetime, policy_ids=None) -> dict[str, dict[in
         start, end = period_bounds(now, kind)
         bounds[kind] = (start, max(start, min(end, now)))
     earliest = min(start for start, _ in bounds.values())
-    windows = _merged(
-        DisabledWindow.objects.filter(start__lt=now)
-        .filter(Q(end__isnull=True) | Q(end__gt=earliest))
-        .values_list("start", "end"),
-        now,
-    )
+    windows = _merged((span for spans in UNCHARGED.values() for span in spans(earliest, now)), now)
     spans = {f"span_{i}": _span(*bounds[kind]) for i, kind in enumerate(kinds)}
     cuts: list[tuple[str, str, object]] = []
     for i, kind in enumerate(kinds):

@@ -14,6 +14,7 @@ from fractions import Fraction
 from django.db.models import Q, Sum
 
 from apps.accounts.selectors import managed_group_ids, subtree_ids
+from apps.ledger import usage
 from apps.ledger.models import Adjustment, FrozenUsage, MonthClose
 from apps.pricing.selectors import Segment, midnight, price_segments
 
@@ -106,10 +107,8 @@ def report_segments(currency: str, start: datetime, stop: datetime) -> list[Segm
 def usage_by(
     names, where: Q, start: datetime, stop: datetime, segments: list[Segment], rolled, currency: str
 ):
-    """``selectors.usage_by`` with closed months read from their frozen rows: the months that
+    """``usage.usage_by`` with closed months read from their frozen rows: the months that
     [start, stop) covers whole and that were frozen in ``currency``."""
-    from apps.ledger import selectors
-
     whole = []
     for close in closes_in_force(start, stop):
         month_start, month_end = month_bounds(close.month)
@@ -124,7 +123,7 @@ def usage_by(
         spans.append((cursor, stop))
     sums = None
     for low, high in spans:
-        found = selectors.usage_by(names, where, low, high, segments, rolled)
+        found = usage.usage_by(names, where, low, high, segments, rolled)
         if sums is None:
             sums = found
         else:
@@ -133,7 +132,7 @@ def usage_by(
                 entry[0] += gpu
                 entry[1] += budget
     if sums is None:
-        sums = selectors.usage_by(names, where, stop, stop, segments, rolled)
+        sums = usage.usage_by(names, where, stop, stop, segments, rolled)
     index = {(s.gpu_type_id, s.start): i for i, s in enumerate(segments)}
     for _, _, close in whole:
         rows = (
@@ -176,9 +175,7 @@ def adjustments(viewer, spec) -> list[Adjustment]:
 
 
 def adjustment_cost(adjustment: Adjustment) -> Fraction:
-    from apps.ledger.selectors import MONEY_DENOMINATOR
-
-    return Fraction(int(adjustment.cost_units), MONEY_DENOMINATOR)
+    return Fraction(int(adjustment.cost_units), usage.MONEY_DENOMINATOR)
 
 
 def may_close_months(user) -> bool:

@@ -22,10 +22,11 @@ from django.db import connection, transaction
 from django.db.models import Q, Sum
 from django.utils import timezone
 
+from apps.core.numbers import money
 from apps.ledger import closed
 from apps.ledger.models import Adjustment, FrozenUsage, MonthClose, MonthCloseEvent
 from apps.ledger.rollups import built_until
-from apps.ledger.selectors import MONEY_DENOMINATOR, PRICE_SCALE, money, usage_by
+from apps.ledger.usage import MONEY_DENOMINATOR, PRICE_SCALE, usage_by
 from apps.pricing.selectors import currencies, price_segments
 
 FROZEN_KEY = ["group_id", "user_id", "project_id", "pool_id", "gpu_type_id"]
@@ -228,3 +229,7 @@ def price_reason(change) -> str:
         f"Price of {change.priced} in {change.currency} {change.get_action_display().lower()}: "
         f"{side(change.before)} → {side(change.after)} (price change {change.pk})"
     )
+
+
+def on_gpu_price_changed(sender, *, change, **_) -> None:
+    price_changed(change)

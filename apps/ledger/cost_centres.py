@@ -12,9 +12,12 @@ from datetime import date
 from fractions import Fraction
 
 from apps.accounts.selectors import cost_centres
+from apps.core.numbers import hours, money
 from apps.ledger import closed
+from apps.ledger.report_spec import ReportSpec
 from apps.ledger.rollups import built_until
-from apps.ledger.selectors import MONEY_DENOMINATOR, PRICE_SCALE, ReportSpec, hours, money, visible
+from apps.ledger.usage import MONEY_DENOMINATOR, PRICE_SCALE
+from apps.ledger.visibility import visible
 from apps.pools.models import GpuType
 
 COLUMNS = [

@@ -7,7 +7,7 @@ from django import forms
 from django.utils import timezone
 
 from apps.accounts.models import Group, Project, User
-from apps.ledger.selectors import IDLE_SEPARATE, IDLE_SPREAD, PERIODS, ReportSpec, period_range
+from apps.ledger.report_spec import IDLE_SEPARATE, IDLE_SPREAD, PERIODS, ReportSpec, period_range
 from apps.pools.models import GpuType, Pool
 from apps.pricing.selectors import currencies
 

@@ -5,7 +5,7 @@ template (``templates/ledger/statement.html``).
 
 A statement is a usage report (``selectors.usage_report``) of the group's subtree by GPU type then
 project, so it counts exactly what the viewer may see, reads a closed month's frozen figures and
-uses the same access rule (``selectors.refusal``)."""
+uses the same access rule (``visibility.refusal``)."""
 
 import csv
 import io
@@ -17,11 +17,14 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 
 from apps.accounts.models import Group
-from apps.accounts.selectors import cost_centres
+from apps.accounts.selectors import cost_centres, group_labels
 from apps.core.exports import spreadsheet_safe
+from apps.core.numbers import hours
 from apps.ledger import closed
 from apps.ledger.models import MonthClose
-from apps.ledger.selectors import Report, ReportSpec, group_labels, hours, scope, usage_report
+from apps.ledger.report_spec import ReportSpec
+from apps.ledger.selectors import Report, usage_report
+from apps.ledger.visibility import scope
 from apps.pools.models import GpuType
 from apps.pricing.selectors import Segment, price_segments
 from klique import numbers
@@ -74,7 +77,7 @@ def statement_spec(group: Group, month: date, currency: str, idle: str = "") -> 
 
 def statement(viewer, spec: ReportSpec, now: datetime | None = None) -> Statement:
     """The statement of ``spec`` (from ``statement_spec``); the caller has checked
-    ``selectors.refusal``."""
+    ``visibility.refusal``."""
     now = now or timezone.now()
     month = spec.start.date()
     close = (

@@ -1,5 +1,5 @@
 """The report table: the report's own columns, sortable, with the total (and the unused capacity)
-pinned below the rows. Figures are written as a person reads them (``klique/numbers.py``); the
+pinned below the rows. Figures are written as a person reads them (``apps.core.columns``); the
 exports take the report's records, at full precision. A report by group lists every level, each
 row with its subtree: the group's name is indented by its level, and the ``level`` column (hidden
 on the page) goes to the table's CSV."""
@@ -7,34 +7,10 @@ on the page) goes to the table's CSV."""
 import django_tables2 as tables
 from django.utils.html import format_html
 
+from apps.core.columns import FigureColumn
 from apps.ledger.selectors import Report
-from klique import numbers
 
-NUMBER_ATTRS = {"td": {"class": "num"}, "th": {"class": "num"}}
 MAX_INDENT = 5
-
-
-class FigureColumn(tables.Column):
-    """A report figure: hours, money (in the report's currency), a percentage or a count."""
-
-    def __init__(self, kind: str, currency: str, **kwargs):
-        self.kind, self.currency = kind, currency
-        super().__init__(attrs=NUMBER_ATTRS, **kwargs)
-
-    def render(self, value):
-        if self.kind == "hours":
-            return numbers.hours(value)
-        if self.kind == "money":
-            return numbers.money(value, self.currency)
-        if self.kind == "percent":
-            return f"{numbers.hours(value)} %"
-        if self.kind == "count":
-            return numbers.count(value)
-        return value
-
-    def value(self, value):
-        exact = {"hours": numbers.exact_hours, "money": numbers.exact_money, "count": numbers.exact_count}
-        return exact[self.kind](value) if self.kind in exact else value
 
 
 class GroupColumn(tables.Column):

@@ -9,7 +9,7 @@ from django.http import HttpResponseBadRequest
 from django.shortcuts import render
 from django_tables2 import RequestConfig
 
-from apps.ledger import exports, selectors
+from apps.ledger import exports, selectors, visibility
 from apps.ledger.forms import ReportForm
 from apps.ledger.tables import UsageTable
 
@@ -29,13 +29,13 @@ def report(request):
     form = ReportForm(request.GET)
     context = {
         "form": form,
-        "scope": selectors.scope(request.user),
-        "estate_view": selectors.may_see_unused_capacity(request.user),
+        "scope": visibility.scope(request.user),
+        "estate_view": visibility.may_see_unused_capacity(request.user),
     }
     status = 200
     if form.is_valid():
         spec = form.spec()
-        reason = selectors.refusal(request.user, spec)
+        reason = visibility.refusal(request.user, spec)
         if reason:
             raise PermissionDenied(reason)
         export = request.GET.get("export", "")
@@ -60,6 +60,6 @@ def report(request):
             context["next"] = _link(request, date=spec.end.date().isoformat())
     else:
         status = 400
-    form.fields["group"].queryset = selectors.visible_groups(request.user)
-    form.fields["project"].queryset = selectors.visible_projects(request.user)
+    form.fields["group"].queryset = visibility.visible_groups(request.user)
+    form.fields["project"].queryset = visibility.visible_projects(request.user)
     return render(request, "ledger/report.html", context, status=status)

@@ -1,12 +1,12 @@
 """Monthly statements per group (PDF, CSV) and the per-cost-centre cut for ERP import. The access
-rule is the reports' own (``selectors.refusal`` and what the viewer may see)."""
+rule is the reports' own (``visibility.refusal`` and what the viewer may see)."""
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import HttpResponse, HttpResponseBadRequest
 from django.shortcuts import render
 
-from apps.ledger import cost_centres, selectors, statements
+from apps.ledger import cost_centres, statements, visibility
 from apps.ledger.statement_forms import MonthForm, StatementForm
 
 
@@ -27,7 +27,7 @@ def _attachment(body, content_type: str, name: str) -> HttpResponse:
 def statement(request):
     """The statement form, or with ``format=pdf|csv`` the statement itself."""
     form = StatementForm(request.GET or None)
-    offered = form.fields["group"].queryset.filter(pk__in=selectors.visible_groups(request.user))
+    offered = form.fields["group"].queryset.filter(pk__in=visibility.visible_groups(request.user))
     # The page offers the viewer's groups; another group is refused with 403, like the reports.
     form.fields["group"].widget.choices = [("", "—"), *((g.slug, g.name) for g in offered)]
     wanted = request.GET.get("format")
@@ -39,7 +39,7 @@ def statement(request):
         return render(request, "ledger/statements.html", {"form": form})
     data = form.cleaned_data
     spec = statements.statement_spec(data["group"], data["month"], data["currency"], data["idle"])
-    reason = selectors.refusal(request.user, spec)
+    reason = visibility.refusal(request.user, spec)
     if reason:
         raise PermissionDenied(reason)
     found = statements.statement(request.user, spec)
@@ -55,7 +55,7 @@ def cost_centre_cut(request):
     if not form.is_valid():
         return _bad_request(form)
     spec = cost_centres.month_spec(form.cleaned_data["month"], form.cleaned_data["currency"])
-    reason = selectors.refusal(request.user, spec)
+    reason = visibility.refusal(request.user, spec)
     if reason:
         raise PermissionDenied(reason)
     body = cost_centres.csv_text(cost_centres.lines(request.user, spec))

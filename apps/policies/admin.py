@@ -1,15 +1,15 @@
-from contextvars import ContextVar
-from decimal import Decimal
+"""The admin of profiles, resource policies and compute resources: their forms, inlines and
+orderings, and the audited quota writes. The policies' list with each one's use (GPUs in use, budget
+hours used and left) is the ledger's, which registers the policies' admin (``apps.ledger.admin_policies``)."""
 
 from django import forms
 from django.contrib import admin
 from django.core.exceptions import NON_FIELD_ERRORS, FieldDoesNotExist, ValidationError
 from django.db.models import Count, Q
 from django.forms.models import BaseInlineFormSet
-from django.utils.html import format_html_join
-from django.utils.safestring import mark_safe
 
 from apps.accounts.admin_scope import TenantScoped
+from apps.core.admin_forms import LinkRowForm
 from apps.core.fields import PLAIN_NUMBERS, PlainIntegerFormField
 from apps.core.formsets import CappedInline
 from apps.policies import rules, selectors, services
@@ -22,21 +22,6 @@ from apps.policies.models import (
     ResourcePolicy,
 )
 from klique import numbers
-
-
-class LinkRowForm(forms.ModelForm):
-    """An inline row whose model rules may name the hidden link to the parent (a compute resource's
-    ``profile`` on the profile's page): those messages are shown as the row's own errors, not
-    attached to a field the page does not show."""
-
-    def add_error(self, field, error):
-        if field is None and isinstance(error, ValidationError) and hasattr(error, "error_dict"):
-            hidden = {name for name, form_field in self.fields.items() if form_field.widget.is_hidden}
-            moved: dict[str, list] = {}
-            for name, messages in error.error_dict.items():
-                moved.setdefault(NON_FIELD_ERRORS if name in hidden else name, []).extend(messages)
-            error = ValidationError(moved)
-        super().add_error(field, error)
 
 
 class PoolLinkForm(LinkRowForm):
@@ -235,9 +220,6 @@ class BudgetWindowInline(CappedInline, PolicyScoped, admin.TabularInline):
     new_rows = 3  # one per period: day, week, month
 
 
-_budget_statuses: ContextVar[dict | None] = ContextVar("budget_statuses", default=None)
-
-
 class ResourcePolicyForm(forms.ModelForm):
     """The policy's form carries the version it was rendered from. The admin validates and saves a
     change in one transaction, so ``clean`` takes the quota write's locks (``lock_policies``) and
@@ -294,49 +276,24 @@ class ResourcePolicyForm(forms.ModelForm):
         return any(error.code == "stale" for error in self.errors.as_data().get(NON_FIELD_ERRORS, []))
 
 
-@admin.register(ResourcePolicy)
 class ResourcePolicyAdmin(TenantScoped, admin.ModelAdmin):
-    """Policies with live columns: GPUs in use (subtree), borrowed, waiting, budget used and left."""
+    """A policy's form with its further windows and compute resources, saved and audited as a quota
+    write. Registered by the ledger with the use columns (``apps.ledger.admin_policies``)."""
 
     formfield_overrides = PLAIN_NUMBERS
 
     form = ResourcePolicyForm
 
-    # Ten columns, figures as klique/numbers.py writes them: the list fits 1,400 px (admin.css).
-    list_display = [
-        "group",
-        "reserved",
-        "limited",
-        "in_use",
-        "borrowed",
-        "waiting",
-        "time_budget",
-        "budget_used",
-        "budget_left",
-        "projected_run_out",
-    ]
+    list_display = ["group", "reserved", "limited", "waiting"]
     list_filter = ["budget_period", "group__kind"]
     search_fields = ["group__name"]
     autocomplete_fields = ["group"]
     list_select_related = ["group"]
     inlines = [BudgetWindowInline, PolicyComputeResourceInline]
 
-    def changelist_view(self, request, extra_context=None):
-        from apps.ledger.budgets import budget_status
-
-        token = _budget_statuses.set(budget_status())
-        try:
-            response = super().changelist_view(request, extra_context)
-            return response.render() if hasattr(response, "render") else response
-        finally:
-            _budget_statuses.reset(token)
-
     def get_queryset(self, request):
         waiting = Count("compute_resources__tasks", filter=Q(compute_resources__tasks__state="queued"))
         return super().get_queryset(request).annotate(waiting_count=waiting)
-
-    def _status(self, policy):
-        return (_budget_statuses.get() or {}).get(policy.pk)
 
     class Media:
         css = {"all": ["klique/admin.css"]}
@@ -349,51 +306,9 @@ class ResourcePolicyAdmin(TenantScoped, admin.ModelAdmin):
     def limited(self, policy):
         return numbers.gpus(policy.limit)
 
-    @admin.display(description="in use")
-    def in_use(self, policy):
-        status = self._status(policy)
-        return numbers.gpus(status.gpus_in_use) if status else "-"
-
-    @admin.display(description="borrowed")
-    def borrowed(self, policy):
-        status = self._status(policy)
-        return numbers.gpus(max(status.gpus_in_use - policy.reservation, Decimal(0))) if status else "-"
-
     @admin.display(description="waiting", ordering="waiting_count")
     def waiting(self, policy):
         return policy.waiting_count
-
-    def _per_window(self, policy, text):
-        """One line per time budget window ("day: 0.500"), or the figure alone with one window."""
-        status = self._status(policy)
-        if not status or not status.has_budget:
-            return "-"
-        if len(status.windows) <= 1:
-            return text(status)
-        return format_html_join(mark_safe("<br>"), "{}: {}", ((w.period, text(w)) for w in status.windows))
-
-    @admin.display(description="time budget (h)", ordering="budget_hours")
-    def time_budget(self, policy):
-        status = self._status(policy)
-        if not status or not status.has_budget:
-            return "-"
-        return format_html_join(
-            mark_safe("<br>"),
-            "{} per {}",
-            ((numbers.hours(w.budget_hours), w.period) for w in status.windows or (status,)),
-        )
-
-    @admin.display(description="used (h)")
-    def budget_used(self, policy):
-        return self._per_window(policy, lambda status: numbers.hours(status.used_hours))
-
-    @admin.display(description="left (h)")
-    def budget_left(self, policy):
-        return self._per_window(policy, lambda status: numbers.hours_left(status.left_hours))
-
-    @admin.display(description="projected run-out")
-    def projected_run_out(self, policy):
-        return self._per_window(policy, lambda status: status.run_out_text())
 
     def save_formset(self, request, form, formset, change):
         """The further windows are saved under the locks the form took; a change is audited. A
@@ -449,3 +364,7 @@ class ComputeResourceAdmin(PolicyScoped, admin.ModelAdmin):
         if not change and self.scope(request) is not None:
             obj.queuing_rank = services.last_queuing_rank(obj.profile)
         super().save_model(request, obj, form, change)
+
+
+# the pools' admin, with their profile order and the reservations behind them
+from apps.policies import admin_pools  # noqa: E402, F401

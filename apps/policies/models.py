@@ -12,11 +12,11 @@ The three orderings IT sets live on two link tables:
 
 from decimal import Decimal
 
-from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 
 from apps.accounts.models import Group
+from apps.core.audit import AuditedChange
 from apps.core.checks import Checks
 from apps.core.countries import normalised, validate_country
 from apps.core.gpus import GPU_DECIMAL_PLACES, GPU_MAX_DIGITS
@@ -303,7 +303,7 @@ class ComputeResource(models.Model):
         self.extra_checks.run(self)
 
 
-class PolicyChange(models.Model):
+class PolicyChange(AuditedChange):
     """The audit trail of quota changes: who changed a policy's reservation, limit or time budget,
     when, through which channel, and each field's value before and after."""
 
@@ -312,15 +312,10 @@ class PolicyChange(models.Model):
         ADMIN = "admin", "Admin"
 
     policy = models.ForeignKey(ResourcePolicy, on_delete=models.CASCADE, related_name="changes")
-    at = models.DateTimeField(db_index=True)
-    actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
     via = models.CharField(max_length=10, choices=Via.choices, default=Via.PORTAL)
     changes = models.JSONField(help_text="{field: [before, after]} of each field that changed.")
 
-    class Meta:
-        ordering = ["-at", "-pk"]
+    class Meta(AuditedChange.Meta):
         verbose_name = "quota change"
 
     def __str__(self) -> str:

@@ -7,9 +7,10 @@ admin forms and the API all refuse bad input with the same words, naming the fie
 from collections import defaultdict
 from decimal import Decimal
 
-from django.core.exceptions import ObjectDoesNotExist, ValidationError
+from django.core.exceptions import ValidationError
 
 from apps.core.gpus import gpu_amount_error, gpu_size_error
+from apps.policies.fit import pool_fit, related
 
 Errors = dict[str, list[str]]
 
@@ -202,52 +203,6 @@ def budget_window_errors(policy, windows: dict[str, Decimal]) -> Errors:
     return errors
 
 
-def _related(obj, name: str):
-    """``obj.name``, or None when it is not set (an unsaved form's row)."""
-    try:
-        return getattr(obj, name)
-    except ObjectDoesNotExist:
-        return None
-
-
-def pool_fit(profile, pool) -> list[tuple[str, str]]:
-    """Why ``pool`` cannot be in ``profile``'s pool list, as (the profile's requirement field,
-    reason): a sovereign profile lists only pools in its country; a profile with a minimum GPU
-    memory or generation only pools whose GPU type meets it. Empty when it fits."""
-    reasons = []
-    sovereign = (profile.sovereign_country or "").strip().upper()
-    country = (pool.country or "").strip().upper()
-    if sovereign and country != sovereign:
-        where = f"is in {country}" if country else "has no country"
-        reasons.append(
-            (
-                "sovereign_country",
-                f"Pool {pool} {where}, and profile {profile} is sovereign to {sovereign}: "
-                f"it lists only pools in {sovereign}.",
-            )
-        )
-    gpu = _related(pool, "gpu_type")
-    if gpu is None:
-        return reasons
-    if profile.min_gpu_memory_gb and gpu.memory_gb < profile.min_gpu_memory_gb:
-        reasons.append(
-            (
-                "min_gpu_memory_gb",
-                f"Pool {pool} has GPU type {gpu} with {gpu.memory_gb} GB, below the minimum GPU memory "
-                f"of profile {profile} ({profile.min_gpu_memory_gb} GB).",
-            )
-        )
-    if profile.min_gpu_generation and gpu.generation < profile.min_gpu_generation:
-        reasons.append(
-            (
-                "min_gpu_generation",
-                f"Pool {pool} has GPU type {gpu} of generation {gpu.generation}, below the minimum GPU "
-                f"generation of profile {profile} ({profile.min_gpu_generation}).",
-            )
-        )
-    return reasons
-
-
 def profile_links_errors(profile) -> Errors:
     """A profile's sovereignty and minimum GPU memory and generation hold for each pool it lists
     (errors under the requirement). Skipped while a form checks each link itself
@@ -302,7 +257,7 @@ def profile_pool_errors(link) -> Errors:
     """A pool fits the profile that lists it (``pool_fit``). Whether multi-node work allows the
     link is the tasks app's check (``apps.tasks.checks``)."""
     errors: Errors = defaultdict(list)
-    profile, pool = _related(link, "profile"), _related(link, "pool")
+    profile, pool = related(link, "profile"), related(link, "pool")
     if profile is None or pool is None:
         return errors
     for _, reason in pool_fit(profile, pool):

@@ -2,6 +2,7 @@
 that has one; group trees are small, so the group table is read whole."""
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from decimal import Decimal
 
 from django.db.models import DecimalField, F, OuterRef, Subquery, Sum, Value
@@ -10,6 +11,7 @@ from django.db.models.functions import Coalesce, Greatest
 from apps.accounts.models import Group, User
 from apps.accounts.selectors import managed_group_ids, member_group_ids
 from apps.core.gpus import GPU_DECIMAL_PLACES, GPU_MAX_DIGITS
+from apps.policies.fit import pool_fit
 from apps.policies.models import BudgetWindow, ComputeResource, ProfilePool, ResourcePolicy
 from apps.pools.models import Pool
 
@@ -112,23 +114,27 @@ def may_submit(user: User, resource: ComputeResource) -> bool:
     return resource.policy.group_id in member_group_ids(user)
 
 
+# What a pool can grow to beyond its declared capacity, from apps above the estate (the cloud's
+# autoscaler: its instance types' maximum), registered from their AppConfig.ready: each is a
+# function of the pool's id (an OuterRef) giving a one-row, one-column queryset of GPUs.
+POOL_CEILINGS: list = []
+
+
 def largest_pool(profile_id: int) -> tuple[str, Decimal] | None:
     """The largest pool the profile lists, enabled or not, by declared capacity, as (name, GPUs);
-    None when it lists none. An autoscaled cloud pool counts its maximum (each instance type's most
-    instances x GPUs per instance) even while its autoscaler is disabled. One query."""
-    from apps.cloud.models import InstanceType
-
-    maximum = (
-        InstanceType.objects.filter(cloud_pool__pool_id=OuterRef("pool_id"))
-        .values("cloud_pool")
-        .annotate(gpus=Sum(F("max_count") * F("gpus")))
-        .values("gpus")
-    )
-    declared = Greatest(
-        F("pool__capacity"),
-        Coalesce(Subquery(maximum, output_field=GPUS), Value(Decimal(0)), output_field=GPUS),
-        output_field=GPUS,
-    )
+    None when it lists none. A pool that can grow counts its ceiling (``POOL_CEILINGS``: an
+    autoscaled cloud pool's maximum, even while its autoscaler is disabled). One query."""
+    declared = F("pool__capacity")
+    for ceiling in POOL_CEILINGS:
+        declared = Greatest(
+            declared,
+            Coalesce(
+                Subquery(ceiling(OuterRef("pool_id")), output_field=GPUS),
+                Value(Decimal(0)),
+                output_field=GPUS,
+            ),
+            output_field=GPUS,
+        )
     return (
         ProfilePool.objects.filter(profile_id=profile_id)
         .annotate(declared=declared)
@@ -147,7 +153,58 @@ def newest_first(pools: Sequence[Pool]) -> list[Pool]:
 def suggested_pool_order(profile) -> list[Pool]:
     """Every pool that fits the profile (its sovereignty and minimum GPU memory and generation),
     newest hardware first, then by name: the pool order IT is offered."""
-    from apps.policies.rules import pool_fit
-
     pools = Pool.objects.select_related("gpu_type").order_by("name")
     return newest_first([pool for pool in pools if not pool_fit(profile, pool)])
+
+
+@dataclass(frozen=True)
+class ReservationCover:
+    """The reservations of the policies that can run on a pool, against its declared capacity."""
+
+    reserved: Decimal
+    capacity: Decimal
+    policies: tuple[str, ...]
+
+    @property
+    def overcommitted(self) -> bool:
+        return self.reserved > self.capacity
+
+
+def reservations_behind(pool: Pool) -> ReservationCover:
+    """Sum the reservations of the policies whose profiles list this pool.
+
+    A parent's reservation already covers its children's, so a policy is counted only when no
+    ancestor of it is also behind the pool.
+    """
+    behind = {
+        p.pk: p
+        for p in ResourcePolicy.objects.filter(compute_resources__profile__pool_links__pool=pool)
+        .select_related("group")
+        .distinct()
+    }
+    parents = parent_policy_ids()
+
+    def has_ancestor_behind(pk: int) -> bool:
+        node = parents.get(pk)
+        while node is not None:
+            if node in behind:
+                return True
+            node = parents.get(node)
+        return False
+
+    counted = [p for pk, p in behind.items() if not has_ancestor_behind(pk)]
+    return ReservationCover(
+        reserved=sum((p.reservation for p in counted), Decimal("0")),
+        capacity=pool.capacity,
+        policies=tuple(sorted(str(p.group) for p in counted)),
+    )
+
+
+def estate_overview() -> dict:
+    pools = list(Pool.objects.select_related("gpu_type"))
+    return {
+        "pools": pools,
+        "total_capacity": Pool.objects.filter(enabled=True).aggregate(total=Sum("capacity"))["total"] or 0,
+        "policy_count": ResourcePolicy.objects.count(),
+        "resource_count": ComputeResource.objects.count(),
+    }

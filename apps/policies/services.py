@@ -15,9 +15,9 @@ from decimal import Decimal
 
 from django.db import transaction
 from django.db.models import Max
-from django.utils import timezone
 
 from apps.accounts.models import Group
+from apps.core.audit import record_change
 from apps.core.writes import validated_save
 from apps.policies import rules, selectors
 from apps.policies.models import (
@@ -45,7 +45,7 @@ def create_profile(
     min_gpu_generation: int | None = None,
 ) -> Profile:
     """A new profile listing ``pools`` in that order; each must fit its sovereignty and minimum
-    GPU memory and generation (``rules.pool_fit``), or nothing is saved."""
+    GPU memory and generation (``fit.pool_fit``), or nothing is saved."""
     with transaction.atomic():
         profile = validated_save(
             Profile(
@@ -387,6 +387,4 @@ def record_quota_change(
     }
     if not changes:
         return None
-    return PolicyChange.objects.create(
-        policy=policy, at=at or timezone.now(), actor=actor, via=via, changes=changes
-    )
+    return record_change(PolicyChange, actor=actor, via=via, at=at, policy=policy, changes=changes)

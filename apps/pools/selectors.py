@@ -12,19 +12,6 @@ from apps.pools.models import EnrolmentToken, Pool, PoolCapacityChange, Worker
 
 
 @dataclass(frozen=True)
-class ReservationCover:
-    """The reservations of the policies that can run on a pool, against its declared capacity."""
-
-    reserved: Decimal
-    capacity: Decimal
-    policies: tuple[str, ...]
-
-    @property
-    def overcommitted(self) -> bool:
-        return self.reserved > self.capacity
-
-
-@dataclass(frozen=True)
 class CapacitySegment:
     """[start, end): the pool's declared capacity, whether it was enabled, and the GPUs its live
     worker daemons had (None: no daemon had served it yet). Before the pool's first history row it
@@ -98,53 +85,6 @@ def capacity_history(pool_ids, start: datetime, end: datetime) -> dict[int, list
 def capacity_segments(pool: Pool, start: datetime, end: datetime) -> list[CapacitySegment]:
     """The capacity of ``pool`` in force at each moment of [start, end), as segments."""
     return capacity_history([pool.pk], start, end)[pool.pk]
-
-
-def reservations_behind(pool: Pool) -> ReservationCover:
-    """Sum the reservations of the policies whose profiles list this pool.
-
-    A parent's reservation already covers its children's, so a policy is counted only when no
-    ancestor of it is also behind the pool.
-    """
-    from apps.policies.models import ResourcePolicy
-    from apps.policies.selectors import parent_policy_ids
-
-    behind = {
-        p.pk: p
-        for p in ResourcePolicy.objects.filter(compute_resources__profile__pool_links__pool=pool)
-        .select_related("group")
-        .distinct()
-    }
-    parents = parent_policy_ids()
-
-    def has_ancestor_behind(pk: int) -> bool:
-        node = parents.get(pk)
-        while node is not None:
-            if node in behind:
-                return True
-            node = parents.get(node)
-        return False
-
-    counted = [p for pk, p in behind.items() if not has_ancestor_behind(pk)]
-    return ReservationCover(
-        reserved=sum((p.reservation for p in counted), Decimal("0")),
-        capacity=pool.capacity,
-        policies=tuple(sorted(str(p.group) for p in counted)),
-    )
-
-
-def estate_overview() -> dict:
-    from django.db.models import Sum
-
-    from apps.policies.models import ComputeResource, ResourcePolicy
-
-    pools = list(Pool.objects.select_related("gpu_type"))
-    return {
-        "pools": pools,
-        "total_capacity": Pool.objects.filter(enabled=True).aggregate(total=Sum("capacity"))["total"] or 0,
-        "policy_count": ResourcePolicy.objects.count(),
-        "resource_count": ComputeResource.objects.count(),
-    }
 
 
 def worker_by_token(raw: str) -> Worker | None:

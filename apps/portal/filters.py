@@ -12,7 +12,7 @@ from apps.accounts.models import Group, Membership, Notification, Project
 from apps.engine.models import PassRecord
 from apps.policies.models import ComputeResource, PolicyChange, ResourcePolicy
 from apps.pools.models import GpuType, Pool
-from apps.portal.selectors import WORK_STATES
+from apps.portal.my_work import WORK_STATES
 from apps.tasks.models import Task, TaskEvent
 
 

@@ -1,6 +1,7 @@
-"""Reads for the portal: who may open which view, the navigation by role, and the figures of each
-role's view. Figures come from the owners' selectors: budgets from ``apps.ledger.budgets``, usage
-and cost from ``apps.ledger.selectors``, queues from ``apps.tasks.selectors``."""
+"""Reads of the estate for the portal's IT, leadership, department and tenant pages: the pools and
+what runs on them (GPUs in use and lent), the queues, the budgets near their limit and the quota
+of each policy below another, the engine and its event log. Who may open a view is ``access``'s,
+usage and cost ``usage``'s (from the ledger), a person's own work ``my_work``'s."""
 
 from collections import defaultdict
 from dataclasses import dataclass
@@ -8,147 +9,23 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.db.models import Count, DecimalField, ExpressionWrapper, F, Min, Q, Sum
-from django.urls import reverse
 from django.utils import timezone
 
-from apps.accounts.models import Group, Membership, Notification, Project, User
-from apps.accounts.selectors import (
-    groups_with_role,
-    has_role,
-    managed_group_ids,
-    member_group_ids,
-    roles,
-    subtree_ids,
-)
+from apps.accounts.models import Group
+from apps.accounts.selectors import subtree_ids
 from apps.cloud import selectors as cloud_selectors
 from apps.cloud.caps import CapStatus, cap_statuses
 from apps.core.gpus import GPU_DECIMAL_PLACES, GPU_MAX_DIGITS
 from apps.engine.models import EngineSwitch, PassRecord
-from apps.ledger.budgets import BudgetStatus, ResourceBudget, budget_status, resource_budget
-from apps.ledger.selectors import Report, ReportSpec, period_range, usage_report
+from apps.ledger.budgets import BudgetStatus, budget_status
 from apps.policies.models import ComputeResource, PolicyChange, ResourcePolicy
-from apps.policies.selectors import child_policies, parent_policy_ids, submittable_resources
+from apps.policies.selectors import child_policies, parent_policy_ids
 from apps.pools.models import Pool, Worker
-from apps.pools.selectors import capacity_history, effective_capacity, live_gpus
-from apps.pricing.selectors import currencies, midnight
+from apps.pools.selectors import effective_capacity, live_gpus
 from apps.tasks import selectors as task_selectors
 from apps.tasks.models import Task, TaskEvent, counted_gpus
 
-Role = Membership.Role
 ZERO = Decimal(0)
-
-# Who may open which view. A forbidden view answers 403.
-
-
-def may_see_leadership(user: User) -> bool:
-    return has_role(user, Role.LEADERSHIP, Role.IT_ADMIN)
-
-
-def may_see_it(user: User) -> bool:
-    return has_role(user, Role.IT_ADMIN)
-
-
-def may_set_cloud_caps(user: User) -> bool:
-    """Leadership decides how much cloud spend is acceptable; IT sets caps in the admin."""
-    return has_role(user, Role.LEADERSHIP)
-
-
-def may_see_finance(user: User) -> bool:
-    return has_role(user, Role.FINANCE, Role.LEADERSHIP, Role.IT_ADMIN)
-
-
-def may_see_group(user: User, group: Group) -> bool:
-    """Estate roles see every group; heads and leads their subtrees; members none."""
-    managed = managed_group_ids(user)
-    return managed is None or group.pk in managed
-
-
-def _decides_for(user: User, group: Group, *wanted: str) -> bool:
-    if has_role(user, Role.IT_ADMIN):
-        return True
-    return group.pk in subtree_ids(groups_with_role(user, *wanted))
-
-
-def may_split_quota(user: User, group: Group) -> bool:
-    """IT, the heads of the department (or of a department above it) and the tenant admins above
-    it share out its quota; leadership shares out the organisation's among business units."""
-    if group.kind == Group.Kind.ORGANISATION and group.pk in groups_with_role(user, Role.LEADERSHIP):
-        return True
-    return _decides_for(user, group, Role.DEPARTMENT_HEAD, Role.TENANT_ADMIN)
-
-
-def may_manage_team(user: User, group: Group) -> bool:
-    """IT, the team's lead and the heads and tenant admins above it decide its members and its
-    projects' priority."""
-    return _decides_for(user, group, Role.DEPARTMENT_HEAD, Role.TEAM_LEAD, Role.TENANT_ADMIN)
-
-
-def organisation_to_split(user: User) -> Group | None:
-    """The organisation whose quota leadership shares out: the one the person holds leadership on,
-    else (for IT) the first top-level organisation."""
-    organisations = Group.objects.filter(kind=Group.Kind.ORGANISATION).order_by("name")
-    led = groups_with_role(user, Role.LEADERSHIP)
-    return organisations.filter(pk__in=led).first() or organisations.filter(parent__isnull=True).first()
-
-
-def may_see_tenant(user: User, group: Group) -> bool:
-    """IT and the group's tenant admins see the tenant's page."""
-    return has_role(user, Role.IT_ADMIN) or group.pk in groups_with_role(user, Role.TENANT_ADMIN)
-
-
-# Navigation by role.
-
-
-@dataclass(frozen=True)
-class NavLink:
-    label: str
-    url: str
-    sees: str
-
-
-def navigation(user: User) -> list[NavLink]:
-    """The person's views, in the order of the reference's "who decides what" table."""
-    held = roles(user)
-    memberships = list(user.memberships.select_related("group"))
-    links = []
-    if held & {Role.LEADERSHIP, Role.IT_ADMIN}:
-        links.append(
-            NavLink("Leadership", reverse("portal:leadership"), "Use of the estate, spend by business unit")
-        )
-    if Role.IT_ADMIN in held:
-        links.append(
-            NavLink("IT", reverse("portal:it"), "Pools, queues, budgets near their limit, the engine")
-        )
-    for m in memberships:
-        if m.role == Role.TENANT_ADMIN:
-            url = reverse("portal:tenant", args=[m.group.slug])
-            links.append(NavLink(m.group.name, url, "Your tenant: its groups, policies and use"))
-    for m in memberships:
-        if m.role == Role.DEPARTMENT_HEAD:
-            url = reverse("portal:department", args=[m.group.slug])
-            links.append(NavLink(m.group.name, url, "Use per team, work waiting, the quota split"))
-    if held & {Role.FINANCE, Role.LEADERSHIP, Role.IT_ADMIN}:
-        links.append(
-            NavLink("Finance", reverse("portal:finance"), "Prices, GPU-hours and cost for chargeback")
-        )
-    for m in memberships:
-        if m.role == Role.TEAM_LEAD:
-            url = reverse("portal:team", args=[m.group.slug])
-            links.append(NavLink(m.group.name, url, "Use against the quota, run-out, members, priorities"))
-    links.append(NavLink("My work", reverse("portal:work"), "Your tasks: waiting, running, requeued, done"))
-    return links
-
-
-# Notifications.
-
-
-def notifications(user: User):
-    return Notification.objects.filter(user=user)
-
-
-def unread_count(user: User) -> int:
-    return notifications(user).filter(read_at__isnull=True).count()
-
 
 # Pools and what runs on them.
 
@@ -395,168 +272,3 @@ def never_fits():
 
 def events():
     return TaskEvent.objects.select_related("task__compute_resource", "pool", "actor").order_by("-at", "-pk")
-
-
-# Usage and cost, from the ledger's reports.
-
-
-def report(viewer: User, dims: tuple[str, ...], start: datetime, end: datetime, **filters) -> Report:
-    spec = ReportSpec(dims=dims, start=start, end=end, currency=currencies()[0], **filters)
-    return usage_report(viewer, spec)
-
-
-def this_month(now: datetime | None = None) -> tuple[datetime, datetime]:
-    return period_range("month", (now or timezone.now()).date())
-
-
-def last_days(count: int, now: datetime | None = None) -> list[datetime]:
-    """Midnights (UTC) of the last ``count`` days, today's last."""
-    today = midnight((now or timezone.now()).date())
-    return [today - timedelta(days=n) for n in range(count - 1, -1, -1)]
-
-
-@dataclass(frozen=True)
-class EstateHistory:
-    days: list[datetime]
-    gpu_hours: dict[str, list[Decimal]]  # business unit -> GPU-hours per day
-    cost: dict[str, list[Decimal]]  # business unit -> cost per day
-    owned_utilisation: list[Decimal]  # % of the owned pools' declared capacity used, per day
-    currency: str
-
-
-def estate_history(viewer: User, days: int = 14, now: datetime | None = None) -> EstateHistory:
-    """Use of the estate per UTC day by business unit, and the use of owned (not cloud) pools
-    against the declared capacity in force that day (their capacity history)."""
-    now = now or timezone.now()
-    starts = last_days(days, now)
-    owned = dict(Pool.objects.exclude(kind=Pool.Kind.CLOUD).values_list("pk", "name"))
-    owned_names = set(owned.values())
-    in_force = capacity_history(owned, starts[0], max(starts[0], now)) if starts else {}
-    gpu_hours: dict[str, list[Decimal]] = defaultdict(lambda: [ZERO] * days)
-    cost: dict[str, list[Decimal]] = defaultdict(lambda: [ZERO] * days)
-    utilisation = []
-    for i, start in enumerate(starts):
-        end = start + timedelta(days=1)
-        by_unit = report(viewer, ("group",), start, end, level=Group.Kind.BUSINESS_UNIT)
-        for row in by_unit.rows:
-            gpu_hours[row.labels["group"]][i] = row.figures.gpu_hours
-            cost[row.labels["group"]][i] = row.figures.cost_amount
-        by_pool = report(viewer, ("pool",), start, end)
-        used = sum((r.figures.gpu_hours for r in by_pool.rows if r.labels["pool"] in owned_names), ZERO)
-        capacity = sum(
-            (
-                c.in_force * Decimal((min(c.end, end, now) - max(c.start, start)).total_seconds()) / 3600
-                for segments in in_force.values()
-                for c in segments
-                if c.start < min(end, now) and c.end > start
-            ),
-            ZERO,
-        )
-        utilisation.append(used / capacity * 100 if capacity > 0 else ZERO)
-    return EstateHistory(starts, dict(gpu_hours), dict(cost), utilisation, currencies()[0])
-
-
-# A team: its members, projects and budget.
-
-
-@dataclass(frozen=True)
-class MemberUse:
-    membership: Membership
-    gpus_in_use: Decimal
-    gpu_hours: Decimal
-    waiting: int
-    running: int
-
-
-def team_members(viewer: User, group: Group, start: datetime, end: datetime) -> list[MemberUse]:
-    """The group's memberships, each with the person's work in the group's subtree and their
-    GPU-hours in [start, end)."""
-    in_group = Task.objects.filter(compute_resource__policy__group_id__in=subtree_ids([group.pk]))
-    work = in_group.values("user_id").annotate(
-        waiting=Count("pk", filter=Q(state=Task.State.QUEUED)),
-        running=Count("pk", filter=Q(state__in=Task.ACTIVE_STATES)),
-        gpus=Sum(counted(), filter=Q(state__in=Task.ACTIVE_STATES), default=ZERO),
-    )
-    by_user = {row["user_id"]: row for row in work.order_by()}
-    hours = {
-        r.labels["user"]: r.figures.gpu_hours for r in report(viewer, ("user",), start, end, group=group).rows
-    }
-    members = []
-    for membership in group.memberships.select_related("user"):
-        row = by_user.get(membership.user_id, {})
-        members.append(
-            MemberUse(
-                membership,
-                row.get("gpus", ZERO),
-                hours.get(membership.user.username, ZERO),
-                row.get("waiting", 0),
-                row.get("running", 0),
-            )
-        )
-    return members
-
-
-@dataclass(frozen=True)
-class ProjectUse:
-    project: Project
-    gpu_hours: Decimal
-    waiting: int
-
-
-def team_projects(viewer: User, group: Group, start: datetime, end: datetime) -> list[ProjectUse]:
-    hours = {
-        r.key[0]: r.figures.gpu_hours for r in report(viewer, ("project",), start, end, group=group).rows
-    }
-    waiting = dict(
-        Task.objects.filter(project__group=group, state=Task.State.QUEUED)
-        .values("project_id")
-        .annotate(n=Count("pk"))
-        .order_by()
-        .values_list("project_id", "n")
-    )
-    return [
-        ProjectUse(p, hours.get(p.pk, ZERO), waiting.get(p.pk, 0))
-        for p in group.projects.order_by("priority", "name")
-    ]
-
-
-# A developer's work.
-
-WORK_STATES = task_selectors.WORK_STATES
-
-
-def my_tasks(user: User):
-    return Task.objects.filter(user=user).select_related(
-        "compute_resource__policy__group", "compute_resource__profile", "pool", "project"
-    )
-
-
-def my_resources(user: User) -> list[tuple[ComputeResource, ResourceBudget]]:
-    """Where the user may submit, each with its standing against the budgets above it (held until
-    a reset by a used-up budget, or exempt with a time weight of 0)."""
-    holds = budget_holds(budget_status())
-    resources = submittable_resources(user).filter(enabled=True).select_related("profile").order_by("name")
-    return [(r, resource_budget(r.profile.time_weight, holds.get(r.policy_id))) for r in resources]
-
-
-def my_projects(user: User):
-    return Project.objects.filter(group_id__in=member_group_ids(user)).select_related("group")
-
-
-def task_history(task: Task):
-    return task.events.select_related("pool", "actor").order_by("at", "pk")
-
-
-def work_counts(user: User) -> dict[str, dict[str, int]]:
-    """The user's tasks per state (waiting, requeued, running, done) and compute resource."""
-    counts = {}
-    for state, condition in WORK_STATES.items():
-        rows = (
-            my_tasks(user)
-            .filter(condition)
-            .values("compute_resource__name")
-            .annotate(n=Count("pk"))
-            .order_by()
-        )
-        counts[state] = {row["compute_resource__name"]: row["n"] for row in rows}
-    return counts

@@ -3,6 +3,7 @@ is audited; only finance and IT may change prices. The audit trail is read-only.
 
 from django.contrib import admin
 
+from apps.core.audit_admin import AuditTrailAdmin
 from apps.core.fields import PLAIN_NUMBERS
 from apps.pricing import selectors, services
 from apps.pricing.models import NodePrice, Price, PriceChange
@@ -65,17 +66,22 @@ class NodePriceAdmin(_AuditedPriceAdmin):
 
 
 @admin.register(PriceChange)
-class PriceChangeAdmin(admin.ModelAdmin):
+class PriceChangeAdmin(AuditTrailAdmin):
     list_display = PRICE_CHANGE_COLUMNS
     list_filter = ["action", "via", "gpu_type", "market", "currency"]
     date_hierarchy = "at"
     list_select_related = ["gpu_type", "actor"]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
+    fields = [
+        "price",
+        "node_price",
+        "gpu_type",
+        "instance_type",
+        "market",
+        "currency",
+        "action",
+        "before",
+        "after",
+        "actor",
+        "via",
+        "at",
+    ]

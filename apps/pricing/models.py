@@ -4,12 +4,11 @@ for reports only: they never stop work."""
 
 from decimal import Decimal
 
-from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
 
-from apps.cloud.models import CloudNode
+from apps.core.audit import AuditedChange
 from apps.core.currency import currency_error
 
 
@@ -18,6 +17,13 @@ def clean_currency(currency: str) -> str:
     if currency and (error := currency_error(currency)):
         raise ValidationError({"currency": error})
     return currency.upper() if currency else currency
+
+
+class Market(models.TextChoices):
+    """How a cloud node is bought, and so priced: spot or on demand (``apps.cloud``'s nodes use it)."""
+
+    SPOT = "spot", "Spot"
+    ON_DEMAND = "on-demand", "On demand"
 
 
 class Price(models.Model):
@@ -50,7 +56,7 @@ class NodePrice(models.Model):
     pool that launches the type."""
 
     instance_type = models.CharField(max_length=60, help_text="The provider's name, e.g. p5.48xlarge.")
-    market = models.CharField(max_length=10, choices=CloudNode.Market.choices)
+    market = models.CharField(max_length=10, choices=Market.choices)
     currency = models.CharField(max_length=3, default="EUR", help_text="ISO 4217 code, for example EUR.")
     per_node_hour = models.DecimalField(
         "price per node-hour", max_digits=12, decimal_places=4, validators=[MinValueValidator(Decimal("0"))]
@@ -88,7 +94,7 @@ class NodePrice(models.Model):
         self.currency = clean_currency(self.currency)
 
 
-class PriceChange(models.Model):
+class PriceChange(AuditedChange):
     """One change to the price list, a GPU price or a node price: who made it, when, through which
     channel, before and after. A GPU price's change names its ``gpu_type``; a node price's its
     ``instance_type`` and ``market``.
@@ -116,19 +122,14 @@ class PriceChange(models.Model):
         "pools.GpuType", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     instance_type = models.CharField(max_length=60, blank=True, help_text="A node price's instance type.")
-    market = models.CharField(max_length=10, blank=True, choices=CloudNode.Market.choices)
+    market = models.CharField(max_length=10, blank=True, choices=Market.choices)
     currency = models.CharField(max_length=3)
     action = models.CharField(max_length=10, choices=Action.choices)
     before = models.JSONField(default=dict, blank=True)
     after = models.JSONField(default=dict, blank=True)
-    actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
     via = models.CharField(max_length=10, choices=Via.choices)
-    at = models.DateTimeField(db_index=True)
 
-    class Meta:
-        ordering = ["-at", "-pk"]
+    class Meta(AuditedChange.Meta):
         verbose_name = "price change"
 
     def __str__(self) -> str:

@@ -8,10 +8,11 @@ from decimal import Decimal
 
 from django.db import transaction
 from django.db.models import Model
-from django.utils import timezone
 
 from apps.accounts.models import User
+from apps.core.audit import record_change
 from apps.core.writes import validated_save
+from apps.pricing import events
 from apps.pricing.models import NodePrice, Price, PriceChange
 
 AUDITED_FIELDS = ("gpu_type", "currency", "per_gpu_hour", "effective_from")
@@ -39,10 +40,9 @@ def _node_snapshot(price: NodePrice) -> dict[str, str]:
 
 def _adjust_closed_months(change: PriceChange) -> None:
     """A GPU price change reaching into a closed month is booked as adjustments in the next open
-    month (``apps.ledger.closing``); the closed month itself stays as it was frozen."""
-    from apps.ledger.closing import price_changed
-
-    price_changed(change)
+    month (``apps.ledger.closing``, a receiver of ``events.gpu_price_changed``); the closed month
+    itself stays as it was frozen."""
+    events.gpu_price_changed.send(sender=PriceChange, change=change)
 
 
 @dataclass(frozen=True)
@@ -60,16 +60,16 @@ class AuditedPrices:
     after_change: Callable[[PriceChange], object] | None = None
 
     def _audit(self, price, action: str, before: dict, after: dict, actor: User | None, via: str):
-        change = PriceChange.objects.create(
+        change = record_change(
+            PriceChange,
+            actor=actor,
+            via=via,
             **{self.link: None if action == PriceChange.Action.DELETED else price},
             **{name: getattr(price, name) for name in self.named_by},
             currency=price.currency,
             action=action,
             before=before,
             after=after,
-            actor=actor,
-            via=via,
-            at=timezone.now(),
         )
         if self.after_change is not None:
             self.after_change(change)

@@ -22,12 +22,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.accounts.models import Group, Notification
+from apps.core import events
 from apps.policies.models import ComputeResource
 from apps.sessions.models import Session, SessionKind
 from apps.sessions.selectors import idle_limit_rows, limits_for
 from apps.tasks import services as tasks
 from apps.tasks.models import Channel, Task
-from apps.webhooks import services as webhooks
 
 LIMIT_WORDS = {
     "lifetime": "its maximum lifetime",
@@ -271,7 +271,7 @@ def _stop(session: Session, name: str, limits: dict, since: datetime, now: datet
         f"Session {task} was stopped by its idle limit: {describe_limit(name, limits)} "
         f"for {limit_s} s. Its GPUs went back to the pool; start another when you need one.",
     )
-    webhooks.enqueue_for(
+    events.notify(
         Group.objects.filter(policy__compute_resources=task.compute_resource_id).first(),
         "idle_stop",
         f"Session {task} stopped by its idle limit",

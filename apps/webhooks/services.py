@@ -1,26 +1,17 @@
-"""Queue and send webhook deliveries. Deliveries are written in the caller's transaction and sent
-only once it commits (``transaction.on_commit``); the sending is a Celery task with retries."""
+"""Queue webhook deliveries and manage webhooks. Deliveries are written in the caller's transaction
+and handed to Celery only once it commits (``transaction.on_commit``); ``delivery`` sends them."""
 
-import hashlib
-import hmac
-import ipaddress
-import json
 import logging
 
-import httpx
 from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
 from apps.webhooks import payloads
-from apps.webhooks.models import KINDS, Webhook, WebhookDelivery, send_address
+from apps.webhooks.models import KINDS, Webhook, WebhookDelivery
+from apps.webhooks.tasks import deliver
 
 log = logging.getLogger("klique.webhooks")
-
-
-class DeliveryFailed(Exception):
-    """One attempt failed (non-2xx answer, timeout, connection error); Celery retries it."""
 
 
 def enqueue_for(group, kind: str, title: str, text: str, link: str = "") -> None:
@@ -100,8 +91,6 @@ def absolute(link: str) -> str:
 
 def dispatch(ids: list[int]) -> None:
     """Hand the deliveries to Celery; with ``WEBHOOK_SEND_INLINE`` (no broker) run the task here."""
-    from apps.webhooks.tasks import deliver
-
     for pk in ids:
         try:
             if settings.WEBHOOK_SEND_INLINE:
@@ -112,67 +101,9 @@ def dispatch(ids: list[int]) -> None:
             log.exception("webhook delivery %s not queued; it stays pending in the delivery log", pk)
 
 
-def signature(secret: str, body: bytes) -> str:
-    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+def on_group_notice(sender, *, group, kind: str, title: str, text: str, link: str = "", **_) -> None:
+    enqueue_for(group, kind, title, text, link)
 
 
-def post(url: str, address, body: bytes, headers: dict) -> httpx.Response:
-    """POST ``body`` to ``url`` over a connection to ``address``, the one its host was checked
-    at; the host's name still goes in ``Host`` and in TLS (SNI and the certificate's check)."""
-    target = httpx.URL(url)
-    extensions = {}
-    try:
-        ipaddress.ip_address(target.host)
-    except ValueError:
-        name = target.raw_host.decode("ascii")
-        headers = headers | {"Host": f"{name}:{target.port}" if target.port else name}
-        extensions = {"sni_hostname": name}
-        target = target.copy_with(host=str(address))
-    with httpx.Client(timeout=settings.WEBHOOK_TIMEOUT_S) as client:
-        return client.post(target, content=body, headers=headers, extensions=extensions)
-
-
-def attempt(pk: int, last: bool) -> None:
-    """One attempt at a pending delivery, recorded in the log. Raises ``DeliveryFailed`` when it
-    failed and is not the ``last``; the last failed attempt marks the delivery failed."""
-    delivery = WebhookDelivery.objects.select_related("webhook").filter(pk=pk).first()
-    if delivery is None or delivery.state != WebhookDelivery.State.PENDING:
-        return
-    hook = delivery.webhook
-    body = json.dumps(delivery.payload, separators=(",", ":")).encode()
-    headers = {
-        "Content-Type": "application/json",
-        "User-Agent": "Klique-Webhook/1",
-        "X-Klique-Event": delivery.kind,
-        "X-Klique-Delivery": str(delivery.pk),
-    }
-    if hook.secret:
-        headers["X-Klique-Signature"] = signature(hook.secret, body)
-    status, error = None, ""
-    try:
-        answer = post(hook.url, send_address(hook.url), body, headers)
-        status = answer.status_code
-        if not 200 <= status < 300:
-            error = f"HTTP {status}"  # never the answer's body: it is shown to the group's lead
-    except ValidationError as exc:
-        error = f"refused: {exc.messages[0]}"
-    except httpx.HTTPError as exc:
-        error = f"{type(exc).__name__}: {exc}"[:1000]
-    now = timezone.now()
-    fields = {
-        "attempts": delivery.attempts + 1,
-        "last_status_code": status,
-        "last_error": error,
-        "last_attempt_at": now,
-    }
-    if not error:
-        fields.update(state=WebhookDelivery.State.DELIVERED, delivered_at=now)
-    elif last:
-        fields.update(state=WebhookDelivery.State.FAILED)
-    WebhookDelivery.objects.filter(pk=pk, state=WebhookDelivery.State.PENDING).update(**fields)
-    if error and not last:
-        raise DeliveryFailed(error)
-    if error:
-        log.warning(
-            "webhook delivery %s to %s failed after %s attempts: %s", pk, hook, fields["attempts"], error
-        )
+def any_enabled() -> bool:
+    return Webhook.objects.filter(enabled=True).exists()

@@ -14,7 +14,7 @@ from django.forms import formset_factory
 
 from apps.accounts.models import Group
 from apps.core import parsers
-from apps.engine.core.whatif import AMOUNT_MAX, CHANGE_KINDS
+from apps.engine.core.whatif_changes import AMOUNT_MAX, CHANGE_KINDS
 from apps.policies.models import Profile
 from apps.pools.models import Pool
 from apps.whatif.services import WAIT_THRESHOLD_MAX_S, RunError, RunRequest

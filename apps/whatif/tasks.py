@@ -3,14 +3,14 @@ holds up the engine pass, docs/whatif.md)."""
 
 from celery import shared_task
 
-from apps.whatif import services
+from apps.whatif import runs
 
 
 @shared_task(name="klique.whatif.run", ignore_result=True, acks_late=True)
 def run_whatif(pk: int) -> None:
-    services.execute(pk)
+    runs.execute(pk)
 
 
 @shared_task(name="klique.whatif.fail_stale_runs", ignore_result=True)
 def fail_stale_runs() -> None:
-    services.fail_stale_runs()
+    runs.fail_stale_runs()

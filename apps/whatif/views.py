@@ -14,9 +14,9 @@ from django.views.decorators.http import require_GET
 
 from apps.accounts.models import Group
 from apps.portal import charts
-from apps.portal.selectors import may_see_it
+from apps.portal.access import may_see_it
 from apps.portal.views.common import allow, render_page
-from apps.whatif import selectors, services
+from apps.whatif import runs, selectors, services
 from apps.whatif.forms import RunForms, initial_of, presets
 from apps.whatif.models import WhatIfRun
 from apps.whatif.services import RunError
@@ -97,7 +97,7 @@ def _charts(report: dict, names: dict[str, str]) -> list[charts.Chart]:
 @login_required
 def run_detail(request, pk: int):
     _it_only(request)
-    services.fail_stale_runs()
+    runs.fail_stale_runs()
     run = _run_or_404(pk)
     context = {
         "run": run,
@@ -118,7 +118,7 @@ def run_detail(request, pk: int):
 def run_status(request, pk: int):
     """The run's state and progress as JSON, for the page's poller."""
     _it_only(request)
-    services.fail_stale_runs()
+    runs.fail_stale_runs()
     run = _run_or_404(pk)
     return JsonResponse(
         {

@@ -3,7 +3,7 @@
 from celery import shared_task
 from django.utils import timezone
 
-from apps.pools import services
+from apps.workers import services
 
 
 @shared_task(name="klique.pools.sweep", ignore_result=True)

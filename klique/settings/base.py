@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "apps.policies",
     "apps.tasks",
     "apps.sessions",
+    "apps.workers",
     "apps.engine",
     "apps.ledger",
     "apps.pricing",
@@ -286,7 +287,7 @@ TASKS_BULK_MAX = int(os.environ.get("TASKS_BULK_MAX", "1000"))
 WORKER_HEARTBEAT_S = float(os.environ.get("WORKER_HEARTBEAT_S", "5"))
 WORKER_HEARTBEAT_TIMEOUT_S = float(os.environ.get("WORKER_HEARTBEAT_TIMEOUT_S", "30"))
 # The estate's budget of periodic daemon syncs a second: past WORKER_SYNCS_PER_S x WORKER_HEARTBEAT_S
-# daemons the heartbeat interval (and the timeout with it) grows (apps/pools/heartbeats.py).
+# daemons the heartbeat interval (and the timeout with it) grows (apps/workers/heartbeats.py).
 WORKER_SYNCS_PER_S = float(os.environ.get("WORKER_SYNCS_PER_S", "100"))
 WORKER_CLAIM_TIMEOUT_S = float(os.environ.get("WORKER_CLAIM_TIMEOUT_S", "120"))
 # The longest a daemon may wait at POST /api/v1/workers/wait for placed work; 0 turns waiting off.

@@ -19,6 +19,7 @@ from apps.pools.models import EnrolmentToken, Pool, Worker
 from apps.portal import demo
 from apps.tasks import services as tasks
 from apps.tasks.models import Channel, Task
+from apps.workers import services as protocol
 
 # (user, compute resource, GPUs or None for the profile's size, hours it runs)
 WORK = [
@@ -39,7 +40,7 @@ def _workers(at) -> list[Worker]:
     for pool in Pool.objects.filter(enabled=True):
         token = EnrolmentToken(pool=pool, name="demo history")
         pools.issue_enrolment_token(token, now=at)
-        worker, _ = pools.enrol(
+        worker, _ = protocol.enrol(
             token, hostname=f"demo-{pool.name}", gpus=pool.capacity, mode="process", now=at
         )
         workers.append(worker)
@@ -50,13 +51,13 @@ def _serve(workers: list[Worker], hours_of: dict[int, int], at) -> None:
     """What each pool's daemon reports: stopped work, finished work, newly claimed and started work."""
     for worker in workers:
         for task in Task.objects.filter(worker=worker, state=Task.State.STOPPING):
-            pools.report_stopped(worker, task.pk, now=at)
+            protocol.report_stopped(worker, task.pk, now=at)
         for task in Task.objects.filter(worker=worker, state=Task.State.RUNNING):
             if at - task.started_at >= timedelta(hours=hours_of.get(task.pk, 1)):
-                pools.report_exited(worker, task.pk, exit_code=0, now=at)
-        claimed = pools.claim(worker, free=None, free_gpus=Decimal(worker.gpus), max_tasks=100, now=at)
+                protocol.report_exited(worker, task.pk, exit_code=0, now=at)
+        claimed = protocol.claim(worker, free=None, free_gpus=Decimal(worker.gpus), max_tasks=100, now=at)
         for each in claimed:
-            pools.report_started(worker, each.task.pk, now=at)
+            protocol.report_started(worker, each.task.pk, now=at)
 
 
 def run(days: int = 2, per_wave: int = 4) -> None:

@@ -23,6 +23,7 @@ from schemathesis.config import SchemathesisConfig
 from apps.pools import services as pools
 from apps.pools.models import EnrolmentToken
 from apps.tasks import services
+from apps.workers import services as protocol
 from klique.wsgi import application
 from tests.channels.conftest import token_for
 
@@ -59,7 +60,7 @@ def credentials(estate, in_process_requests):
     )
     now = timezone.now()
     enrolment = pools.issue_enrolment_token(EnrolmentToken(pool=estate.pool, name="rack"), now=now)
-    worker, worker_token = pools.enrol(
+    worker, worker_token = protocol.enrol(
         EnrolmentToken.objects.get(),
         hostname="schemathesis-worker-0",
         gpus=Decimal(8),
@@ -246,7 +247,7 @@ GPU_TEXTS += ["-1", "-0.5", "1e3", "1_0", "", ".", "0.0001", "1.001", "2"]
 
 
 def test_a_gpu_amount_says_at_most_three_decimals_and_its_bounds(components):
-    from apps.pools.api.serializers import ClaimSerializer, EnrolSerializer
+    from apps.workers.api.serializers import ClaimSerializer, EnrolSerializer
 
     gpus = components["EnrolRequest"]["properties"]["gpus"]["oneOf"]
     number, text = gpus

@@ -15,8 +15,9 @@ from django.utils import timezone
 
 from apps.cloud import services as cloud
 from apps.cloud.models import CloudNode, CloudPool
-from apps.pools import services as pools
+from apps.cloud.services import launching
 from apps.pools.models import Pool, Worker
+from apps.workers import services as protocol
 from klique.cloud.local import read_user_data
 from tests.cloud_pools.conftest import FAST_WORKER, alive, node_pid, process_environment, wait_for
 from tests.factories import GpuTypeFactory
@@ -139,19 +140,19 @@ def test_a_node_holding_work_is_never_released_and_an_idle_one_is_after_the_idle
     cloud.autoscale()
     node = CloudNode.objects.get()
     now = timezone.now()
-    worker, _ = pools.enrol(
+    worker, _ = protocol.enrol(
         node.enrolment_token, hostname=node.name, gpus=Decimal(1), mode="process", now=now
     )
     assert cloud.autoscale(now)["burst"]["enrolled"] == 1
     node.refresh_from_db()
     assert node.state == "ready" and node.worker_id == worker.pk
-    pools.claim(worker, free=None, free_gpus=Decimal(1), max_tasks=1, now=now)
-    pools.report_started(worker, task.pk, now=now)
+    protocol.claim(worker, free=None, free_gpus=Decimal(1), max_tasks=1, now=now)
+    protocol.report_started(worker, task.pk, now=now)
     assert not cloud.autoscale(now + timedelta(minutes=10))["burst"].get("released")
     node.refresh_from_db()
     assert node.state == "ready" and node.idle_since is None
     done = now + timedelta(minutes=11)
-    pools.report_exited(worker, task.pk, exit_code=0, now=done)
+    protocol.report_exited(worker, task.pk, exit_code=0, now=done)
     cloud.autoscale(done)
     node.refresh_from_db()
     assert node.idle_since == done and node.state == "ready"
@@ -203,7 +204,7 @@ def test_a_cloud_pool_needs_a_pool_of_kind_cloud_and_good_provider_settings():
 def test_user_data_names_server_token_gpus_and_hostname(local_cloud, place, settings):
     settings.CLOUD_NODE_ENVIRONMENT = {}
     cloud_pool = local_cloud()
-    node, raw = cloud._new_node(cloud_pool, cloud_pool.instance_types.get(), timezone.now())
+    node, raw = launching.new_node(cloud_pool, cloud_pool.instance_types.get(), timezone.now())
     assert read_user_data(cloud.user_data(node, node.instance_type, raw)) == {
         "KLIQUE_SERVER": "http://127.0.0.1:9",
         "KLIQUE_ENROLMENT_TOKEN": raw,
@@ -217,7 +218,7 @@ def test_a_nodes_hostname_is_an_rfc_1123_host_name_whatever_its_pools_name(local
     from klique.worker.hostnames import hostname_error
 
     cloud_pool = local_cloud(name="gpu_burst")
-    node, _ = cloud._new_node(cloud_pool, cloud_pool.instance_types.get(), timezone.now())
+    node, _ = launching.new_node(cloud_pool, cloud_pool.instance_types.get(), timezone.now())
     assert node.name.startswith("gpu-burst-") and hostname_error(node.name) is None
 
 

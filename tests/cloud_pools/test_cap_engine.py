@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from apps.cloud import services as cloud
+from apps.cloud.services import autoscaler, launching
 from apps.engine import core
 from apps.engine.apply import verdict_json
 from apps.engine.loader import load
@@ -69,17 +69,17 @@ def test_capped_work_placed_before_the_cap_goes_back_to_its_queue_and_launches_n
     held, free = submit(capped, "pretraining"), submit(capped, "ranking")
     loaded = Task.objects.filter(pk__in=[held.pk, free.pk]).order_by("pk")
     lifecycle.place_many([(task, capped.cloud) for task in loaded], NOW)
-    capped_policies = cloud._capped_policies(NOW)
+    capped_policies = autoscaler._capped_policies(NOW)
     assert held.compute_resource.policy_id in capped_policies
     assert capped.resources["ranking"].policy_id not in capped_policies
     cloud_pool = CloudPool.objects.get(pool=capped.cloud)
 
-    assert cloud._requeue_capped(cloud_pool, capped_policies, NOW) == 1
+    assert autoscaler._requeue_capped(cloud_pool, capped_policies, NOW) == 1
     held.refresh_from_db()
     free.refresh_from_db()
     assert (held.state, held.pool_id, free.state) == (Task.State.QUEUED, None, Task.State.PLACED)
     event = TaskEvent.objects.filter(task=held, kind=TaskEvent.Kind.PREEMPTED).get()
     assert event.reason == Task.StopReason.CLOUD_CAP
     assert held.intervals.get().end == NOW, "charged only until it went back"
-    demand, _, launches = cloud._launch_plan(cloud_pool, timezone.now(), capped_policies)
+    demand, _, launches = launching.launch_plan(cloud_pool, timezone.now(), capped_policies)
     assert demand == Decimal(1) and len(launches) == 1, "a node for the uncapped work only"

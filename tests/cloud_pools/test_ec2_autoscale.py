@@ -13,8 +13,8 @@ from django.utils import timezone
 
 from apps.cloud import services as cloud
 from apps.cloud.models import CloudNode
-from apps.pools import services as pools
 from apps.pools.models import Pool
+from apps.workers import services as protocol
 from klique.cloud.local import read_user_data
 from tests.factories import GpuTypeFactory
 
@@ -72,15 +72,15 @@ def test_ec2_node_launched_spot_with_tags_and_user_data_then_terminated_when_idl
     assert variables["KLIQUE_ENROLMENT_TOKEN"].startswith(node.enrolment_token.prefix)
 
     now = timezone.now()
-    worker, _ = pools.enrol(
+    worker, _ = protocol.enrol(
         node.enrolment_token, hostname=node.name, gpus=Decimal(4), mode="process", now=now
     )
     cloud.autoscale(now)
     node.refresh_from_db()
     assert node.state == "ready" and node.worker_id == worker.pk
-    pools.claim(worker, free=None, free_gpus=Decimal(4), max_tasks=1, now=now)
-    pools.report_started(worker, task.pk, now=now)
-    pools.report_exited(worker, task.pk, exit_code=0, now=now)
+    protocol.claim(worker, free=None, free_gpus=Decimal(4), max_tasks=1, now=now)
+    protocol.report_started(worker, task.pk, now=now)
+    protocol.report_exited(worker, task.pk, exit_code=0, now=now)
 
     cloud.autoscale(now)
     summary = cloud.autoscale(now + timedelta(seconds=2))[ec2_pool.pool.name]

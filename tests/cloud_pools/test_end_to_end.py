@@ -21,6 +21,7 @@ from apps.pools import services as pools
 from apps.pools.models import EnrolmentToken, Pool, Worker
 from apps.pricing.models import NodePrice
 from apps.tasks.models import Task
+from apps.workers import services as protocol
 from tests.cloud_pools.conftest import alive, node_pid, process_environment, wait_for
 from tests.factories import GpuTypeFactory, GroupFactory, UserFactory
 from tests.worker import live
@@ -170,8 +171,8 @@ def test_a_used_single_use_token_enrols_again_only_from_its_own_host_until_revok
     assert Worker.objects.filter(hostname="node-a", state=Worker.State.ACTIVE).count() == 1
     stale = EnrolmentToken.objects.get(pk=token.pk)
     stale.used_at = None  # as a concurrent enrolment read it before the first one committed
-    with pytest.raises(pools.InvalidToken):
-        pools.enrol(stale, hostname="node-c", gpus=1, mode="process", now=now)
+    with pytest.raises(protocol.InvalidToken):
+        protocol.enrol(stale, hostname="node-c", gpus=1, mode="process", now=now)
     pools.revoke_enrolment_token(stale, timezone.now())
     assert enrol("node-a").status_code == 401
 

@@ -15,12 +15,14 @@ from django.utils import timezone
 
 from apps.cloud import services as cloud
 from apps.cloud.models import CloudNode
+from apps.cloud.services import autoscaler, launching
+from apps.cloud.services import pools as pool_writes
 from apps.engine import services as engine
 from apps.policies import services as policies
-from apps.pools import services as pools
 from apps.pools.models import Pool, Worker
 from apps.tasks import services as lifecycle
 from apps.tasks.models import Task
+from apps.workers import services as protocol
 from klique.cloud.providers import CapacityUnavailable, ProviderError
 from tests.factories import GroupFactory, UserFactory
 
@@ -57,7 +59,7 @@ class AnswerLost(Wrapped):
 
 
 def use(monkeypatch, provider):
-    monkeypatch.setattr(cloud, "provider_for", lambda _: provider)
+    monkeypatch.setattr(pool_writes, "provider_for", lambda _: provider)
 
 
 def test_an_instance_whose_launch_answer_was_lost_is_terminated_once_no_node_stands_for_it(
@@ -75,7 +77,7 @@ def test_an_instance_whose_launch_answer_was_lost_is_terminated_once_no_node_sta
     Task.objects.filter(pk=task.pk).update(state=Task.State.SUCCEEDED, ended_at=timezone.now())
     cloud.autoscale()
     assert [i for i in provider.describe(cloud_pool.pool.name) if i.live], "kept within the listing grace"
-    later = timezone.now() + cloud.LIST_GRACE + timedelta(seconds=1)
+    later = timezone.now() + autoscaler.LIST_GRACE + timedelta(seconds=1)
     cloud.autoscale(later)
     deadline = time.monotonic() + 30
     while [i for i in provider.describe(cloud_pool.pool.name) if i.live] and time.monotonic() < deadline:
@@ -91,10 +93,10 @@ def test_a_launch_planned_by_a_pass_that_died_is_ended_after_the_launch_grace_an
     t0 = timezone.now()
     with transaction.atomic():  # the pass's decide step; then its process dies before the launch
         Pool.objects.select_for_update().filter(pk=cloud_pool.pool_id).first()
-        cloud._launch_plan(cloud_pool, t0)
+        launching.launch_plan(cloud_pool, t0)
     lost = CloudNode.objects.get()
     assert cloud.autoscale(t0 + timedelta(seconds=30))["burst"].get("launched") is None
-    summary = cloud.autoscale(t0 + cloud.LAUNCH_GRACE + timedelta(seconds=1))["burst"]
+    summary = cloud.autoscale(t0 + autoscaler.LAUNCH_GRACE + timedelta(seconds=1))["burst"]
     lost.refresh_from_db()
     assert lost.state == "terminated" and lost.reason == "launch never completed"
     assert summary["launched"] == 1
@@ -234,8 +236,8 @@ def test_a_node_released_at_its_boot_timeout_is_shut_out(local_cloud, place):
     node.refresh_from_db()
     assert node.state in ("releasing", "terminated") and node.reason.startswith("boot timeout")
     token.refresh_from_db()
-    with pytest.raises(pools.InvalidToken):
-        pools.enrol(token, hostname=node.name, gpus=Decimal(1), mode="process", now=late)
+    with pytest.raises(protocol.InvalidToken):
+        protocol.enrol(token, hostname=node.name, gpus=Decimal(1), mode="process", now=late)
 
 
 def test_a_worker_enrolled_by_a_node_released_before_it_was_ready_is_retired(local_cloud, place):
@@ -249,8 +251,8 @@ def test_a_worker_enrolled_by_a_node_released_before_it_was_ready_is_retired(loc
     late = t0 + timedelta(seconds=61)
     with transaction.atomic():
         Pool.objects.select_for_update().filter(pk=cloud_pool.pool_id).first()
-        worker, _ = pools.enrol(token, hostname=node.name, gpus=Decimal(1), mode="process", now=late)
-        [released] = cloud._timed_out(cloud_pool, late)
+        worker, _ = protocol.enrol(token, hostname=node.name, gpus=Decimal(1), mode="process", now=late)
+        [released] = autoscaler._timed_out(cloud_pool, late)
     worker.refresh_from_db()
     assert released.pk == node.pk and worker.state == Worker.State.RETIRED
 
@@ -264,18 +266,18 @@ def test_a_cloud_nodes_restarted_daemon_enrols_again_adopts_its_work_and_the_nod
     cloud.autoscale(now)
     node = CloudNode.objects.get()
     token = node.enrolment_token
-    worker, _ = pools.enrol(token, hostname=node.name, gpus=Decimal(1), mode="process", now=now)
+    worker, _ = protocol.enrol(token, hostname=node.name, gpus=Decimal(1), mode="process", now=now)
     cloud.autoscale(now)
-    pools.claim(worker, free=None, free_gpus=Decimal(1), max_tasks=1, now=now)
-    pools.report_started(worker, task.pk, now=now)
+    protocol.claim(worker, free=None, free_gpus=Decimal(1), max_tasks=1, now=now)
+    protocol.report_started(worker, task.pk, now=now)
     token.refresh_from_db()
     restarted = now + timedelta(hours=1)  # long after the token's expiry
-    again, _, adopted = pools.enrol_adopting(
+    again, _, adopted = protocol.enrol_adopting(
         token, hostname=node.name, gpus=Decimal(1), mode="process", running=[task.pk], now=restarted
     )
     assert [claim.task.pk for claim in adopted] == [task.pk]
-    with pytest.raises(pools.InvalidToken):
-        pools.enrol(token, hostname="another-host", gpus=Decimal(1), mode="process", now=restarted)
+    with pytest.raises(protocol.InvalidToken):
+        protocol.enrol(token, hostname="another-host", gpus=Decimal(1), mode="process", now=restarted)
     summary = cloud.autoscale(restarted + timedelta(seconds=cloud_pool.idle_timeout_s + 1))["burst"]
     node.refresh_from_db()
     assert not summary.get("released") and node.worker_id == again.pk, "the node follows its new worker"
@@ -294,10 +296,12 @@ def test_work_no_type_can_hold_does_not_keep_an_idle_node(local_cloud, place):
     t0 = timezone.now()
     cloud.autoscale(t0)
     node = CloudNode.objects.get()
-    worker, _ = pools.enrol(node.enrolment_token, hostname=node.name, gpus=Decimal(1), mode="process", now=t0)
-    pools.claim(worker, free=None, free_gpus=Decimal(1), max_tasks=1, now=t0)
-    pools.report_started(worker, first.pk, now=t0)
-    pools.report_exited(worker, first.pk, exit_code=0, now=t0)
+    worker, _ = protocol.enrol(
+        node.enrolment_token, hostname=node.name, gpus=Decimal(1), mode="process", now=t0
+    )
+    protocol.claim(worker, free=None, free_gpus=Decimal(1), max_tasks=1, now=t0)
+    protocol.report_started(worker, first.pk, now=t0)
+    protocol.report_exited(worker, first.pk, exit_code=0, now=t0)
     # Submitted while the type held 2 GPUs (a task no pool can hold is refused at submit); the
     # type changed since.
     types = cloud_pool.instance_types.all()
@@ -314,15 +318,17 @@ def test_the_idle_timer_runs_from_the_workers_last_task_even_one_ended_between_t
     cloud_pool = local_cloud(types=(("local.1gpu", 1, 1, False),), idle_timeout_s=300)
 
     def run(worker, task, at):
-        pools.claim(worker, free=None, free_gpus=Decimal(1), max_tasks=1, now=at)
-        pools.report_started(worker, task.pk, now=at)
-        pools.report_exited(worker, task.pk, exit_code=0, now=at)
+        protocol.claim(worker, free=None, free_gpus=Decimal(1), max_tasks=1, now=at)
+        protocol.report_started(worker, task.pk, now=at)
+        protocol.report_exited(worker, task.pk, exit_code=0, now=at)
 
     first = place(cloud_pool.pool, 1)[0]
     t0 = timezone.now()
     cloud.autoscale(t0)
     node = CloudNode.objects.get()
-    worker, _ = pools.enrol(node.enrolment_token, hostname=node.name, gpus=Decimal(1), mode="process", now=t0)
+    worker, _ = protocol.enrol(
+        node.enrolment_token, hostname=node.name, gpus=Decimal(1), mode="process", now=t0
+    )
     run(worker, first, t0)
     cloud.autoscale(t0)
     node.refresh_from_db()

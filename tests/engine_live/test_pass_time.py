@@ -18,6 +18,7 @@ from apps.pools import services as pools
 from apps.pools.models import EnrolmentToken
 from apps.tasks import services as tasks
 from apps.tasks.models import Task
+from apps.workers import services as protocol
 from tests.crash.db import sweep_peak
 from tests.engine_live.test_pass import estate, submit
 
@@ -68,11 +69,11 @@ def test_a_claim_timed_before_the_placement_it_takes_is_recorded_at_the_placemen
     pool, ra, rb = estate(capacity=4)
     token = EnrolmentToken(pool=pool, name="rack")
     pools.issue_enrolment_token(token, now=timezone.now())
-    worker, _ = pools.enrol(token, hostname="node-1", gpus=Decimal(4), mode="process", now=timezone.now())
+    worker, _ = protocol.enrol(token, hostname="node-1", gpus=Decimal(4), mode="process", now=timezone.now())
     (task,) = submit(ra, 1)
     services.run_pass()
     placed_at = Task.objects.get(pk=task.pk).placed_at
-    pools.claim(worker, free=None, free_gpus=Decimal(4), max_tasks=1, now=placed_at - timedelta(seconds=1))
+    protocol.claim(worker, free=None, free_gpus=Decimal(4), max_tasks=1, now=placed_at - timedelta(seconds=1))
     claimed = Task.objects.get(pk=task.pk)
     assert claimed.claimed_at == placed_at
     assert claimed.events.get(kind="claimed").at == placed_at

@@ -1,4 +1,4 @@
-"""Passes on demand (apps.engine.wake) against real PostgreSQL and Redis: a request wakes the
+"""Passes on demand (apps.tasks.wake) against real PostgreSQL and Redis: a request wakes the
 run_engine loop and queues a Celery pass; a request during a pass leads to one more; passes on
 demand never overlap."""
 
@@ -9,9 +9,10 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 
-from apps.engine import core, services, tasks, wake
+from apps.engine import core, services, tasks
 from apps.engine.lock import exclusive_pass
 from apps.engine.models import PassRecord
+from apps.tasks import wake
 from tests.engine_live.test_pass import estate, submit
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres, pytest.mark.redis]

@@ -12,7 +12,7 @@ import pytest
 from klique.settings.base import BASE_DIR
 
 REQUEST = (
-    "import django; django.setup(); from apps.engine import wake; wake.request_pass(); "
+    "import django; django.setup(); from apps.tasks import wake; wake.request_pass(); "
     "print('requested', flush=True)"
 )
 

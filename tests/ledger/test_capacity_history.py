@@ -8,10 +8,12 @@ import pytest
 
 from apps.ledger import exports
 from apps.ledger.api.serializers import report_data
-from apps.ledger.selectors import ReportSpec, usage_report
+from apps.ledger.report_spec import ReportSpec
+from apps.ledger.selectors import usage_report
 from apps.pools import services as pools
 from apps.pools.models import EnrolmentToken
 from apps.pricing import services as pricing
+from apps.workers import services as protocol
 from tests.ledger.ledger_data import make_estate, record
 
 pytestmark = pytest.mark.django_db
@@ -102,7 +104,7 @@ def test_rows_by_pool_show_each_pools_utilisation(estate):
 
 
 def test_leaderships_daily_utilisation_uses_the_capacity_in_force_each_day(estate):
-    from apps.portal.selectors import estate_history
+    from apps.portal.usage import estate_history
 
     pools.update_pool(estate.onprem, capacity=Decimal("16"), now=DAY + timedelta(hours=12))
     pools.update_pool(estate.onprem, capacity=Decimal("2"), now=DAY + timedelta(days=30))  # since: no effect
@@ -132,7 +134,7 @@ def test_the_unused_capacity_counts_the_gpus_the_pools_live_daemons_really_had(e
     pools.update_pool(estate.cloud, enabled=False, now=DAY - timedelta(days=1))
     token = EnrolmentToken(pool=estate.onprem, name="node")
     pools.issue_enrolment_token(token, now=DAY)
-    pools.enrol(token, hostname="node-a", gpus=Decimal(2), mode="process", now=DAY + timedelta(hours=6))
+    protocol.enrol(token, hostname="node-a", gpus=Decimal(2), mode="process", now=DAY + timedelta(hours=6))
     report = usage_report(estate.users["fin"], one_day("separate"), now=NOW)
     assert report.capacity_hours == Decimal(8 * 6 + 2 * 18)
     assert report.unused.gpu_hours == Decimal(8 * 6 + 2 * 18)

@@ -9,7 +9,8 @@ from django.core.exceptions import ValidationError
 
 from apps.ledger import closing
 from apps.ledger.models import Adjustment, FrozenUsage, MonthClose, MonthCloseEvent
-from apps.ledger.selectors import ReportSpec, usage_report
+from apps.ledger.report_spec import ReportSpec
+from apps.ledger.selectors import usage_report
 from apps.pricing import services as pricing
 from apps.pricing.models import Price
 from tests.ledger.ledger_data import make_estate, record

@@ -14,7 +14,8 @@ from apps.accounts.models import Project
 from apps.accounts.selectors import subtree_ids
 from apps.ledger import rollups
 from apps.ledger.models import DailyGroupRollup, DailyRollup, HourlyRollup, RollupState, UsageInterval
-from apps.ledger.selectors import ReportSpec, period_range, usage_report
+from apps.ledger.report_spec import ReportSpec, period_range
+from apps.ledger.selectors import usage_report
 from apps.pricing.models import Price
 from tests.ledger.ledger_data import expected, make_estate, record
 

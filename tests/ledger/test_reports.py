@@ -7,7 +7,8 @@ from decimal import Decimal
 import pytest
 
 from apps.ledger import rollups
-from apps.ledger.selectors import ReportSpec, period_range, usage_report
+from apps.ledger.report_spec import ReportSpec, period_range
+from apps.ledger.selectors import usage_report
 from apps.pools import services as pools
 from apps.pricing import services as pricing
 from tests.ledger.ledger_data import make_estate, record

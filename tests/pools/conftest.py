@@ -11,6 +11,7 @@ from apps.pools import services
 from apps.pools.models import EnrolmentToken
 from apps.tasks import services as lifecycle
 from apps.tasks.models import Task
+from apps.workers import services as protocol
 from tests.factories import ComputeResourceFactory, PoolFactory, ProfileFactory, UserFactory
 
 
@@ -38,7 +39,7 @@ def enrol(enrolment):
     token, _ = enrolment
 
     def make(hostname="node-1", gpus="4", mode="process"):
-        worker, raw = services.enrol(
+        worker, raw = protocol.enrol(
             token, hostname=hostname, gpus=Decimal(gpus), mode=mode, now=timezone.now()
         )
         return worker, bearer(raw)
@@ -72,7 +73,7 @@ def sweep_steadily(start, end, every=timedelta(seconds=10)) -> dict:
     totals: dict[str, int] = {}
     at = start
     while at <= end:
-        for key, count in services.sweep(at).items():
+        for key, count in protocol.sweep(at).items():
             totals[key] = totals.get(key, 0) + count
         at += every
     return totals

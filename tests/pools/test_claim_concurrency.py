@@ -8,8 +8,8 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from apps.pools import services
 from apps.tasks.models import Task, TaskEvent
+from apps.workers import services as protocol
 from tests.factories import ComputeResourceFactory, UserFactory
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
@@ -45,7 +45,7 @@ def test_ten_concurrent_claimers_claim_each_task_exactly_once(pool, enrol):
     def claimer(worker):
         try:
             start.wait()
-            while batch := services.claim(
+            while batch := protocol.claim(
                 worker, free=[1000] * 8, free_gpus=None, max_tasks=8, now=timezone.now()
             ):
                 claimed[worker.pk] += [c.task.pk for c in batch]

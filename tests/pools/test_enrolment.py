@@ -14,6 +14,7 @@ from apps.accounts.services import hash_token
 from apps.pools import services
 from apps.pools.models import EnrolmentToken, Worker
 from apps.tasks.models import Task
+from apps.workers import services as protocol
 from tests.factories import GroupFactory, UserFactory
 from tests.pools.conftest import bearer
 
@@ -130,7 +131,7 @@ def test_malformed_json_is_400(enrolment):
 def test_enrolling_again_from_the_same_host_replaces_the_old_worker_and_requeues_its_work(pool, enrol, place):
     old, old_client = enrol("gpu-01")
     (task,) = place(pool)
-    services.claim(old, free=[1000] * 4, free_gpus=None, max_tasks=1, now=timezone.now())
+    protocol.claim(old, free=[1000] * 4, free_gpus=None, max_tasks=1, now=timezone.now())
     new, _ = enrol("gpu-01")
     old.refresh_from_db()
     task.refresh_from_db()
@@ -157,7 +158,7 @@ def test_a_worker_token_is_refused_by_the_other_apis(enrol):
 
 def test_a_retired_worker_token_stops_working(enrol):
     worker, client = enrol()
-    services.retire(worker, timezone.now())
+    protocol.retire(worker, timezone.now())
     assert client.post("/api/v1/workers/heartbeat", {}, format="json").status_code == 401
 
 
@@ -192,7 +193,7 @@ def test_it_revokes_tokens_and_retires_workers_in_the_admin(client, it_admin, en
     token, _ = enrolment
     worker, _ = enrol()
     (task,) = place(pool)
-    services.claim(worker, free=[1000], free_gpus=None, max_tasks=1, now=timezone.now())
+    protocol.claim(worker, free=[1000], free_gpus=None, max_tasks=1, now=timezone.now())
     changelist = reverse("admin:pools_enrolmenttoken_changelist")
     client.post(changelist, {"action": "revoke", "_selected_action": [token.pk]})
     token.refresh_from_db()

@@ -1,14 +1,14 @@
 """The heartbeat interval grows with the estate so its daemons' periodic syncs stay within
 ``WORKER_SYNCS_PER_S``, the timeout keeps its ratio to it, and no worker is marked lost sooner
-than the timeout it was told (apps/pools/heartbeats.py)."""
+than the timeout it was told (apps/workers/heartbeats.py)."""
 
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from apps.pools import heartbeats
-from apps.pools import services as pools
 from apps.pools.models import Worker
+from apps.workers import heartbeats
+from apps.workers import services as protocol
 from tests.engine_live.test_pass import estate
 from tests.pools.test_observed_capacity import enrol
 
@@ -41,7 +41,7 @@ def test_enrolment_and_each_heartbeat_tell_the_estates_timing(settings):
     pool, _, _ = estate()
     workers = [enrol(pool, f"node-{i}", 1, at=T0) for i in range(10)]
     heartbeats.forget()
-    answer = pools.heartbeat(workers[0], tasks=[], now=T0 + timedelta(seconds=1))
+    answer = protocol.heartbeat(workers[0], tasks=[], now=T0 + timedelta(seconds=1))
     assert (answer["heartbeat_s"], answer["heartbeat_timeout_s"], answer["claim_max_s"]) == (10, 60, 10)
     assert Worker.objects.get(pk=workers[0].pk).heartbeat_timeout == timedelta(seconds=60)
 
@@ -53,14 +53,14 @@ def test_a_worker_is_never_lost_sooner_than_the_timeout_it_was_told(settings):
     pool, _, _ = estate()
     workers = [enrol(pool, f"node-{i}", 1, at=T0) for i in range(10)]
     heartbeats.forget()
-    pools.heartbeat(workers[0], tasks=[], now=T0)
+    protocol.heartbeat(workers[0], tasks=[], now=T0)
     Worker.objects.exclude(pk=workers[0].pk).update(state=Worker.State.RETIRED)
     settings.WORKER_SYNCS_PER_S = 100
     heartbeats.forget()
     assert heartbeats.timing().timeout_s == 30
     for second in range(0, 46, 5):
-        pools.sweep(T0 + timedelta(seconds=second))
+        protocol.sweep(T0 + timedelta(seconds=second))
     assert Worker.objects.get(pk=workers[0].pk).state == Worker.State.ACTIVE
     for second in range(50, 66, 5):
-        pools.sweep(T0 + timedelta(seconds=second))
+        protocol.sweep(T0 + timedelta(seconds=second))
     assert Worker.objects.get(pk=workers[0].pk).state == Worker.State.LOST

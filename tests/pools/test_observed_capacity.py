@@ -16,6 +16,7 @@ from apps.pools.models import EnrolmentToken, PoolCapacityChange, Worker
 from apps.pools.selectors import capacity_segments, effective_capacity
 from apps.pools.services.estate import record_observed
 from apps.tasks.models import Task
+from apps.workers import services as protocol
 from tests.engine_live.test_pass import estate, submit
 
 pytestmark = pytest.mark.django_db
@@ -27,7 +28,7 @@ def enrol(pool, hostname, gpus, at=T0):
     token = EnrolmentToken(pool=pool, name=hostname)
     raw = pools.issue_enrolment_token(token, now=at)
     assert raw
-    worker, _ = pools.enrol(token, hostname=hostname, gpus=Decimal(gpus), mode="process", now=at)
+    worker, _ = protocol.enrol(token, hostname=hostname, gpus=Decimal(gpus), mode="process", now=at)
     return worker
 
 
@@ -87,22 +88,24 @@ def test_each_change_of_the_live_daemons_gpus_goes_into_the_capacity_history(set
     assert observed_rows(pool)[-1] == (16, 4)
     enrol(pool, "node-b", 8, at=T0 + timedelta(minutes=1))
     assert observed_rows(pool)[-1] == (16, 12)
-    pools.heartbeat(first, tasks=[], gpus="2", now=T0 + timedelta(minutes=2))  # a GPU fell off the bus
+    protocol.heartbeat(first, tasks=[], gpus="2", now=T0 + timedelta(minutes=2))  # a GPU fell off the bus
     assert observed_rows(pool)[-1] == (16, 10)
     rows = len(observed_rows(pool))
-    pools.heartbeat(Worker.objects.get(pk=first.pk), tasks=[], gpus="2", now=T0 + timedelta(minutes=3))
+    protocol.heartbeat(Worker.objects.get(pk=first.pk), tasks=[], gpus="2", now=T0 + timedelta(minutes=3))
     assert len(observed_rows(pool)) == rows  # nothing changed: no row
     settings.WORKER_HEARTBEAT_TIMEOUT_S = 300
     Worker.objects.filter(hostname="node-b").update(last_heartbeat=T0)
     for minute in range(0, 6):  # sweeping without a gap; node-b silent past the timeout: lost
-        pools.sweep(T0 + timedelta(minutes=minute))
+        protocol.sweep(T0 + timedelta(minutes=minute))
     Worker.objects.filter(hostname="node-a").update(last_heartbeat=T0 + timedelta(minutes=5))
-    pools.sweep(T0 + timedelta(minutes=5, seconds=30))
+    protocol.sweep(T0 + timedelta(minutes=5, seconds=30))
     assert Worker.objects.get(hostname="node-b").state == Worker.State.LOST
     assert observed_rows(pool)[-1] == (16, 2)
-    pools.heartbeat(Worker.objects.get(hostname="node-b"), tasks=[], gpus="8", now=T0 + timedelta(minutes=6))
+    protocol.heartbeat(
+        Worker.objects.get(hostname="node-b"), tasks=[], gpus="8", now=T0 + timedelta(minutes=6)
+    )
     assert observed_rows(pool)[-1] == (16, 10)  # back
-    pools.retire(Worker.objects.get(hostname="node-b"), T0 + timedelta(minutes=7))
+    protocol.retire(Worker.objects.get(hostname="node-b"), T0 + timedelta(minutes=7))
     assert observed_rows(pool)[-1] == (16, 2)
     # IT declares another capacity: the observed one stays in force with it.
     pool.capacity = 12
@@ -119,7 +122,7 @@ def test_rule_a_worker_back_from_lost_is_recorded_though_the_worker_the_call_hol
     Worker.objects.filter(pk=remembered.pk).update(state=Worker.State.LOST, lost_at=T0, gpus=6)
     record_observed(pool.pk, T0 + timedelta(minutes=1))
     assert observed_rows(pool)[-1] == (16, 0)
-    pools.heartbeat(remembered, tasks=[], gpus="4", now=T0 + timedelta(minutes=2))
+    protocol.heartbeat(remembered, tasks=[], gpus="4", now=T0 + timedelta(minutes=2))
     assert observed_rows(pool)[-1] == (16, 4)  # back, and 4 GPUs where the row said 6
     assert (remembered.state, remembered.gpus) == (Worker.State.ACTIVE, 4)
 

@@ -10,17 +10,17 @@ from django.conf import settings
 from django.utils import timezone
 
 from apps.ledger.models import UsageInterval
-from apps.pools import services
 from apps.pools.models import Worker
 from apps.tasks import selectors
 from apps.tasks.models import Task, TaskEvent
+from apps.workers import services as protocol
 from tests.pools.conftest import sweep_steadily
 
 pytestmark = pytest.mark.django_db
 
 
 def claim(worker, at):
-    return services.claim(worker, free=[1000] * 8, free_gpus=None, max_tasks=8, now=at)
+    return protocol.claim(worker, free=[1000] * 8, free_gpus=None, max_tasks=8, now=at)
 
 
 def test_a_silent_worker_is_lost_and_its_work_requeued_in_order_charged_until_its_last_heartbeat(
@@ -52,8 +52,8 @@ def test_a_worker_that_heartbeats_in_time_is_not_lost(pool, enrol, place):
     claim(worker, t0)
     at = t0
     while at < t0 + timedelta(minutes=2):
-        services.heartbeat(worker, tasks=list(worker.tasks.values_list("pk", flat=True)), now=at)
-        services.sweep(at)
+        protocol.heartbeat(worker, tasks=list(worker.tasks.values_list("pk", flat=True)), now=at)
+        protocol.sweep(at)
         at += timedelta(seconds=10)
     worker.refresh_from_db()
     assert worker.state == Worker.State.ACTIVE and worker.tasks.get().state == Task.State.PLACED
@@ -63,8 +63,8 @@ def test_a_placement_no_worker_claims_goes_back_to_its_queue(pool, place):
     t0 = timezone.now() - timedelta(minutes=10)
     (task,) = place(pool, 1, at=t0)
     timeout = timedelta(seconds=settings.WORKER_CLAIM_TIMEOUT_S)
-    assert services.sweep(t0 + timeout - timedelta(seconds=1))["unclaimed"] == 0
-    assert services.sweep(t0 + timeout + timedelta(seconds=1))["unclaimed"] == 1
+    assert protocol.sweep(t0 + timeout - timedelta(seconds=1))["unclaimed"] == 0
+    assert protocol.sweep(t0 + timeout + timedelta(seconds=1))["unclaimed"] == 1
     task.refresh_from_db()
     assert task.state == Task.State.QUEUED and task.last_preemption_reason == "unclaimed"
     assert task.events.filter(kind=TaskEvent.Kind.REQUEUED, reason="unclaimed").exists()
@@ -81,9 +81,9 @@ def test_a_pool_with_its_own_claim_timeout_keeps_a_placement_waiting_that_long(p
     (plain,) = place(pool, 1, at=t0)
     (waiting,) = place(booting, 1, at=t0)
     plain_timeout = timedelta(seconds=settings.WORKER_CLAIM_TIMEOUT_S)
-    assert services.sweep(t0 + plain_timeout + timedelta(seconds=1))["unclaimed"] == 1
-    assert services.sweep(t0 + timedelta(seconds=899))["unclaimed"] == 0
-    assert services.sweep(t0 + timedelta(seconds=901))["unclaimed"] == 1
+    assert protocol.sweep(t0 + plain_timeout + timedelta(seconds=1))["unclaimed"] == 1
+    assert protocol.sweep(t0 + timedelta(seconds=899))["unclaimed"] == 0
+    assert protocol.sweep(t0 + timedelta(seconds=901))["unclaimed"] == 1
     plain.refresh_from_db()
     waiting.refresh_from_db()
     assert plain.state == waiting.state == Task.State.QUEUED
@@ -95,10 +95,10 @@ def test_after_a_control_plane_outage_workers_get_a_full_timeout_to_check_back_i
     place(pool, 1, at=t0)
     claim(worker, t0)
     Worker.objects.filter(pk=worker.pk).update(last_heartbeat=t0)
-    services.sweep(t0)
+    protocol.sweep(t0)
     back = t0 + timedelta(minutes=10)
-    assert services.sweep(back)["lost_workers"] == 0
-    services.heartbeat(
+    assert protocol.sweep(back)["lost_workers"] == 0
+    protocol.heartbeat(
         worker, tasks=list(worker.tasks.values_list("pk", flat=True)), now=back + timedelta(seconds=5)
     )
     assert sweep_steadily(back, back + timedelta(seconds=30))["lost_workers"] == 0
@@ -110,7 +110,7 @@ def test_a_worker_that_does_not_check_back_in_after_an_outage_is_lost(pool, enro
     t0 = timezone.now() - timedelta(minutes=30)
     worker, _ = enrol()
     Worker.objects.filter(pk=worker.pk).update(last_heartbeat=t0)
-    services.sweep(t0)
+    protocol.sweep(t0)
     back = t0 + timedelta(minutes=10)
     assert sweep_steadily(back, back + timedelta(seconds=25))["lost_workers"] == 0
     assert sweep_steadily(back + timedelta(seconds=35), back + timedelta(seconds=45))["lost_workers"] == 1
@@ -131,7 +131,7 @@ def test_a_lost_workers_canceled_work_ends_canceled(pool, enrol, place):
 
 
 def test_the_sweep_runs_as_a_celery_task_on_the_beat():
-    from apps.pools.tasks import sweep
+    from apps.workers.tasks import sweep
 
     assert sweep.name == "klique.pools.sweep"
     assert settings.CELERY_BEAT_SCHEDULE["worker-sweep"]["task"] == "klique.pools.sweep"
@@ -152,7 +152,7 @@ def test_work_held_by_a_worker_that_is_not_active_is_requeued_charged_until_it_w
     heard = t0 + timedelta(seconds=20)
     Worker.objects.filter(pk=worker.pk).update(state=state, last_heartbeat=heard, lost_at=heard)
     swept_at = t0 + timedelta(seconds=40)
-    assert services.sweep(swept_at) == {"lost_workers": 0, "requeued": 0, "unclaimed": 0, "stranded": 2}
+    assert protocol.sweep(swept_at) == {"lost_workers": 0, "requeued": 0, "unclaimed": 0, "stranded": 2}
     positions = []
     for task in tasks:
         task.refresh_from_db()
@@ -162,7 +162,7 @@ def test_work_held_by_a_worker_that_is_not_active_is_requeued_charged_until_it_w
         assert task.events.get(kind=TaskEvent.Kind.REQUEUED).at == swept_at
         positions.append(selectors.queue_position(task))
     assert positions == [1, 2]
-    assert services.sweep(swept_at + timedelta(seconds=1))["stranded"] == 0
+    assert protocol.sweep(swept_at + timedelta(seconds=1))["stranded"] == 0
 
 
 def test_a_sweep_leaves_the_work_of_active_workers_alone(pool, enrol, place):
@@ -171,7 +171,7 @@ def test_a_sweep_leaves_the_work_of_active_workers_alone(pool, enrol, place):
     (task,) = place(pool, 1, at=t0)
     claim(worker, t0)
     Worker.objects.filter(pk=worker.pk).update(last_heartbeat=t0 + timedelta(seconds=30))
-    assert services.sweep(t0 + timedelta(seconds=40))["stranded"] == 0
+    assert protocol.sweep(t0 + timedelta(seconds=40))["stranded"] == 0
     task.refresh_from_db()
     assert task.state == Task.State.PLACED and task.worker == worker
 

@@ -10,11 +10,11 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.utils import timezone
 
 from apps.engine import services as engine
-from apps.engine import wake
 from apps.policies import services as policies
-from apps.pools import services
 from apps.pools.models import Worker
 from apps.tasks import services as lifecycle
+from apps.tasks import wake
+from apps.workers import services as protocol
 from tests.factories import GroupFactory, PoolFactory, ProfileFactory, UserFactory
 from tests.pools.conftest import sweep_steadily
 
@@ -38,7 +38,7 @@ def test_wait_answers_at_once_when_the_pool_has_claimable_work(pool, enrol, plac
 def test_claimed_work_is_not_claimable_so_wait_runs_to_its_timeout(pool, enrol, place):
     worker, client = enrol()
     place(pool)
-    services.claim(worker, free=[1000], free_gpus=None, max_tasks=1, now=timezone.now())
+    protocol.claim(worker, free=[1000], free_gpus=None, max_tasks=1, now=timezone.now())
     assert client.post(WAIT, {"timeout_s": 0.3}, format="json").json() == {"placed": False}
 
 
@@ -97,7 +97,7 @@ def test_a_lost_worker_waits_no_more_until_it_heartbeats(enrol):
 @pytest.mark.django_db
 def test_a_retired_worker_is_401(enrol):
     worker, client = enrol()
-    services.retire(worker, timezone.now())
+    protocol.retire(worker, timezone.now())
     assert client.post(WAIT, {"timeout_s": 1}, format="json").status_code == 401
 
 

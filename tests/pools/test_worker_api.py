@@ -9,12 +9,12 @@ import pytest
 from django.utils import timezone
 
 from apps.ledger.models import UsageInterval
-from apps.pools import services
-from apps.pools.api import serializers
 from apps.pools.models import TaskLog, Worker
 from apps.tasks import selectors
 from apps.tasks import services as lifecycle
 from apps.tasks.models import Task, TaskEvent
+from apps.workers import services as protocol
+from apps.workers.api import serializers
 from tests.factories import PoolFactory
 from tests.pools.conftest import sweep_steadily
 
@@ -28,7 +28,7 @@ def report(client, task, what, **body):
 
 
 def claim_one(worker, task_count=1):
-    return services.claim(worker, free=[1000] * 8, free_gpus=None, max_tasks=task_count, now=timezone.now())
+    return protocol.claim(worker, free=[1000] * 8, free_gpus=None, max_tasks=task_count, now=timezone.now())
 
 
 def test_a_claim_takes_the_oldest_placement_then_queue_order(pool, enrol, place):
@@ -160,7 +160,7 @@ def test_claimed_work_the_worker_does_not_run_goes_back_to_its_queue(pool, enrol
     worker, client = enrol()
     earlier = timezone.now() - timedelta(seconds=20)
     lost_answer, fresh = place(pool, 2, at=earlier)
-    services.claim(worker, free=[1000], free_gpus=None, max_tasks=1, now=earlier)
+    protocol.claim(worker, free=[1000], free_gpus=None, max_tasks=1, now=earlier)
     claim_one(worker)
     client.post(HEARTBEAT, {"tasks": []}, format="json")
     lost_answer.refresh_from_db()
@@ -269,7 +269,7 @@ def test_stopped_without_a_stop_command_means_the_pool_released_the_work(pool, e
     report(client, task, "started")
     assert report(client, task, "stopped").json()["state"] == "queued"
     task.refresh_from_db()
-    assert task.last_preemption_reason == services.RELEASED and task.preemption_count == 1
+    assert task.last_preemption_reason == protocol.RELEASED and task.preemption_count == 1
 
 
 def test_a_worker_cannot_report_or_see_another_pools_task(pool, enrol, place):
@@ -298,7 +298,7 @@ def test_a_missing_task_and_another_pools_task_get_the_same_answer(pool, enrol, 
 
 def test_a_retired_workers_heartbeat_is_refused(pool, enrol):
     worker, client = enrol()
-    services.retire(worker, timezone.now())
+    protocol.retire(worker, timezone.now())
     assert client.post("/api/v1/workers/heartbeat", {"tasks": []}, format="json").status_code == 401
     worker.refresh_from_db()
     assert worker.state == worker.State.RETIRED
@@ -402,7 +402,7 @@ def test_a_claim_reads_the_workers_state_from_the_database_not_from_the_caller(p
     (task,) = place(pool)
     Worker.objects.filter(pk=worker.pk).update(state=Worker.State.LOST)
     assert worker.state == Worker.State.ACTIVE  # a stale copy, as a request that raced the sweep holds
-    with pytest.raises(services.NotActive) as refused:
+    with pytest.raises(protocol.NotActive) as refused:
         claim_one(worker)
     assert refused.value.state == Worker.State.LOST
     task.refresh_from_db()
@@ -413,8 +413,8 @@ def test_a_worker_retired_after_its_token_was_checked_cannot_claim(pool, enrol, 
     worker, _ = enrol()
     place(pool)
     stale = Worker.objects.get(pk=worker.pk)
-    services.retire(worker, timezone.now())
-    with pytest.raises(services.NotActive) as refused:
+    protocol.retire(worker, timezone.now())
+    with pytest.raises(protocol.NotActive) as refused:
         claim_one(stale)
     assert refused.value.state == Worker.State.RETIRED
     assert Task.objects.filter(worker=worker).count() == 0
@@ -423,7 +423,7 @@ def test_a_worker_retired_after_its_token_was_checked_cannot_claim(pool, enrol, 
 def test_a_retired_workers_claim_is_refused_with_401(pool, enrol, place):
     worker, client = enrol()
     place(pool)
-    services.retire(worker, timezone.now())
+    protocol.retire(worker, timezone.now())
     assert client.post(CLAIM, {"free_gpus": "4"}, format="json").status_code == 401
 
 

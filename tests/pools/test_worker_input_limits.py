@@ -7,9 +7,9 @@ import json
 import pytest
 from django.utils import timezone
 
-from apps.pools import services
 from apps.pools.models import Worker
 from apps.tasks.models import TaskEvent
+from apps.workers import services as protocol
 from tests.pools.conftest import bearer
 
 pytestmark = pytest.mark.django_db
@@ -75,7 +75,7 @@ def test_a_started_detail_holding_nul_or_a_lone_surrogate_is_400_naming_the_fiel
 ):
     worker, client = enrol()
     (task,) = place(pool, 1)
-    services.claim(worker, free=[1000], free_gpus=None, max_tasks=1, now=timezone.now())
+    protocol.claim(worker, free=[1000], free_gpus=None, max_tasks=1, now=timezone.now())
     detail = {f"pid{bad}": "1"} if where == "key" else {"pid": f"1{bad}"}
     answer = post_raw(client, f"/api/v1/workers/tasks/{task.pk}/started", json.dumps({"detail": detail}))
     assert answer.status_code == 400, answer.content

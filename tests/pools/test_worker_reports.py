@@ -11,10 +11,10 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from apps.ledger.models import UsageInterval
-from apps.pools import services
 from apps.pools.models import TaskLog
 from apps.tasks import services as lifecycle
 from apps.tasks.models import Task
+from apps.workers import services as protocol
 
 pytestmark = pytest.mark.django_db
 
@@ -29,7 +29,7 @@ def post_raw(client, task, what, body: dict):
 
 
 def claim(worker):
-    return services.claim(worker, free=[1000] * 4, free_gpus=None, max_tasks=1, now=timezone.now())
+    return protocol.claim(worker, free=[1000] * 4, free_gpus=None, max_tasks=1, now=timezone.now())
 
 
 def fresh(task) -> Task:
@@ -66,7 +66,7 @@ def test_the_service_stores_a_log_tail_cleaned_whoever_calls_it(pool, enrol, pla
     worker, _ = enrol()
     (task,) = place(pool)
     claim(worker)
-    services.report_exited(worker, task.pk, exit_code=1, log_tail="a\x00\ud800", now=timezone.now())
+    protocol.report_exited(worker, task.pk, exit_code=1, log_tail="a\x00\ud800", now=timezone.now())
     assert TaskLog.objects.get(task=task).tail == "a\ufffd\ufffd"
     assert fresh(task).state == Task.State.FAILED
 

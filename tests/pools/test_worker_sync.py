@@ -9,10 +9,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from apps.engine import wake
-from apps.pools import services
 from apps.pools.models import TaskLog, Worker
+from apps.tasks import wake
 from apps.tasks.models import Task, TaskEvent
+from apps.workers import services as protocol
 from tests.factories import PoolFactory
 from tests.pools.conftest import sweep_steadily
 
@@ -26,7 +26,7 @@ def sync(client, **body):
 
 
 def claim_all(worker, n=1):
-    return services.claim(worker, free=[1000] * 8, free_gpus=None, max_tasks=n, now=timezone.now())
+    return protocol.claim(worker, free=[1000] * 8, free_gpus=None, max_tasks=n, now=timezone.now())
 
 
 def lose(worker):
@@ -156,7 +156,7 @@ def test_a_retired_worker_is_refused_with_401_even_while_its_token_is_cached(poo
     (task,) = place(pool)
     claim_all(worker)
     assert sync(client, heartbeat={"tasks": [task.pk]}).status_code == 200  # the token is cached now
-    services.retire(worker, timezone.now())
+    protocol.retire(worker, timezone.now())
     assert sync(client, heartbeat={"tasks": []}).status_code == 401
     assert sync(client, claim={"free_gpus": "4"}).status_code == 401
     exited = {"task": task.pk, "what": "exited", "body": {"exit_code": 0}}
@@ -213,7 +213,7 @@ def test_a_sync_of_ten_reports_a_heartbeat_and_a_claim_takes_a_bounded_number_of
     running = place(pool, 5)
     claim_all(worker, 5)
     for task in running:
-        services.report_started(worker, task.pk, now=timezone.now())
+        protocol.report_started(worker, task.pk, now=timezone.now())
     place(pool, 3)
     reports = [{"task": t.pk, "what": "log", "body": {"tail": "..."}} for t in running]
     reports += [{"task": t.pk, "what": "exited", "body": {"exit_code": 0}} for t in running]

@@ -10,8 +10,8 @@ from rest_framework.test import APIClient
 
 from apps.accounts.models import User
 from apps.policies import services as policies
+from apps.policies import split
 from apps.policies.models import BudgetWindow, PolicyChange, ResourcePolicy
-from apps.portal import services
 from tests.portal.conftest import split_form
 
 pytestmark = pytest.mark.django_db
@@ -75,7 +75,7 @@ def test_the_split_saves_each_team_windows_and_audits_them(login, day_window):
 def test_the_split_moves_day_hours_between_teams_whatever_the_order(login, day_window):
     head = User.objects.get(username="head-language")
     alignment, pretraining = policy("alignment"), policy("pretraining")
-    services.split_quota(
+    split.split_quota(
         policy("language"),
         {
             alignment.pk: {**policies.quota_of(alignment), "extra_budgets": {"day": Decimal(70)}},
@@ -83,7 +83,7 @@ def test_the_split_moves_day_hours_between_teams_whatever_the_order(login, day_w
         },
         actor=head,
     )
-    services.split_quota(
+    split.split_quota(
         policy("language"),
         {
             alignment.pk: {**policies.quota_of(alignment), "extra_budgets": {"day": Decimal(20)}},

@@ -10,10 +10,11 @@ from django.db.models import F
 from apps.accounts.models import Group, User
 from apps.accounts.selectors import cost_centres
 from apps.engine import services as engine
-from apps.ledger.selectors import ReportSpec, usage_report
+from apps.ledger.report_spec import ReportSpec
+from apps.ledger.selectors import usage_report
 from apps.portal import demo
 from apps.portal.demo_load import DemoLoad
-from apps.portal.selectors import team_projects
+from apps.portal.usage import team_projects
 from apps.tasks.models import Task
 
 pytestmark = pytest.mark.django_db

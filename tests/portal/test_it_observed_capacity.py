@@ -10,6 +10,7 @@ from django.urls import reverse
 
 from apps.pools import services as pools
 from apps.pools.models import EnrolmentToken, Pool
+from apps.workers import services as protocol
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -21,7 +22,7 @@ def daemon(pool_name: str, gpus: int) -> Pool:
     pool = Pool.objects.get(name=pool_name)
     token = EnrolmentToken(pool=pool, name="node")
     pools.issue_enrolment_token(token, now=NOW)
-    pools.enrol(token, hostname=f"{pool_name}-node", gpus=Decimal(gpus), mode="process", now=NOW)
+    protocol.enrol(token, hostname=f"{pool_name}-node", gpus=Decimal(gpus), mode="process", now=NOW)
     return pool
 
 

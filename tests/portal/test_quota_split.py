@@ -9,8 +9,8 @@ import pytest
 
 from apps.accounts.models import User
 from apps.policies import services as policies
+from apps.policies import split
 from apps.policies.models import PolicyChange, ResourcePolicy
-from apps.portal import services
 from tests.portal.conftest import split_form
 
 pytestmark = pytest.mark.django_db
@@ -123,7 +123,7 @@ def test_a_team_lead_or_another_departments_head_may_not_split(login):
 
 def test_the_service_refuses_a_policy_that_is_not_directly_below(estate):
     with pytest.raises(ValueError):
-        services.split_quota(
+        split.split_quota(
             policy("language"), {policy("ranking").pk: {}}, actor=User.objects.get(username="head-language")
         )
 
@@ -193,7 +193,7 @@ def test_a_split_without_the_versions_is_refused_on_the_field(login):
 
 def test_each_save_counts_one_more_version(estate):
     before = policy("alignment").version
-    services.split_quota(
+    split.split_quota(
         policy("language"),
         {policy("alignment").pk: {**split_row("alignment"), "reservation": Decimal("20")}},
         actor=User.objects.get(username="head-language"),
@@ -201,7 +201,7 @@ def test_each_save_counts_one_more_version(estate):
     )
     assert policy("alignment").version > before
     with pytest.raises(policies.QuotaChanged):
-        services.split_quota(
+        split.split_quota(
             policy("language"),
             {policy("alignment").pk: split_row("alignment")},
             actor=User.objects.get(username="head-language"),

@@ -16,8 +16,9 @@ from django.urls import reverse
 
 from apps.accounts.models import User
 from apps.policies import services as policies
+from apps.policies import split
 from apps.policies.models import PolicyChange
-from apps.portal import demo, services
+from apps.portal import demo
 from tests.portal.test_quota_split import URL, policy, split_data
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
@@ -145,8 +146,8 @@ def test_two_services_at_once_without_forms_re_check_the_sums_under_the_lock(
             target = policy(slug)
             row = policies.quota_of(target) | {field: Decimal(value)}
             try:
-                services.split_quota(language, {target.pk: row}, actor=actor)
-            except services.SplitRefused as refused:
+                split.split_quota(language, {target.pk: row}, actor=actor)
+            except split.SplitRefused as refused:
                 return refused.errors[target.pk][field][0]
             return "saved"
 

@@ -11,8 +11,8 @@ import pytest
 from django.utils import timezone
 
 from apps.accounts.models import Notification, User
+from apps.ledger.admin_policies import ResourcePolicyAdmin
 from apps.policies import services as policies
-from apps.policies.admin import ResourcePolicyAdmin
 from apps.policies.models import ResourcePolicy
 from apps.portal import charts
 from apps.tasks.models import TaskEvent

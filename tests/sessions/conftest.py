@@ -12,6 +12,7 @@ from apps.pools.models import EnrolmentToken
 from apps.sessions.models import SessionKind
 from apps.tasks import services as lifecycle
 from apps.tasks.models import Task
+from apps.workers import services as protocol
 from tests.channels.conftest import client_for
 from tests.channels.conftest import estate as estate  # the fixture
 
@@ -42,7 +43,7 @@ class Worker:
     def __init__(self, pool, hostname="gpu-1", gpus="8"):
         token = EnrolmentToken(pool=pool, name=hostname)
         pools.issue_enrolment_token(token, now=timezone.now())
-        self.worker, secret = pools.enrol(
+        self.worker, secret = protocol.enrol(
             token, hostname=hostname, gpus=Decimal(gpus), mode="process", now=timezone.now()
         )
         self.gpus = gpus

@@ -5,9 +5,8 @@ one engine pass requested per request."""
 import pytest
 from django.core.exceptions import ValidationError
 
-from apps.engine import wake
 from apps.policies.models import ResourcePolicy
-from apps.tasks import services
+from apps.tasks import services, wake
 from apps.tasks.models import Task, TaskEvent
 from tests.channels.conftest import client_for
 from tests.channels.conftest import estate as estate  # the fixture

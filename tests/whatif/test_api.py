@@ -8,7 +8,7 @@ import io
 import pytest
 
 from apps.accounts.models import Membership
-from apps.whatif import services
+from apps.whatif import runs
 from apps.whatif.models import WhatIfRun
 from tests.channels.conftest import client_for
 from tests.factories import GroupFactory, MembershipFactory, UserFactory
@@ -45,7 +45,7 @@ def test_it_starts_a_run_follows_it_and_reads_its_report_and_csv(recorded, it, i
     assert (run["progress"], run["report"], run["wait_threshold_s"]) == (0.0, None, 60)
     assert ivy.get(f"{URL}{run['id']}/csv/").status_code == 409
 
-    services.execute(run["id"])  # the job (its dispatch waits for a commit this test never makes)
+    runs.execute(run["id"])  # the job (its dispatch waits for a commit this test never makes)
     done = ivy.get(f"{URL}{run['id']}/").json()
     assert (done["state"], done["progress"], done["tasks"], done["error"]) == ("done", 1.0, 6, "")
     vision = done["report"]["changed"]["groups"]["vision"]
@@ -64,7 +64,7 @@ def test_it_starts_a_run_follows_it_and_reads_its_report_and_csv(recorded, it, i
 
 def test_the_list_is_newest_first_paginated_and_leaves_the_report_out(recorded, it, ivy):
     ids = [ivy.post(URL, BODY | {"title": f"run {n}"}).json()["id"] for n in range(3)]
-    services.execute(ids[0])
+    runs.execute(ids[0])
     page = ivy.get(URL, {"limit": 2}).json()
     assert page["count"] == 3 and page["next"] and page["previous"] is None
     assert [r["id"] for r in page["results"]] == [ids[2], ids[1]]

@@ -1,6 +1,6 @@
 """The what-if page for IT (docs/whatif.md, "The what-if page"): the form saves a run with the changes
 its rows and JSON say; bad input is a 400 naming the field; a run of a period recorded on the
-database (tests/whatif/recorded.py, executed here with ``services.execute``) shows both sides with
+database (tests/whatif/recorded.py, executed here with ``runs.execute``) shows both sides with
 their difference, exact figures; its CSV; progress as JSON; "Run again" fills the form; IT only."""
 
 import csv
@@ -16,7 +16,7 @@ from django.utils import timezone
 from apps.accounts.models import User
 from apps.policies.models import ResourcePolicy
 from apps.portal import demo
-from apps.whatif import services
+from apps.whatif import runs, services
 from apps.whatif.forms import RunForms, preset_period
 from apps.whatif.models import WhatIfRun
 from tests.whatif.recorded import CHANGES, START, asked
@@ -107,7 +107,7 @@ def test_it_runs_a_reservation_change_and_sees_both_sides_with_exact_figures(rec
         "queued",
     )
     assert (run.start, run.end) == (START, START + timedelta(seconds=1000))
-    services.execute(run.pk)
+    runs.execute(run.pk)
 
     page = it_client.get(f"{URL}{run.pk}/")
     assert page.status_code == 200
@@ -174,7 +174,7 @@ def test_progress_is_polled_as_json_until_the_run_is_done(recorded, it, it_clien
         and "whatif-progress-bar" in page.content.decode()
     )
     assert it_client.get(f"{URL}{run.pk}/csv/").status_code == 404
-    services.execute(run.pk)
+    runs.execute(run.pk)
     assert it_client.get(f"{URL}{run.pk}/status/").json() | {"tasks": 2} == {
         "state": "done",
         "state_display": "Done",

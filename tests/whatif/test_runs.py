@@ -14,7 +14,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from apps.accounts.models import Group
-from apps.whatif import services
+from apps.whatif import runs, services
 from apps.whatif.models import WhatIfRun
 from apps.whatif.services import RunError
 from tests.cloud_pools.conftest import wait_for
@@ -34,18 +34,18 @@ def test_a_run_of_a_recorded_period_stores_the_comparison_with_exact_figures(rec
         it,
         "Vision +2 reserved",
     )
-    services.execute(run.pk)
+    runs.execute(run.pk)
     run.refresh_from_db()
     assert_the_reservation_moved_the_waits(run)
     assert run.started_at <= run.finished_at
     # a finished run is not run again
-    services.execute(run.pk)
+    runs.execute(run.pk)
     assert WhatIfRun.objects.get(pk=run.pk).finished_at == run.finished_at
 
 
 def test_a_run_scoped_to_a_group_replays_its_subtree_only(recorded, it):
     run = services.start_run(it, asked(groups=["agents"], changes={"capacities": {"onprem": 8}}))
-    services.execute(run.pk)
+    runs.execute(run.pk)
     run.refresh_from_db()
     assert run.state == "done", run.error
     assert run.tasks == 4
@@ -58,7 +58,7 @@ def test_progress_goes_from_0_to_1_and_never_back(recorded, it, monkeypatch):
     """Every write of the run's progress, recorded by a trigger on its table: the claim (0), the
     export (0.05), each side's start and end (the base side the first half of the rest, the changed
     side the second; below 1 while running), and 1 when done."""
-    monkeypatch.setattr(services, "PROGRESS_EVERY_S", 0.0)
+    monkeypatch.setattr(runs, "PROGRESS_EVERY_S", 0.0)
     with connection.cursor() as cursor:
         cursor.execute("CREATE TEMPORARY TABLE progress_log (seq serial, state text, progress float)")
         cursor.execute(
@@ -71,7 +71,7 @@ def test_progress_goes_from_0_to_1_and_never_back(recorded, it, monkeypatch):
             "FOR EACH ROW EXECUTE FUNCTION pg_temp.log_progress()"
         )
     run = services.start_run(it, asked())
-    services.execute(run.pk)
+    runs.execute(run.pk)
     with connection.cursor() as cursor:
         cursor.execute("SELECT state, progress FROM progress_log ORDER BY seq")
         writes = cursor.fetchall()
@@ -97,7 +97,7 @@ def test_a_failed_export_or_comparison_stores_the_run_failed_with_the_message(re
     gone.delete()
     unknown = WhatIfRun.objects.create(start=START, end=END, changes={"reservations": {"nobody": 1}})
     for run in (scoped, unknown):
-        services.execute(run.pk)
+        runs.execute(run.pk)
         run.refresh_from_db()
     assert (scoped.state, scoped.error, scoped.report) == ("failed", "--groups: unknown group 'gone'", None)
     assert (unknown.state, unknown.error) == ("failed", "changes.reservations.nobody: unknown policy")
@@ -185,7 +185,7 @@ def test_only_running_runs_silent_past_the_stale_time_are_marked_failed(db, sett
         ]
     }
     WhatIfRun.objects.exclude(title="fresh").update(updated_at=old)
-    assert services.fail_stale_runs() == 1
+    assert runs.fail_stale_runs() == 1
     states = dict(WhatIfRun.objects.values_list("title", "state"))
     assert states == {
         "stale": "failed",
@@ -196,7 +196,7 @@ def test_only_running_runs_silent_past_the_stale_time_are_marked_failed(db, sett
     }
     stale = WhatIfRun.objects.get(pk=runs["stale"].pk)
     assert stale.error.startswith("interrupted:") and stale.finished_at is not None
-    assert services.fail_stale_runs() == 0
+    assert runs.fail_stale_runs() == 0
 
 
 # -- how a run is started -------------------------------------------------------------------

@@ -10,10 +10,10 @@ import pytest
 from django.utils import timezone
 
 from apps.ledger.models import UsageInterval
-from apps.pools import services
 from apps.pools.models import Worker
 from apps.tasks import services as lifecycle
 from apps.tasks.models import Task
+from apps.workers import services as protocol
 from klique.worker.gpus import Nvml
 from tests.pools.conftest import sweep_steadily
 from tests.worker.conftest import run_until
@@ -140,7 +140,7 @@ def test_a_retired_worker_enrols_again_and_drops_its_old_work(make_daemon, pool,
     Task.objects.filter(pk=task.pk).update(command="sleep 30")
     run_until(daemon, lambda: state(task) == Task.State.RUNNING)
     old = Worker.objects.get(hostname="node-1", state=Worker.State.ACTIVE)
-    services.retire(old, timezone.now())
+    protocol.retire(old, timezone.now())
     run_until(daemon, lambda: Worker.objects.filter(hostname="node-1", state="active").exists())
     assert state(task) == Task.State.QUEUED
     run_until(daemon, lambda: not daemon.runner.processes)

@@ -10,10 +10,9 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps.cloud import selectors as cloud
-from apps.ledger import exports, selectors
+from apps.ledger import exports, selectors, visibility
 from apps.ledger.api.renderers import CSVRenderer
-from apps.ledger.api.serializers import cloud_data, report_data
+from apps.ledger.api.serializers import report_data
 from apps.ledger.forms import ReportForm
 
 
@@ -26,6 +25,9 @@ def parameter(name: str, field: forms.Field) -> OpenApiParameter:
 
 
 PARAMETERS = [parameter(name, field) for name, field in ReportForm.base_fields.items()]
+# What apps above the ledger add to a report's JSON (the cloud app: ``cloud_spend``), registered from
+# their AppConfig.ready: each takes (user, spec) and returns the keys to add, empty for none.
+REPORT_EXTRAS: list = []
 
 
 class UsageReportView(APIView):
@@ -42,7 +44,7 @@ class UsageReportView(APIView):
         if not form.is_valid():
             raise serializers.ValidationError({name: list(errors) for name, errors in form.errors.items()})
         spec = form.spec()
-        reason = selectors.refusal(request.user, spec)
+        reason = visibility.refusal(request.user, spec)
         if reason:
             raise PermissionDenied(reason)
         report = selectors.usage_report(request.user, spec)
@@ -52,6 +54,6 @@ class UsageReportView(APIView):
                 exports.table(report), headers={"Content-Disposition": f'attachment; filename="{name}"'}
             )
         data = report_data(report)
-        if selectors.may_see_unused_capacity(request.user):
-            data["cloud_spend"] = cloud_data(cloud.spend(spec.start, spec.end, spec.currency))
+        for extra in REPORT_EXTRAS:
+            data.update(extra(request.user, spec))
         return Response(data)

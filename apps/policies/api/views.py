@@ -1,99 +1,19 @@
-"""Compute resources a person may submit to, the use and budgets of the groups they see, and the
-quota split of a group among the units directly below it."""
+"""The quota split of a group among the units directly below it, as an API: ``/api/v1/splits/``.
+The compute resources (``apps.sessions.api.work``) and the use of each policy (``apps.ledger.api``)
+are served by the apps that count their work and their use."""
 
-from dataclasses import asdict
-
-from django.db.models import Count, Q
 from django.shortcuts import get_object_or_404
-from django_filters import rest_framework as filters
 from drf_spectacular.utils import extend_schema
-from rest_framework import generics, serializers, status, viewsets
+from rest_framework import generics, serializers, status
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 
 from apps.accounts.models import Group
-from apps.ledger.budgets import budget_status
 from apps.policies import selectors
-from apps.policies.api.serializers import (
-    ComputeResourceSerializer,
-    SplitRequestSerializer,
-    SplitSerializer,
-    UsageSerializer,
-)
-from apps.policies.models import ComputeResource, ResourcePolicy
+from apps.policies.api.serializers import SplitRequestSerializer, SplitSerializer
+from apps.policies.models import ResourcePolicy
 from apps.policies.services import QuotaChanged, extra_budgets_of
-from apps.portal.selectors import may_split_quota
-from apps.portal.services import SplitRefused, split_quota
-from apps.tasks.models import Task
-
-
-class ComputeResourceFilter(filters.FilterSet):
-    group = filters.CharFilter(field_name="policy__group__slug", help_text="Group slug.")
-    profile = filters.CharFilter(field_name="profile__name")
-
-    class Meta:
-        model = ComputeResource
-        fields = ["group", "profile", "enabled"]
-
-
-class ComputeResourceViewSet(viewsets.ReadOnlyModelViewSet):
-    """The compute resources of the groups you belong to: the ones you may submit to."""
-
-    queryset = ComputeResource.objects.none()
-    serializer_class = ComputeResourceSerializer
-    filterset_class = ComputeResourceFilter
-
-    def get_queryset(self):
-        return (
-            selectors.submittable_resources(self.request.user)
-            .annotate(
-                waiting=Count("tasks", filter=Q(tasks__state=Task.State.QUEUED)),
-                running=Count("tasks", filter=Q(tasks__state__in=Task.ACTIVE_STATES)),
-            )
-            .order_by("name")
-        )
-
-
-class UsageFilter(filters.FilterSet):
-    group = filters.CharFilter(field_name="group__slug", help_text="Group slug.")
-
-    class Meta:
-        model = ResourcePolicy
-        fields = ["group"]
-
-
-class UsageView(generics.GenericAPIView):
-    """Use and time budget of each policy of your groups (and of the groups you manage): GPUs in
-    use, GPU-hours, budget hours used and left, burn rate, projected run-out and reset time."""
-
-    queryset = ResourcePolicy.objects.none()
-    serializer_class = UsageSerializer
-    filterset_class = UsageFilter
-    pagination_class = None
-
-    def get_queryset(self):
-        return selectors.visible_policies(self.request.user).order_by("group__name")
-
-    @extend_schema(responses=UsageSerializer(many=True))
-    def get(self, request):
-        policies = list(self.filter_queryset(self.get_queryset()))
-        statuses = budget_status(policies)
-        rows = [
-            {
-                **asdict(statuses[p.pk]),
-                "group": p.group,
-                "reservation": p.reservation,
-                "limit": p.limit,
-                "over_threshold": statuses[p.pk].over_threshold,
-                "windows": [
-                    {**asdict(window), "over_threshold": window.over_threshold}
-                    for window in statuses[p.pk].windows
-                ],
-            }
-            for p in policies
-        ]
-        return Response(UsageSerializer(rows, many=True).data)
-
+from apps.policies.split import SplitRefused, may_split_quota, split_quota
 
 # The names of the rules' error keys in the API's words.
 SPLIT_FIELDS = {"__all__": "non_field_errors", "extra_budgets": "windows"}

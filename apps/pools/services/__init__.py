@@ -1,71 +1,33 @@
-"""Writes for GPU types, pools and the worker daemons that serve them, in three parts: the estate
-(GPU types, pools, capacity history), the daemons (enrolment, heartbeats, retirement, the sweep)
-and their work (claims, reports, sync). Callers import this package."""
+"""Writes for GPU types, pools and their enrolment tokens: the estate (GPU types, pools, capacity
+history) and the tokens IT hands to the pools' daemons. The daemons' own protocol (enrolment,
+heartbeats, claims, reports) is ``apps.workers.services``. Callers import this package."""
 
-from apps.pools.services.daemons import (
-    ENROLMENT_PREFIX,
-    RELEASED,
-    WORKER_PREFIX,
-    Claimed,
-    InvalidToken,
-    NotActive,
-    NotThisPool,
-    claimed,
-    enrol,
-    enrol_adopting,
-    heartbeat,
-    issue_enrolment_token,
-    retire,
-    revoke_enrolment_token,
-    sweep,
-)
 from apps.pools.services.estate import (
     create_gpu_type,
     create_pool,
     record_capacity,
+    record_observed,
     update_gpu_type,
     update_pool,
 )
-from apps.pools.services.work import (
-    Reported,
-    Synced,
-    claim,
-    report_exited,
-    report_log,
-    report_start_failed,
-    report_started,
-    report_stopped,
-    sync,
+from apps.pools.services.tokens import (
+    ENROLMENT_PREFIX,
+    WORKER_PREFIX,
+    issue_enrolment_token,
+    new_secret,
+    revoke_enrolment_token,
 )
 
 __all__ = [
     "ENROLMENT_PREFIX",
-    "RELEASED",
     "WORKER_PREFIX",
-    "Claimed",
-    "InvalidToken",
-    "NotActive",
-    "NotThisPool",
-    "Reported",
-    "Synced",
-    "claim",
-    "claimed",
     "create_gpu_type",
     "create_pool",
-    "enrol",
-    "enrol_adopting",
-    "heartbeat",
     "issue_enrolment_token",
+    "new_secret",
     "record_capacity",
-    "report_exited",
-    "report_log",
-    "report_start_failed",
-    "report_started",
-    "report_stopped",
-    "retire",
+    "record_observed",
     "revoke_enrolment_token",
-    "sweep",
-    "sync",
     "update_gpu_type",
     "update_pool",
 ]

@@ -9,11 +9,11 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from apps.core.numbers import hours
 from apps.ledger import closed, closing
 from apps.ledger.models import Adjustment, MonthClose, MonthCloseEvent
-from apps.ledger.selectors import hours
 from apps.ledger.statement_forms import MonthForm
-from apps.portal import selectors
+from apps.portal import access
 from apps.portal.views.common import allow
 
 
@@ -23,7 +23,7 @@ def _errors(error: ValidationError) -> str:
 
 @login_required
 def months(request, status: int = 200):
-    allow(selectors.may_see_finance(request.user), "Only finance, leadership and IT see the month close.")
+    allow(access.may_see_finance(request.user), "Only finance, leadership and IT see the month close.")
     context = {
         "months": closed.month_states(timezone.now()),
         "may_close": closed.may_close_months(request.user),

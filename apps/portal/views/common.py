@@ -12,8 +12,8 @@ from tablib import Dataset
 from apps.accounts.models import Group
 from apps.core.exports import spreadsheet_safe
 from apps.policies.models import ResourcePolicy
-from apps.pools.selectors import estate_overview
-from apps.portal import selectors
+from apps.policies.selectors import estate_overview
+from apps.portal import access, my_work
 
 
 def allow(allowed: bool, reason: str) -> None:
@@ -78,7 +78,7 @@ def policy_of(group: Group) -> ResourcePolicy:
 @login_required
 def home(request):
     context = estate_overview() | {
-        "views": selectors.navigation(request.user),
-        "latest": selectors.notifications(request.user).filter(read_at__isnull=True)[:5],
+        "views": access.navigation(request.user),
+        "latest": my_work.notifications(request.user).filter(read_at__isnull=True)[:5],
     }
     return render(request, "portal/home.html", context)

@@ -9,23 +9,22 @@ from apps.ledger.budgets import budget_status
 from apps.policies.models import ResourcePolicy
 from apps.policies.selectors import child_policies
 from apps.policies.services import QuotaChanged, extra_budgets_of
-from apps.portal import charts, selectors, services
+from apps.policies.split import SplitRefused, may_split_quota, split_quota
+from apps.portal import access, charts, selectors
 from apps.portal.filters import (
     PolicyFilter,
     QuotaChangeFilter,
 )
 from apps.portal.forms import quota_forms
-from apps.portal.tables import (
-    PolicyUseTable,
-    QuotaChangeTable,
-)
+from apps.portal.group_tables import QuotaChangeTable
+from apps.portal.it_tables import PolicyUseTable
 from apps.portal.views.common import allow, group_or_404, kept, policy_of, render_page
 
 
 @login_required
 def department(request, slug: str):
     group = group_or_404(slug)
-    allow(selectors.may_see_group(request.user, group), f"You may not see {group}.")
+    allow(access.may_see_group(request.user, group), f"You may not see {group}.")
     policy = policy_of(group)
     teams = selectors.child_quotas(policy)
     status = budget_status([policy])[policy.pk]
@@ -41,7 +40,7 @@ def department(request, slug: str):
         "reserved": sum(team.policy.reservation for team in teams),
         "budgeted": sum(team.policy.budget_hours or 0 for team in teams),
         "waiting": sum(team.waiting for team in teams),
-        "may_split": selectors.may_split_quota(request.user, group) and bool(teams),
+        "may_split": may_split_quota(request.user, group) and bool(teams),
         "teams": PolicyUseTable(kept(teams, teams_filter, lambda t: t.policy.pk), prefix="teams-"),
         "changes": QuotaChangeTable(changes_filter.qs),
         "teams_filter": teams_filter,
@@ -86,7 +85,7 @@ def department(request, slug: str):
 def split(request, slug: str):
     group = group_or_404(slug)
     allow(
-        selectors.may_split_quota(request.user, group),
+        may_split_quota(request.user, group),
         f"Only IT and the heads of {group} share out its quota.",
     )
     return split_page(request, group, back=reverse("portal:department", args=[group.slug]))
@@ -104,7 +103,7 @@ def split_page(request, group, *, back: str, unit: str = "team"):
             values = {form.policy.pk: form.cleaned_data for form in forms}
             versions = {pk: row["version"] for pk, row in values.items()}
             try:
-                changes = services.split_quota(policy, values, actor=request.user, versions=versions)
+                changes = split_quota(policy, values, actor=request.user, versions=versions)
             except QuotaChanged as changed:
                 # Someone saved since this page was shown: show the current values, save nothing.
                 policy = policy_of(group)
@@ -119,7 +118,7 @@ def split_page(request, group, *, back: str, unit: str = "team"):
                     "unit": unit,
                 }
                 return render(request, "portal/split.html", context, status=409)
-            except services.SplitRefused as refused:
+            except SplitRefused as refused:
                 for form in forms:
                     for field, errors in refused.errors.get(form.policy.pk, {}).items():
                         form.add_error(field if field in form.fields else None, errors)

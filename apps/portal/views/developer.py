@@ -8,21 +8,17 @@ from django.shortcuts import get_object_or_404, redirect
 from django.views.decorators.http import require_POST
 
 from apps.policies.selectors import submittable_resources
-from apps.portal import charts, selectors, services
+from apps.portal import charts, my_work, selectors, services
 from apps.portal.filters import (
     NotificationFilter,
     ResourceFilter,
     TaskFilter,
 )
 from apps.portal.forms import SubmitForm
+from apps.portal.it_tables import EventTable
 from apps.portal.session_forms import StartSessionForm
-from apps.portal.tables import (
-    EventTable,
-    NotificationTable,
-    ResourceTable,
-    TaskTable,
-)
 from apps.portal.views.common import allow, kept, render_page
+from apps.portal.work_tables import NotificationTable, ResourceTable, TaskTable
 from apps.sessions import services as sessions
 from apps.sessions.selectors import my_sessions, open_url
 from apps.tasks import services as tasks
@@ -35,7 +31,7 @@ SESSIONS_SHOWN = 20
 @login_required
 def work(request):
     user = request.user
-    mine = selectors.my_tasks(user)
+    mine = my_work.my_tasks(user)
     found = TaskFilter(request.GET, queryset=mine, prefix="f")
     resource_filter = ResourceFilter(
         request.GET, queryset=submittable_resources(user).filter(enabled=True), prefix="r"
@@ -48,12 +44,12 @@ def work(request):
     session_form = StartSessionForm(
         request.POST if starting else None,
         resources=submittable_resources(user).filter(enabled=True),
-        projects=selectors.my_projects(user),
+        projects=my_work.my_projects(user),
     )
     form = SubmitForm(
         request.POST if request.method == "POST" and not starting else None,
         resources=submittable_resources(user).filter(enabled=True),
-        projects=selectors.my_projects(user),
+        projects=my_work.my_projects(user),
     )
     if starting and session_form.is_valid():
         try:
@@ -81,7 +77,7 @@ def work(request):
                 request, f"Task {task.pk} submitted to {task.compute_resource}: number {place} in line."
             )
             return redirect("portal:work")
-    counts = selectors.work_counts(user)
+    counts = my_work.work_counts(user)
     resource_names = sorted({name for by_resource in counts.values() for name in by_resource})
     context = {
         "task_filter": found,
@@ -96,7 +92,7 @@ def work(request):
             borrowed=selectors.borrowed_gpus(policies),
             prefix="tasks-",
         ),
-        "resources": ResourceTable(kept(selectors.my_resources(user), resource_filter, lambda r: r[0].pk)),
+        "resources": ResourceTable(kept(my_work.my_resources(user), resource_filter, lambda r: r[0].pk)),
         "resource_filter": resource_filter,
         "charts": [
             charts.bars(
@@ -133,7 +129,7 @@ def _visible_task(request, pk: int) -> Task:
 @login_required
 def task_detail(request, pk: int):
     task = _visible_task(request, pk)
-    history = EventTable(selectors.task_history(task), exclude=("task", "compute_resource"))
+    history = EventTable(my_work.task_history(task), exclude=("task", "compute_resource"))
     context = {
         "task": task,
         "place": queue_positions([task]).get(task.pk),
@@ -156,7 +152,7 @@ def cancel(request, pk: int):
 
 @login_required
 def notifications(request):
-    found = NotificationFilter(request.GET, queryset=selectors.notifications(request.user))
+    found = NotificationFilter(request.GET, queryset=my_work.notifications(request.user))
     table = NotificationTable(found.qs, prefix="notifications-")
     context = {"notification_filter": found, "table": table}
     return render_page(
@@ -167,7 +163,7 @@ def notifications(request):
 @login_required
 @require_POST
 def notification_read(request, pk: int):
-    mine = selectors.notifications(request.user).filter(pk=pk)
+    mine = my_work.notifications(request.user).filter(pk=pk)
     if not mine.exists():
         raise Http404("No such notification of yours.")
     if request.POST.get("unread"):
@@ -180,6 +176,6 @@ def notification_read(request, pk: int):
 @login_required
 @require_POST
 def notifications_read_all(request):
-    count = services.mark_read(selectors.notifications(request.user))
+    count = services.mark_read(my_work.notifications(request.user))
     messages.success(request, f"{count} notifications marked read.")
     return redirect("portal:notifications")

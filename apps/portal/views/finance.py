@@ -5,9 +5,9 @@ from django.contrib.auth.decorators import login_required
 from apps.accounts.models import Group
 from apps.cloud import selectors as cloud
 from apps.cloud.tables import CloudGroupTable, CloudSpendTable
-from apps.ledger.selectors import visible_groups
 from apps.ledger.tables import UsageTable
-from apps.portal import charts, selectors
+from apps.ledger.visibility import visible_groups
+from apps.portal import access, charts, usage
 from apps.portal.filters import (
     UsageFilter,
 )
@@ -19,14 +19,14 @@ from apps.pricing.tables import PriceTable
 
 @login_required
 def finance(request):
-    allow(selectors.may_see_finance(request.user), "Only finance, leadership and IT see the finance view.")
-    start, end = selectors.this_month()
-    groups = selectors.report(request.user, ("group",), start, end)
+    allow(access.may_see_finance(request.user), "Only finance, leadership and IT see the finance view.")
+    start, end = usage.this_month()
+    groups = usage.report(request.user, ("group",), start, end)
     groups_filter = UsageFilter(request.GET, groups=visible_groups(request.user).order_by("name"), prefix="g")
     prices_filter = PriceFilter(request.GET, queryset=prices(), prefix="pr")
     wanted = groups_filter.spec()
-    shown = selectors.report(request.user, ("group",), start, end, **wanted) if wanted else groups
-    by_type = selectors.report(request.user, ("gpu_type",), start, end)
+    shown = usage.report(request.user, ("group",), start, end, **wanted) if wanted else groups
+    by_type = usage.report(request.user, ("gpu_type",), start, end)
     units = [row for row in groups.rows if row.labels["group_kind"] == Group.Kind.BUSINESS_UNIT.label]
     currency = groups.spec.currency
     spend = cloud.spend(start, end, currency)

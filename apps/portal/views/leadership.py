@@ -11,11 +11,11 @@ from apps.accounts.models import Group
 from apps.cloud import services as cloud
 from apps.cloud.models import CloudSpendCap, CloudSpendCapChange
 from apps.ledger.budgets import budget_status
-from apps.ledger.selectors import visible_groups
 from apps.ledger.tables import UsageTable
+from apps.ledger.visibility import visible_groups
 from apps.policies.models import ResourcePolicy
 from apps.pools.models import Pool
-from apps.portal import charts, selectors
+from apps.portal import access, charts, selectors, usage
 from apps.portal.filters import (
     BudgetFilter,
     EventFilter,
@@ -26,8 +26,8 @@ from apps.portal.filters import (
     UsageFilter,
 )
 from apps.portal.forms import CloudCapForm
-from apps.portal.tables import (
-    CloudCapTable,
+from apps.portal.group_tables import CloudCapTable
+from apps.portal.it_tables import (
     CloudNodeTable,
     EventTable,
     NeverFitsTable,
@@ -45,13 +45,13 @@ def leadership(request):
 
 
 def _leadership_page(request, *, cap_form: CloudCapForm | None = None, status: int = 200):
-    allow(selectors.may_see_leadership(request.user), "Only leadership and IT see the leadership view.")
+    allow(access.may_see_leadership(request.user), "Only leadership and IT see the leadership view.")
     now = timezone.now()
-    may_set_caps = selectors.may_set_cloud_caps(request.user)
-    history = selectors.estate_history(request.user, now=now)
-    start, end = selectors.this_month(now)
+    may_set_caps = access.may_set_cloud_caps(request.user)
+    history = usage.estate_history(request.user, now=now)
+    start, end = usage.this_month(now)
     level = Group.Kind.BUSINESS_UNIT
-    units = selectors.report(request.user, ("group",), start, end, level=level)
+    units = usage.report(request.user, ("group",), start, end, level=level)
     cloud = selectors.pool_usage(kind=Pool.Kind.CLOUD)
     units_filter = UsageFilter(
         request.GET,
@@ -62,7 +62,7 @@ def _leadership_page(request, *, cap_form: CloudCapForm | None = None, status: i
     )
     cloud_filter = PoolFilter(request.GET, queryset=Pool.objects.filter(kind=Pool.Kind.CLOUD), prefix="c")
     wanted = units_filter.spec()
-    shown = selectors.report(request.user, ("group",), start, end, level=level, **wanted) if wanted else units
+    shown = usage.report(request.user, ("group",), start, end, level=level, **wanted) if wanted else units
     days = [f"{day:%Y-%m-%d}" for day in history.days]
     unit_names = [row.labels["group"] for row in units.rows]
     context = {
@@ -123,7 +123,7 @@ def _leadership_page(request, *, cap_form: CloudCapForm | None = None, status: i
 
 
 def _set_caps(request) -> None:
-    allow(selectors.may_set_cloud_caps(request.user), "Only leadership sets cloud spend caps.")
+    allow(access.may_set_cloud_caps(request.user), "Only leadership sets cloud spend caps.")
 
 
 @login_required
@@ -162,7 +162,7 @@ def remove_cloud_cap(request, pk: int):
 
 @login_required
 def it(request):
-    allow(selectors.may_see_it(request.user), "Only IT admins see the IT view.")
+    allow(access.may_see_it(request.user), "Only IT admins see the IT view.")
     pools = selectors.pool_usage()
     queues = QueueFilter(request.GET, queryset=selectors.queues(), prefix="q")
     statuses = budget_status()

@@ -10,29 +10,26 @@ from django.views.decorators.http import require_POST
 from apps.accounts import services as accounts
 from apps.accounts.models import Group
 from apps.ledger.budgets import budget_status
-from apps.portal import charts, selectors, services
+from apps.portal import access, charts, services, usage
 from apps.portal.filters import (
     MemberFilter,
     ProjectFilter,
 )
 from apps.portal.forms import AddMemberForm, PriorityForm
-from apps.portal.tables import (
-    MemberTable,
-    ProjectTable,
-)
+from apps.portal.group_tables import MemberTable, ProjectTable
 from apps.portal.views.common import allow, group_or_404, kept, policy_of, render_page
 
 
 def _team_page(request, group: Group, *, add_form=None, status: int = 200):
-    allow(selectors.may_see_group(request.user, group), f"You may not see {group}.")
+    allow(access.may_see_group(request.user, group), f"You may not see {group}.")
     policy = policy_of(group)
     now = timezone.now()
     status_now = budget_status([policy], now=now)[policy.pk]
     own = status_now.windows[0] if status_now.windows else status_now  # the policy's own period
     start, end = own.period_start, own.resets_at
-    members = selectors.team_members(request.user, group, start, end)
-    projects = selectors.team_projects(request.user, group, start, end)
-    manager = selectors.may_manage_team(request.user, group)
+    members = usage.team_members(request.user, group, start, end)
+    projects = usage.team_projects(request.user, group, start, end)
+    manager = access.may_manage_team(request.user, group)
     member_filter = MemberFilter(request.GET, queryset=group.memberships.all(), prefix="m")
     project_filter = ProjectFilter(request.GET, queryset=group.projects.all(), prefix="j")
     member_table = MemberTable(
@@ -101,7 +98,7 @@ def team(request, slug: str):
 
 def _manage(request, group: Group) -> None:
     allow(
-        selectors.may_manage_team(request.user, group),
+        access.may_manage_team(request.user, group),
         f"Only IT, the lead and the heads of {group} change it.",
     )
 

@@ -8,8 +8,8 @@ from django.db.models import Case, F, Value, When
 from django.utils import timezone
 
 from apps.core.sql import array_literal
-from apps.engine import wake
 from apps.ledger import services as ledger
+from apps.tasks import wake
 from apps.tasks.models import Task, TaskEvent
 
 # The task lifecycle. Every state change of a task after submission goes through these functions;

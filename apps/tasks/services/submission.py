@@ -11,10 +11,10 @@ from django.utils import timezone
 
 from apps.accounts.models import Project, User
 from apps.core.gpus import gpu_size_error
-from apps.engine import wake
 from apps.policies.models import ComputeResource
 from apps.policies.rules import fmt
 from apps.policies.selectors import largest_pool
+from apps.tasks import wake
 from apps.tasks.limits import nodes_error, size_errors
 from apps.tasks.models import Channel, Task, TaskEvent, counted_gpus
 

@@ -13,7 +13,7 @@ from rest_framework.response import Response
 
 from apps.accounts.models import Membership
 from apps.accounts.selectors import has_role
-from apps.whatif import selectors, services
+from apps.whatif import runs, selectors, services
 from apps.whatif.api.serializers import StartRunSerializer, WhatIfRunDetailSerializer, WhatIfRunSerializer
 from apps.whatif.models import WhatIfRun
 
@@ -47,9 +47,9 @@ class WhatIfRunViewSet(
     error_statuses = {"list": (403,), "retrieve": (403,), "create": (403,), "csv": (403, 409)}
 
     def get_queryset(self):
-        services.fail_stale_runs()  # so a poller sees a run whose job died as failed, not running
-        runs = selectors.runs()
-        return runs if self.action == "list" else runs.defer(None)
+        runs.fail_stale_runs()  # so a poller sees a run whose job died as failed, not running
+        found = selectors.runs()
+        return found if self.action == "list" else found.defer(None)
 
     def get_serializer_class(self):
         return WhatIfRunSerializer if self.action == "list" else WhatIfRunDetailSerializer

@@ -15,10 +15,10 @@ from rest_framework import serializers as drf
 from rest_framework.exceptions import AuthenticationFailed, ValidationError
 from rest_framework.response import Response
 
-from apps.pools import services
-from apps.pools.api import serializers
-from apps.pools.api.views import WorkerLost, WorkerView
 from apps.pools.models import Worker
+from apps.workers import services
+from apps.workers.api import serializers
+from apps.workers.api.views import WorkerLost, WorkerView
 from klique.worker.slots import milli
 
 REPORT_SERIALIZERS = {

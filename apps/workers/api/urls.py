@@ -1,6 +1,6 @@
 from django.urls import path
 
-from apps.pools.api import sync, views, wait
+from apps.workers.api import sync, views, wait
 
 urlpatterns = [
     path("enrol", views.EnrolView.as_view(), name="worker-enrol"),

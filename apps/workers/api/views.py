@@ -13,16 +13,16 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.core.throttles import ScopedThrottle
-from apps.pools import heartbeats, services
-from apps.pools.api import serializers
-from apps.pools.api.authentication import (
+from apps.pools.models import Worker
+from apps.tasks.models import Task
+from apps.workers import heartbeats, services
+from apps.workers.api import serializers
+from apps.workers.api.authentication import (
     EnrolmentTokenAuthentication,
     HasEnrolmentToken,
     IsWorker,
     WorkerTokenAuthentication,
 )
-from apps.pools.models import Worker
-from apps.tasks.models import Task
 from klique.worker.slots import milli
 
 

@@ -1,5 +1,5 @@
 """``POST /api/v1/workers/wait``: a daemon with room for work waits here, instead of polling claim,
-until the engine places work in its pool (``apps.engine.wake.wait_placed``) or its timeout passes.
+until the engine places work in its pool (``apps.tasks.wake.wait_placed``) or its timeout passes.
 
 Each waiting daemon holds one server thread for up to ``WORKER_WAIT_MAX_S`` (run the web server
 with threads: docs/deploy.md). ``WORKER_WAIT_MAX_S=0`` turns waiting off: the answer is at once
@@ -13,9 +13,9 @@ from rest_framework import serializers
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.response import Response
 
-from apps.engine import wake
-from apps.pools.api.views import WorkerLost, WorkerView, _valid
 from apps.pools.models import Worker
+from apps.tasks import wake
+from apps.workers.api.views import WorkerLost, WorkerView, _valid
 
 
 class SecondsField(serializers.FloatField):

@@ -8,33 +8,29 @@ silent workers lost, releases placements no worker claimed and requeues whatever
 not active still holds.
 """
 
-import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.db.models import F, Q, Value
 
-from apps.accounts.services import hash_token
-from apps.pools import heartbeats
 from apps.pools.models import (
     EnrolmentToken,
     Pool,
     Worker,
     WorkerSweep,
 )
-from apps.pools.runtime import RELATED, run_details, stop_grace_s
 from apps.pools.services.estate import record_observed
+from apps.pools.services.tokens import WORKER_PREFIX, new_secret
 from apps.sessions.selectors import claim_blocks
 from apps.sessions.services import record_samples
 from apps.tasks import services as lifecycle
 from apps.tasks.models import Task, TaskEvent
+from apps.workers import heartbeats
+from apps.workers.runtime import RELATED, run_details, stop_grace_s
 
-ENROLMENT_PREFIX = "kqe_"
-WORKER_PREFIX = "kqw_"
 RELEASED = Task.StopReason.RELEASED
 STOP_GRACE = ("compute_resource__profile__stop_grace_s",)
 
@@ -58,30 +54,6 @@ class NotActive(Exception):
 
 def _seconds(name: str) -> timedelta:
     return timedelta(seconds=getattr(settings, name))
-
-
-def _new_secret(prefix: str) -> tuple[str, str]:
-    raw = prefix + secrets.token_urlsafe(32)
-    return raw, hash_token(raw)
-
-
-def issue_enrolment_token(token: EnrolmentToken, *, created_by=None, now: datetime) -> str:
-    """Save a new enrolment token (pool, name, expiry set); the token itself is returned here and
-    never again."""
-    token.name = (token.name or "").strip()
-    if not token.name:
-        raise ValidationError({"name": "Give the token a name, e.g. rack 12 or the login nodes."})
-    if token.expires_at is not None and token.expires_at <= now:
-        raise ValidationError({"expires_at": "The expiry must be in the future."})
-    raw, token.token_hash = _new_secret(ENROLMENT_PREFIX)
-    token.prefix, token.created_by = raw[: len(ENROLMENT_PREFIX) + 6], created_by
-    token.save()
-    return raw
-
-
-def revoke_enrolment_token(token: EnrolmentToken, now: datetime) -> None:
-    """No new worker enrols with it; workers that already did keep their own tokens."""
-    EnrolmentToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=now)
 
 
 def _release_all(worker: Worker, now: datetime, *, keep=()) -> int:
@@ -110,7 +82,7 @@ def enrol(
 @dataclass(frozen=True)
 class Claimed:
     """A task as a worker gets it: with its GPU slots (claims by slot), the labels it puts on the
-    work, its runtime (``apps.pools.runtime``) and a session's block (``apps.sessions.selectors``)."""
+    work, its runtime (``apps.workers.runtime``) and a session's block (``apps.sessions.selectors``)."""
 
     task: Task
     slots: list[int]
@@ -120,7 +92,7 @@ class Claimed:
 
 
 def claimed(tasks: list[Task], slots: list[list[int]] | None = None, blocks=None) -> list[Claimed]:
-    """The tasks, loaded with ``apps.pools.runtime.RELATED``, as a worker gets them; ``blocks``:
+    """The tasks, loaded with ``apps.workers.runtime.RELATED``, as a worker gets them; ``blocks``:
     their session blocks if already read."""
     details = run_details(tasks)
     blocks = claim_blocks(tasks) if blocks is None else blocks
@@ -167,7 +139,7 @@ def enrol_adopting(
     )
     for worker in previous:
         retire(worker, now, keep=adopted, record=False)
-    raw, digest = _new_secret(WORKER_PREFIX)
+    raw, digest = new_secret(WORKER_PREFIX)
     worker = Worker.objects.create(
         pool=token.pool,
         hostname=hostname,

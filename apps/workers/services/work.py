@@ -9,13 +9,16 @@ from decimal import Decimal
 from django.conf import settings
 from django.db import connection, transaction
 
-from apps.engine import wake
 from apps.pools.models import (
     TaskLog,
     Worker,
 )
-from apps.pools.runtime import RELATED
-from apps.pools.services.daemons import (
+from apps.sessions.selectors import claim_blocks
+from apps.tasks import services as lifecycle
+from apps.tasks import wake
+from apps.tasks.models import Task, TaskEvent
+from apps.workers.runtime import RELATED
+from apps.workers.services.daemons import (
     RELEASED,
     Claimed,
     InvalidToken,
@@ -25,9 +28,6 @@ from apps.pools.services.daemons import (
     _mark_alive,
     claimed,
 )
-from apps.sessions.selectors import claim_blocks
-from apps.tasks import services as lifecycle
-from apps.tasks.models import Task, TaskEvent
 from klique.worker import slots as gpu_slots
 from klique.worker.text import storable
 
@@ -193,7 +193,7 @@ def _write_logs(logs: dict) -> None:
 
 
 # The reports. Each takes the task locked and ``_may_report``, and says whether it ended work
-# (freed GPUs), which asks the engine for a pass (``apps.engine.wake.request_pass``).
+# (freed GPUs), which asks the engine for a pass (``apps.tasks.wake.request_pass``).
 
 
 def _started(worker: Worker, task: Task, logs: dict, *, at=None, detail=None, now: datetime) -> bool:

@@ -2,7 +2,7 @@
 the budget meter, the worker sweep, due schedules and the sessions' idle limits; the usage
 rollups once a minute and the cloud pools' autoscaler every AUTOSCALE_INTERVAL_S.
 
-Between intervals it waits for a pass request (``apps.engine.wake``: a submit, a cancel, a report
+Between intervals it waits for a pass request (``apps.tasks.wake``: a submit, a cancel, a report
 that frees GPUs) and runs a pass at once, alone; the interval stays the upper bound.
 
 Several may run (on one machine or several): the one holding the leader lock works, the others
@@ -19,12 +19,13 @@ from django.db import close_old_connections
 from django.utils import timezone
 
 from apps.cloud import services as cloud
-from apps.engine import services, wake
+from apps.engine import services
 from apps.engine.leader import STANDBY_POLL_S, Leadership
 from apps.ledger import rollups
-from apps.pools import services as pools
 from apps.sessions import services as sessions
 from apps.tasks import services as tasks
+from apps.tasks import wake
+from apps.workers import services as protocol
 
 log = logging.getLogger("klique.engine")
 ROLLUP_EVERY_S = 60
@@ -100,7 +101,7 @@ class Command(BaseCommand):
 
     def tick(self, with_rollup: bool) -> None:
         now = timezone.now()
-        pools.sweep(now)
+        protocol.sweep(now)
         record = services.run_pass()
         services.run_meter()
         tasks.submit_due_schedules(now)

@@ -11,10 +11,8 @@ from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 
 from apps.sessions import services as sessions
-from apps.sessions.selectors import sessions_of
-from apps.tasks import selectors, services
-from apps.tasks.api.filters import ScheduleFilter, TaskFilter
-from apps.tasks.api.serializers import (
+from apps.sessions.api.work.filters import ScheduleFilter, TaskFilter
+from apps.sessions.api.work.serializers import (
     BulkSubmitSerializer,
     ScheduleDetailSerializer,
     ScheduleSerializer,
@@ -23,6 +21,8 @@ from apps.tasks.api.serializers import (
     TaskSerializer,
     submit_allowed,
 )
+from apps.sessions.selectors import sessions_of
+from apps.tasks import selectors, services
 from apps.tasks.models import Channel, Schedule, Task
 
 CHANNEL_HEADER = "X-Klique-Channel"
