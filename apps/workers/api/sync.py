@@ -1,7 +1,7 @@
 """``POST /api/v1/workers/sync``: one round trip per daemon poll (docs/workers.md, "The sync call").
 
 The body carries the daemon's reports, its heartbeat and its claim, each optional; they are done
-in that order in one transaction (``apps.pools.services.sync``) with the semantics of their own
+in that order in one transaction (``apps.workers.services.sync``) with the semantics of their own
 endpoints. A report refused (another pool's task: 403; a body that does not validate: 400) is
 answered in its place and the others go on. The envelope itself is checked by hand, which is
 cheaper than a serializer for the call every daemon makes every few seconds; its errors are 400
