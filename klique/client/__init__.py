@@ -7,25 +7,27 @@ with Client.from_config() as klique:
     print(klique.wait(task.id).state)
 """
 
-from klique.client.sdk.account import Me
-from klique.client.sdk.client import Client
-from klique.client.sdk.errors import (
+from klique.client.sdk import (
     ApiError,
     AuthenticationFailed,
+    Client,
+    ComputeResource,
     ConnectionFailed,
     InvalidRequest,
     KliqueError,
+    Me,
     NotFound,
     NotLoggedIn,
     PermissionDenied,
+    Preemption,
+    Schedule,
     ServerError,
+    Task,
+    Usage,
+    Verdict,
     WaitTimeout,
+    WhatIfRun,
 )
-from klique.client.sdk.resources import ComputeResource
-from klique.client.sdk.schedules import Schedule
-from klique.client.sdk.tasks import Preemption, Task, Verdict
-from klique.client.sdk.usage import Usage
-from klique.client.sdk.whatif import WhatIfRun
 
 __all__ = [
     "ApiError",

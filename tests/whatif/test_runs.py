@@ -174,7 +174,7 @@ def test_a_group_scope_names_a_group_of_the_estate(recorded, it):
 def test_only_running_runs_silent_past_the_stale_time_are_marked_failed(db, settings):
     settings.WHATIF_STALE_S = 900
     old = timezone.now() - timedelta(seconds=901)
-    runs = {
+    made = {
         name: WhatIfRun.objects.create(start=START, end=END, state=state, title=name)
         for name, state in [
             ("stale", "running"),
@@ -194,7 +194,7 @@ def test_only_running_runs_silent_past_the_stale_time_are_marked_failed(db, sett
         "done-long": "done",
         "failed-long": "failed",
     }
-    stale = WhatIfRun.objects.get(pk=runs["stale"].pk)
+    stale = WhatIfRun.objects.get(pk=made["stale"].pk)
     assert stale.error.startswith("interrupted:") and stale.finished_at is not None
     assert runs.fail_stale_runs() == 0
 

@@ -31,13 +31,10 @@ from klique.cloud.providers import ProviderError
 
 log = logging.getLogger("klique.cloud")
 State = CloudNode.State
-SPOT_TIMED_OUT = "spot not granted"
 LIST_GRACE = timedelta(seconds=60)
 # A launching row with no instance this long after the decision is taken for a launch lost (the pass
 # died before or during the provider call). Longer than one launch call with its retries takes.
 LAUNCH_GRACE = timedelta(seconds=90)
-BOOT_TIMEOUT = "boot timeout"
-MAX_BACKOFF = timedelta(hours=6)
 
 
 def autoscale(now: datetime | None = None) -> dict[str, dict]:
@@ -136,7 +133,7 @@ def _reconcile(cloud_pool: CloudPool, provider, now: datetime, done: Counter) ->
             and instance.state == "pending"
             and node.launched_at <= now - timedelta(seconds=cloud_pool.spot_timeout_s)
         ):
-            node_rows.release(node, f"{SPOT_TIMED_OUT} within {cloud_pool.spot_timeout_s} s", now)
+            node_rows.release(node, f"{node_rows.SPOT_TIMED_OUT} within {cloud_pool.spot_timeout_s} s", now)
             try:
                 provider.terminate([node.instance_id])
             except ProviderError as error:
@@ -188,7 +185,9 @@ def _timed_out(cloud_pool: CloudPool, now: datetime) -> list[CloudNode]:
     late = cloud_pool.nodes.filter(state=State.BOOTING, launched_at__lte=cutoff)
     released = []
     for node in late:
-        node_rows.release(node, f"{BOOT_TIMEOUT}: not enrolled within {cloud_pool.boot_timeout_s} s", now)
+        node_rows.release(
+            node, f"{node_rows.BOOT_TIMEOUT}: not enrolled within {cloud_pool.boot_timeout_s} s", now
+        )
         released.append(node)
     return released
 

@@ -28,12 +28,6 @@ from klique.cloud.providers import CapacityUnavailable, ProviderError, SpotRefus
 
 log = logging.getLogger("klique.cloud")
 State = CloudNode.State
-SPOT_TIMED_OUT = "spot not granted"
-LIST_GRACE = timedelta(seconds=60)
-# A launching row with no instance this long after the decision is taken for a launch lost (the pass
-# died before or during the provider call). Longer than one launch call with its retries takes.
-LAUNCH_GRACE = timedelta(seconds=90)
-BOOT_TIMEOUT = "boot timeout"
 MAX_BACKOFF = timedelta(hours=6)
 
 
@@ -105,7 +99,7 @@ def backing_off(cloud_pool: CloudPool, instance_type: InstanceType, now: datetim
     ended = instance_type.nodes.filter(state__in=(State.RELEASING, State.TERMINATED))
     streak = []
     for node in ended.order_by("-launched_at", "-pk")[:10]:
-        if node.enrolled_at is not None or not node.reason.startswith(BOOT_TIMEOUT):
+        if node.enrolled_at is not None or not node.reason.startswith(node_rows.BOOT_TIMEOUT):
             break
         streak.append(node)
     if not streak:
@@ -215,7 +209,9 @@ def spot_first(cloud_pool: CloudPool, instance_type: InstanceType, now: datetime
     if not instance_type.spot:
         return False
     recent = now - timedelta(seconds=cloud_pool.boot_timeout_s)
-    timed_out = instance_type.nodes.filter(reason__startswith=SPOT_TIMED_OUT, launched_at__gte=recent)
+    timed_out = instance_type.nodes.filter(
+        reason__startswith=node_rows.SPOT_TIMED_OUT, launched_at__gte=recent
+    )
     return not timed_out.exists()
 
 

@@ -2,7 +2,7 @@
 (terminate its instance, revoke its token) and shut it out (its worker retired)."""
 
 import logging
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from apps.cloud.models import (
     CloudNode,
@@ -13,13 +13,9 @@ from apps.workers import services as protocol
 
 log = logging.getLogger("klique.cloud")
 State = CloudNode.State
+# the reasons a node ends with that the autoscaler and its launches both give
 SPOT_TIMED_OUT = "spot not granted"
-LIST_GRACE = timedelta(seconds=60)
-# A launching row with no instance this long after the decision is taken for a launch lost (the pass
-# died before or during the provider call). Longer than one launch call with its retries takes.
-LAUNCH_GRACE = timedelta(seconds=90)
 BOOT_TIMEOUT = "boot timeout"
-MAX_BACKOFF = timedelta(hours=6)
 
 
 def update(node: CloudNode, **fields) -> None:

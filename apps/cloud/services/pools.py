@@ -2,8 +2,6 @@
 its maximum while it is enabled, open its provider (one client per pool and settings), and the
 user data a node boots with."""
 
-import logging
-from datetime import timedelta
 from decimal import Decimal
 
 from django.conf import settings
@@ -18,17 +16,6 @@ from apps.core.writes import validated_save
 from apps.pools import services as pools
 from apps.pools.models import Pool
 from klique.cloud.providers import open_provider
-
-log = logging.getLogger("klique.cloud")
-State = CloudNode.State
-SPOT_TIMED_OUT = "spot not granted"
-LIST_GRACE = timedelta(seconds=60)
-# A launching row with no instance this long after the decision is taken for a launch lost (the pass
-# died before or during the provider call). Longer than one launch call with its retries takes.
-LAUNCH_GRACE = timedelta(seconds=90)
-BOOT_TIMEOUT = "boot timeout"
-MAX_BACKOFF = timedelta(hours=6)
-
 
 _providers: dict[tuple[int, str, str], object] = {}
 
