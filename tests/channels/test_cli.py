@@ -9,8 +9,8 @@ import time
 import pytest
 from django.utils import timezone
 
-from apps.tasks import services
 from apps.sessions.api.work.views import TaskViewSet
+from apps.tasks import services
 from apps.tasks.models import Task
 from tests.channels.conftest import token_for
 from tests.channels.live import KLIQUE, Follower, cli_env, finish, klique, loaded, logged_in, place, preempt
