@@ -11,7 +11,7 @@ class CloudConfig(AppConfig):
         a usage report's JSON carries the cloud's spend."""
         from apps.cloud.api import report_extra
         from apps.cloud.selectors import pool_maximum
-        from apps.ledger.api.views import REPORT_EXTRAS
+        from apps.ledger.api.serializers import REPORT_EXTRAS
         from apps.policies.selectors import POOL_CEILINGS
 
         if pool_maximum not in POOL_CEILINGS:

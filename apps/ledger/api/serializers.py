@@ -5,6 +5,10 @@ from decimal import Decimal
 
 from apps.ledger.selectors import Report
 
+# What apps above the ledger add to a report's JSON (the cloud app: ``cloud_spend``), registered
+# from their AppConfig.ready: each takes (user, spec) and returns the keys to add, empty for none.
+REPORT_EXTRAS: list = []
+
 
 def _plain(record: dict) -> dict:
     return {key: str(value) if isinstance(value, Decimal) else value for key, value in record.items()}

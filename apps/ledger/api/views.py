@@ -12,7 +12,7 @@ from rest_framework.views import APIView
 
 from apps.ledger import exports, selectors, visibility
 from apps.ledger.api.renderers import CSVRenderer
-from apps.ledger.api.serializers import report_data
+from apps.ledger.api.serializers import REPORT_EXTRAS, report_data
 from apps.ledger.forms import ReportForm
 
 
@@ -25,9 +25,6 @@ def parameter(name: str, field: forms.Field) -> OpenApiParameter:
 
 
 PARAMETERS = [parameter(name, field) for name, field in ReportForm.base_fields.items()]
-# What apps above the ledger add to a report's JSON (the cloud app: ``cloud_spend``), registered from
-# their AppConfig.ready: each takes (user, spec) and returns the keys to add, empty for none.
-REPORT_EXTRAS: list = []
 
 
 class UsageReportView(APIView):
