@@ -15,7 +15,7 @@ DOC = ROOT / "docs" / "architecture.md"
 BEGIN, END = "<!-- layers:begin (python docs/layers.py --write) -->", "<!-- layers:end -->"
 # The reference's names for the bands the apps stand in, bottom up (docs/architecture.md).
 BANDS = {
-    "foundation": ("core", "accounts"),
+    "foundation": ("core", "accounts", "scim"),
     "estate": ("pools", "policies"),
     "money": ("pricing", "ledger"),
     "work": ("tasks", "sessions", "workers"),

@@ -31,6 +31,7 @@ urlpatterns = [
     path("api/redoc/", redoc, name="api-redoc"),
     path("accounts/", include("allauth.urls")),
     path("account/", include("apps.accounts.urls")),
+    path("scim/v2/", include("apps.scim.urls")),
     path("reports/", include("apps.ledger.urls")),
     path("prices/", include("apps.pricing.urls")),
     path("metrics", metrics, name="metrics"),

@@ -44,6 +44,14 @@ def require_slurm() -> None:
         _fail_or_skip(f"Slurm at {os.environ['SLURM_CONF']} does not answer: {done.stderr.strip()}")
 
 
+def require_keycloak() -> None:
+    """The realm of deploy/dev-services/keycloak answering at KEYCLOAK_URL (http://127.0.0.1:8180)."""
+    from tests import keycloak
+
+    if why := keycloak.answers():
+        _fail_or_skip(f"needs Keycloak at {keycloak.URL}: run deploy/dev-services/start.sh keycloak ({why})")
+
+
 @pytest.fixture(autouse=True)
 def _real_services_for_markers(request):
     if request.node.get_closest_marker("postgres"):

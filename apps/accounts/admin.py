@@ -2,7 +2,7 @@ from django import forms
 from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
 
-from apps.accounts import services
+from apps.accounts import admin_agents, services  # noqa: F401  (admin_agents: the agents' admin)
 from apps.accounts.admin_scope import TENANT_ROLES, TenantScoped
 from apps.accounts.models import ApiToken, Group, Membership, Project, User
 from apps.core.fields import PLAIN_NUMBERS
@@ -124,10 +124,28 @@ class ApiTokenAdmin(admin.ModelAdmin):
     """IT sees personal tokens (never the tokens themselves) and can revoke them; only their user
     creates them, in the portal, where each is shown once."""
 
-    list_display = ["name", "user", "prefix", "created_at", "expires_at", "last_used_at", "revoked_at"]
+    list_display = [
+        "name",
+        "user",
+        "agent",
+        "prefix",
+        "created_at",
+        "expires_at",
+        "last_used_at",
+        "revoked_at",
+    ]
     search_fields = ["name", "prefix", "user__username"]
-    list_select_related = ["user"]
-    readonly_fields = ["user", "name", "prefix", "created_at", "expires_at", "last_used_at", "revoked_at"]
+    list_select_related = ["user", "agent"]
+    readonly_fields = [
+        "user",
+        "agent",
+        "name",
+        "prefix",
+        "created_at",
+        "expires_at",
+        "last_used_at",
+        "revoked_at",
+    ]
     exclude = ["token_hash"]
     actions = ["revoke"]
 

@@ -1,8 +1,11 @@
 """People and the group tree: users, groups (organisation > business unit > department > team),
 memberships with roles, and projects that usage is recorded against."""
 
+from decimal import Decimal
+
 from django.contrib.auth.models import AbstractUser
 from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils import timezone
 
@@ -128,6 +131,8 @@ class Notification(models.Model):
         SCHEDULE_STOPPED = "schedule_stopped", "Schedule stopped"
         SESSION_IDLE = "session_idle", "Session idle"
         CHANGE_REQUEST = "change_request", "Change request"
+        AGENT_STOPPED = "agent_stopped", "Agent stopped"
+        OWNER_DEACTIVATED = "owner_deactivated", "Owner of running work deactivated"
 
     user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="notifications")
     kind = models.CharField(max_length=20, choices=Kind.choices)
@@ -141,6 +146,94 @@ class Notification(models.Model):
 
     def __str__(self) -> str:
         return f"{self.get_kind_display()} for {self.user}"
+
+
+def agent_label(owner: str, agent: str) -> str:
+    """How an agent's work is named in every report, export and page: the one owner of the wording."""
+    return f"{owner} via agent {agent}"
+
+
+class Agent(models.Model):
+    """An agent acting for its owner (an MCP client, a pipeline bot), with a token of its own and
+    caps of its own. Its work counts against its owner's group policy as the owner's own does; its
+    caps only narrow what the owner may do. Empty caps: no cap of its own. ``lead_*`` caps are set
+    by a team lead of the owner's team: a ceiling the owner cannot raise (docs/governance.md)."""
+
+    name = models.CharField(max_length=100)
+    owner = models.ForeignKey(User, on_delete=models.CASCADE, related_name="agents")
+    purpose = models.TextField(blank=True, help_text="What the agent is for, e.g. nightly evaluation runs.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    stopped_at = models.DateTimeField(
+        null=True, blank=True, help_text="Set by the kill switch: its token is refused and its work stopped."
+    )
+    stopped_by = models.ForeignKey(
+        User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", editable=False
+    )
+    max_gpus = models.DecimalField(
+        "max GPUs at once",
+        max_digits=9,
+        decimal_places=3,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0)],
+        help_text="GPUs (x nodes) its work may hold at once.",
+    )
+    max_gpu_hours_per_day = models.DecimalField(
+        "max GPU-hours per day",
+        max_digits=12,
+        decimal_places=3,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0)],
+        help_text="GPU-hours per UTC day.",
+    )
+    max_budget_hours_per_day = models.DecimalField(
+        "max budget hours per day",
+        max_digits=12,
+        decimal_places=3,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0)],
+        help_text="Time-budget hours (time x the profile's time weight) per UTC day.",
+    )
+    max_money_per_month = models.DecimalField(
+        "max money per month",
+        max_digits=14,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0)],
+        help_text="Cost per UTC month in the estate's currency; inert while its GPU types have no price.",
+    )
+    lead_caps = models.JSONField(
+        default=dict, blank=True, help_text="Caps set by a team lead: {cap: value}, a ceiling for the owner."
+    )
+
+    CAPS = ("max_gpus", "max_gpu_hours_per_day", "max_budget_hours_per_day", "max_money_per_month")
+
+    class Meta:
+        ordering = ["owner__username", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "name"], name="agent_name_unique_per_owner"),
+        ]
+
+    def __str__(self) -> str:
+        return self.label
+
+    @property
+    def label(self) -> str:
+        return agent_label(self.owner.username, self.name)
+
+    @property
+    def stopped(self) -> bool:
+        return self.stopped_at is not None
+
+    def cap(self, name: str) -> Decimal | None:
+        """The cap in force: the lower of the owner's and the lead's; None for no cap."""
+        own = getattr(self, name)
+        lead = self.lead_caps.get(name)
+        values = [Decimal(v) for v in (own, lead) if v is not None]
+        return min(values) if values else None
 
 
 class ApiToken(models.Model):
@@ -158,6 +251,14 @@ class ApiToken(models.Model):
     expires_at = models.DateTimeField(null=True, blank=True, help_text="Empty: never expires.")
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    agent = models.ForeignKey(
+        Agent,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="tokens",
+        help_text="Set: an agent's token; it acts as its user (the owner) on the agent's behalf.",
+    )
 
     class Meta:
         ordering = ["-created_at", "-pk"]

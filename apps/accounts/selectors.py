@@ -1,18 +1,27 @@
-"""Who may see what. Roles come from memberships; a person can hold several.
+"""Who may see what. Roles come from memberships; a person can hold several, and sees the union.
 
-* IT admins, leadership and finance see the whole estate.
+* IT admins (on any group) see the whole estate; so do finance and leadership held on a root
+  group (an organisation with no parent).
+* Finance and leadership held on any other group (a business unit, ...) see that group's subtree.
 * A department head sees their department's subtree; a team lead their group's subtree; a tenant
   admin their tenant's subtree, which they also manage in the admin (``tenant_scope``).
 * A member sees their own work, and the compute resources of the groups they belong to.
+
+``managed_group_ids`` is the one owner of this rule: every page, API, export and the CLI call it
+(through ``sees_whole_estate``, ``apps.ledger.visibility`` and the apps' selectors).
 """
 
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from django.db.models import Q
+
 from apps.accounts.models import ApiToken, Group, Membership, User
 
 Role = Membership.Role
-ESTATE_ROLES = {Role.IT_ADMIN, Role.LEADERSHIP, Role.FINANCE}
+# Estate-wide when held on a root group; over the group's subtree when held lower down.
+ESTATE_ROLES = {Role.LEADERSHIP, Role.FINANCE}
+SUBTREE_ROLES = {Role.DEPARTMENT_HEAD, Role.TEAM_LEAD, Role.TENANT_ADMIN, *ESTATE_ROLES}
 
 
 def roles(user: User) -> set[str]:
@@ -28,8 +37,27 @@ def has_role(user: User, *wanted: str) -> bool:
     return bool(roles(user) & set(wanted))
 
 
+def estate_roles(user: User) -> set[str]:
+    """The roles the user holds over the whole estate: IT admin on any group (or a superuser),
+    finance and leadership on a root group."""
+    if not user.is_authenticated:
+        return set()
+    held = user.memberships.filter(
+        Q(role=Role.IT_ADMIN) | Q(role__in=ESTATE_ROLES, group__parent__isnull=True)
+    ).values_list("role", flat=True)
+    found = set(held)
+    if user.is_superuser:
+        found.add(Role.IT_ADMIN)
+    return found
+
+
+def has_estate_role(user: User, *wanted: str) -> bool:
+    """The user holds one of ``wanted`` over the whole estate (``estate_roles``)."""
+    return bool(estate_roles(user) & set(wanted))
+
+
 def sees_whole_estate(user: User) -> bool:
-    return bool(roles(user) & ESTATE_ROLES)
+    return bool(estate_roles(user))
 
 
 def subtree_ids(group_ids: Iterable[int]) -> set[int]:
@@ -71,11 +99,12 @@ def member_group_ids(user: User) -> set[int]:
 
 
 def managed_group_ids(user: User) -> set[int] | None:
-    """Groups whose work and usage the user may see beyond their own: ``None`` means all of them."""
+    """Groups whose work, usage, statements and budgets the user may see beyond their own:
+    ``None`` means all of them (``sees_whole_estate``); otherwise the subtrees of the groups the
+    user heads, leads, administers as a tenant, or holds finance or leadership on."""
     if sees_whole_estate(user):
         return None
-    heads = groups_with_role(user, Role.DEPARTMENT_HEAD, Role.TEAM_LEAD, Role.TENANT_ADMIN)
-    return subtree_ids(heads)
+    return subtree_ids(groups_with_role(user, *SUBTREE_ROLES))
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The cloud's part of the API: a usage report's ``cloud_spend`` (``/api/v1/usage/report/``), what
 every cloud node cost in the report's range, for those who may see the estate's unused capacity
-(IT, leadership, finance). Registered on ``apps.ledger.api.serializers.REPORT_EXTRAS``."""
+(IT, and leadership and finance at the root). Registered on ``apps.ledger.api.serializers.REPORT_EXTRAS``."""
 
 from apps.cloud import selectors
 from apps.ledger import visibility

@@ -154,6 +154,7 @@ RULE_WORDS = {
     ),
     "no_capacity": ("no room in its pools", "Every pool of its profile has its declared capacity in use."),
     "never_fits": ("never fits", "It is larger than every enabled pool of its profile, or none is enabled."),
+    "agent_cap": ("its agent at its cap", "Its agent holds the most GPUs at once its caps allow."),
 }
 
 
@@ -169,7 +170,7 @@ def apply(loaded: Loaded, decisions: core.Decisions, now) -> Applied:
         preempted = _preempt(decisions.preemptions, now)
         placed = _place(decisions.placements, now)
         requeued = [task.pk for task in preempted if task.state == Task.State.QUEUED]
-        changed = _verdicts(loaded, decisions, now, requeued)
+        changed = _verdicts(loaded, decisions, now, requeued) + _agent_verdicts(loaded, now)
     decided = {int(p.task): p for p in decisions.preemptions}
     return Applied(
         placed=len(placed),
@@ -323,6 +324,24 @@ def _verdicts(loaded: Loaded, decisions: core.Decisions, now, requeued: list[int
     if not updates:
         return 0
     return _store_verdicts(written, updates, now)
+
+
+def _agent_verdicts(loaded: Loaded, now) -> int:
+    """Store the verdict of the tasks an agent's cap holds (``apps.engine.agent_caps``) where it
+    differs from theirs."""
+    written: list[dict] = []
+    index_of: dict[str, int] = {}
+    updates: list[tuple[int, int, bool]] = []
+    for pk, held in loaded.agent_held.items():
+        key = held.verdict["key"]
+        if held.old_key == key:
+            continue
+        if key not in index_of:
+            index_of[key] = len(written)
+            written.append(held.verdict)
+        noted = (held.old_key or "").split("|", 1)[0] != held.verdict["rule"]
+        updates.append((pk, index_of[key], noted))
+    return _store_verdicts(written, updates, now) if updates else 0
 
 
 def _store_verdicts(verdicts: list[dict], updates: list[tuple[int, int, bool]], now) -> int:

@@ -24,7 +24,7 @@ carries the times of its own tasks' reclaim preemptions in the last hour (``_rec
 
 from collections import defaultdict
 from collections.abc import Collection
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
@@ -35,7 +35,7 @@ from django.db.models.fields.json import KT
 from apps.cloud.caps import reached_caps_now
 from apps.cloud.models import CloudPool
 from apps.core.gpus import to_milli
-from apps.engine import core
+from apps.engine import agent_caps, core
 from apps.ledger.budgets import budget_units_used
 from apps.policies.models import ComputeResource, Profile, ProfilePool, ResourcePolicy
 from apps.policies.selectors import budget_windows, parent_policy_ids
@@ -89,6 +89,8 @@ class Loaded:
     verdict_keys: dict[tuple[str, int], dict[str | None, list[int]]]
     pool_names: dict[str, str]
     group_names: dict[str, str]
+    # Waiting tasks an agent's GPUs-at-once cap holds out of the queues (``agent_caps``): id -> Hold.
+    agent_held: dict = field(default_factory=dict)
 
 
 def _spend_caps(reached: list, pools: list[dict], autoscaled: set[int], policies) -> tuple:
@@ -252,11 +254,13 @@ def assemble(now, estate: Estate, tasks: Tasks) -> Loaded:
     )
     group_names = dict(estate.group_names)
     group_names.update({f"cap:{cap.cap_id}": cap.group for cap in reached})
+    snapshot, verdict_keys, agent_held = agent_caps.hold(snapshot, tasks.verdict_keys)
     return Loaded(
         snapshot=snapshot,
-        verdict_keys=tasks.verdict_keys,
+        verdict_keys=verdict_keys,
         pool_names=estate.pool_names,
         group_names=group_names,
+        agent_held=agent_held,
     )
 
 

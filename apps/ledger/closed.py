@@ -179,11 +179,12 @@ def adjustment_cost(adjustment: Adjustment) -> Fraction:
 
 
 def may_close_months(user) -> bool:
-    """Finance and IT close and reopen months (and look for late corrections)."""
+    """IT and finance at the organisation's root close and reopen months (and look for late
+    corrections): a close freezes the whole estate's month, so finance of a business unit does not."""
     from apps.accounts.models import Membership
-    from apps.accounts.selectors import has_role
+    from apps.accounts.selectors import has_estate_role
 
-    return has_role(user, Membership.Role.FINANCE, Membership.Role.IT_ADMIN)
+    return has_estate_role(user, Membership.Role.FINANCE, Membership.Role.IT_ADMIN)
 
 
 def month_states(now: datetime, count: int = 12) -> list[dict]:

@@ -29,7 +29,7 @@ from apps.ledger.rollups import built_until
 from apps.ledger.usage import MONEY_DENOMINATOR, PRICE_SCALE, usage_by
 from apps.pricing.selectors import currencies, price_segments
 
-FROZEN_KEY = ["group_id", "user_id", "project_id", "pool_id", "gpu_type_id"]
+FROZEN_KEY = ["group_id", "user_id", "project_id", "agent_id", "pool_id", "gpu_type_id"]
 ADJUSTMENT_KEY = ["group_id", "project_id", "gpu_type_id"]
 LATE_CORRECTION = "Usage of the closed month corrected after its close"
 CLOSING_LOCK_KEY = 0x6B6C6D63  # "klmc"

@@ -1,7 +1,11 @@
 """The label columns of a report's rows: per cut, the columns that name a row (a group's name, kind,
-level, path and cost centre; a project, user, GPU type or pool) and their text for each row."""
+level, path and cost centre; a project, user, GPU type or pool) and their text for each row. In a
+cut by user an agent's usage also has its own row (``ViaAgent``), "<owner> via agent <name>"
+(``apps.accounts.models.agent_label``), besides its owner's row, which counts it too."""
 
-from apps.accounts.models import Project, User
+from typing import NamedTuple
+
+from apps.accounts.models import Agent, Project, User, agent_label
 from apps.accounts.selectors import cost_centres, group_path
 from apps.pools.models import GpuType, Pool
 
@@ -20,6 +24,13 @@ LABEL_COLUMNS = {
 }
 
 
+class ViaAgent(NamedTuple):
+    """The user part of the key of an agent's own row in a cut by user."""
+
+    user: int
+    agent: int
+
+
 def row_labels(dims: tuple[str, ...], keys, parents, groups) -> dict[tuple, dict[str, str]]:
     """Each row key's labels; ``keys`` hold ids in ``dims`` order, ``parents`` and ``groups`` are the
     group tree (``apps.accounts.selectors.group_tree``)."""
@@ -29,7 +40,16 @@ def row_labels(dims: tuple[str, ...], keys, parents, groups) -> dict[tuple, dict
         names["project"] = {p.pk: str(p) for p in Project.objects.filter(pk__in=ids["project"] - {None})}
         names["project"][None] = "(no project)"
     if "user" in ids:
-        names["user"] = dict(User.objects.filter(pk__in=ids["user"]).values_list("pk", "username"))
+        agents = {key for key in ids["user"] if isinstance(key, ViaAgent)}
+        users = {key for key in ids["user"] if not isinstance(key, ViaAgent)}
+        names["user"] = dict(User.objects.filter(pk__in=users).values_list("pk", "username"))
+        if agents:
+            found = Agent.objects.filter(pk__in={key.agent for key in agents})
+            labels = {
+                pk: agent_label(owner, name)
+                for pk, owner, name in found.values_list("pk", "owner__username", "name")
+            }
+            names["user"].update({key: labels.get(key.agent, "") for key in agents})
     if "gpu_type" in ids:
         names["gpu_type"] = dict(GpuType.objects.filter(pk__in=ids["gpu_type"]).values_list("pk", "name"))
     if "pool" in ids:

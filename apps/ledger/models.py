@@ -13,6 +13,14 @@ class UsageInterval(models.Model):
     project = models.ForeignKey(
         "accounts.Project", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
+    agent = models.ForeignKey(
+        "accounts.Agent",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="The agent whose work this is, for its owner (the user); empty: the user's own.",
+    )
     policy = models.ForeignKey("policies.ResourcePolicy", on_delete=models.PROTECT, related_name="intervals")
     group = models.ForeignKey("accounts.Group", on_delete=models.PROTECT, related_name="+")
     compute_resource = models.ForeignKey(
@@ -122,6 +130,7 @@ class UsageRollup(GroupRollup):
 
     user = _derived(settings.AUTH_USER_MODEL)
     project = _derived("accounts.Project", null=True)
+    agent = _derived("accounts.Agent", null=True)
 
     class Meta:
         abstract = True
@@ -230,6 +239,7 @@ class FrozenUsage(models.Model):
     group = _derived("accounts.Group")
     user = _derived(settings.AUTH_USER_MODEL)
     project = _derived("accounts.Project", null=True)
+    agent = _derived("accounts.Agent", null=True)
     pool = _derived("pools.Pool")
     gpu_type = _derived("pools.GpuType")
     segment_start = models.DateTimeField(help_text="When the price of this row took effect in the month.")

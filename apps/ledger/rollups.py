@@ -28,7 +28,7 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MILLISECOND = timedelta(milliseconds=1)
 HOUR_MS = 3_600_000
 US_PER_HOUR = 3_600_000_000  # GPU-microseconds in a GPU-hour (and budget-microseconds in a budget hour)
-KEY_FIELDS = ("policy_id", "group_id", "user_id", "project_id", "pool_id", "gpu_type_id")
+KEY_FIELDS = ("policy_id", "group_id", "user_id", "project_id", "agent_id", "pool_id", "gpu_type_id")
 GROUP_KEY_FIELDS = ("policy_id", "group_id", "pool_id", "gpu_type_id")
 LOOKBACK = timedelta(hours=1)  # a refresh recomputes the last built hour too: late commits land there
 LOCK_KEY = 0x6B6C6472  # "kldr"

@@ -23,7 +23,7 @@ from apps.accounts.selectors import group_tree, managed_group_ids, subtree_ids
 from apps.core.numbers import hours, money, percent
 from apps.ledger import closed
 from apps.ledger.capacity import UnusedCapacity, unused_capacity
-from apps.ledger.labels import LABEL_COLUMNS, row_labels
+from apps.ledger.labels import LABEL_COLUMNS, ViaAgent, row_labels
 from apps.ledger.report_spec import DIMENSIONS, IDLE_SEPARATE, IDLE_SPREAD, ReportSpec
 from apps.ledger.rollups import built_until
 from apps.ledger.usage import MONEY_DENOMINATOR, PRICE_SCALE
@@ -219,6 +219,8 @@ def usage_report(viewer: User, spec: ReportSpec, now: datetime | None = None) ->
     segments = closed.report_segments(spec.currency, spec.start, stop)
     spread = spec.idle == IDLE_SPREAD
     names = list(dict.fromkeys([*(DIMENSIONS[d] for d in spec.dims), *(["pool_id"] if spread else [])]))
+    if "user" in spec.dims:
+        names.append("agent_id")  # an agent's usage gets its own lines under its owner (``ViaAgent``)
     where = visible(viewer) & _filters(spec)
     sums = closed.usage_by(names, where, spec.start, stop, segments, rolled, spec.currency)
     unused = unused_capacity(spec, stop, segments, rolled) if spec.idle else None
@@ -273,6 +275,9 @@ def _aggregate(spec, names, sums, segments, unused, parents, shown):
         if group_at is not None and not spec.leaves:
             ancestors = _with_ancestors(key[group_at], parents, shown)
             keys = [(*key[:group_at], g, *key[group_at + 1 :]) for g in ancestors]
+        if "agent_id" in names and values[names.index("agent_id")] is not None:
+            at, agent = spec.dims.index("user"), values[names.index("agent_id")]
+            keys += [(*k[:at], ViaAgent(k[at], agent), *k[at + 1 :]) for k in keys]
         for row_key in keys:
             figures[row_key].add(gpu, budget, cost, share)
         total.add(gpu, budget, cost, share)

@@ -25,14 +25,15 @@ def open_intervals(tasks: Iterable, at: datetime) -> int:
         with connection.cursor() as cursor:
             cursor.execute(
                 """
-                INSERT INTO ledger_usageinterval (task_id, user_id, project_id, policy_id, group_id,
-                    compute_resource_id, pool_id, worker_id, gpu_type_id, gpus, time_weight, start, "end")
-                SELECT u.task, u.usr, u.project, u.policy, u.grp, u.resource, u.pool, NULL, u.gpu_type,
-                    u.gpus, u.weight, %s, NULL
+                INSERT INTO ledger_usageinterval (task_id, user_id, project_id, agent_id, policy_id,
+                    group_id, compute_resource_id, pool_id, worker_id, gpu_type_id, gpus, time_weight,
+                    start, "end")
+                SELECT u.task, u.usr, u.project, u.agent, u.policy, u.grp, u.resource, u.pool, NULL,
+                    u.gpu_type, u.gpus, u.weight, %s, NULL
                 FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[],
-                    %s::bigint[], %s::bigint[], %s::bigint[], %s::numeric[], %s::numeric[])
-                    WITH ORDINALITY AS u(task, usr, project, policy, grp, resource, pool, gpu_type, gpus,
-                    weight, n)
+                    %s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[], %s::numeric[], %s::numeric[])
+                    WITH ORDINALITY AS u(task, usr, project, agent, policy, grp, resource, pool, gpu_type,
+                    gpus, weight, n)
                 ORDER BY u.n
                 """,
                 [
@@ -40,6 +41,7 @@ def open_intervals(tasks: Iterable, at: datetime) -> int:
                     array_literal(t.pk for t in tasks),
                     array_literal(t.user_id for t in tasks),
                     array_literal(t.project_id for t in tasks),
+                    array_literal(t.agent_id for t in tasks),
                     array_literal(t.compute_resource.policy_id for t in tasks),
                     array_literal(t.compute_resource.policy.group_id for t in tasks),
                     array_literal(t.compute_resource_id for t in tasks),
@@ -55,6 +57,7 @@ def open_intervals(tasks: Iterable, at: datetime) -> int:
             task_id=task.pk,
             user_id=task.user_id,
             project_id=task.project_id,
+            agent_id=task.agent_id,
             policy_id=task.compute_resource.policy_id,
             group_id=task.compute_resource.policy.group_id,
             compute_resource_id=task.compute_resource_id,

@@ -83,7 +83,7 @@ def usage_by(names: list[str], where: Q, start: datetime, stop: datetime, segmen
     price segment, so the database groups on plain columns (and plans for the real number of
     groups)."""
     sums: dict[tuple, list[int]] = defaultdict(lambda: [0, 0])
-    needs_user = {"user_id", "project_id"} & ({*names} | _fields_of(where))
+    needs_user = {"user_id", "project_id", "agent_id"} & ({*names} | _fields_of(where))
     reads, (live_start, live_stop) = _parts(
         start, stop, rolled, DailyRollup if needs_user else DailyGroupRollup
     )

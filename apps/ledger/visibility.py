@@ -1,5 +1,7 @@
-"""Who sees which usage: estate roles all of it, heads and leads their groups' subtrees, everyone
-their own. Every report, page, export and API answer filters by ``visible`` and refuses what
+"""Who sees which usage: the estate's viewers all of it (IT, and finance and leadership at the
+organisation's root); finance and leadership of a business unit, heads and leads their groups'
+subtrees; everyone their own (``apps.accounts.selectors.managed_group_ids`` owns the rule).
+Every report, page, export and API answer filters by ``visible`` and refuses what
 ``refusal`` names (a 403)."""
 
 from django.db.models import Q
@@ -17,7 +19,7 @@ def visible(viewer: User) -> Q:
 
 
 def may_see_unused_capacity(viewer: User) -> bool:
-    """Unused capacity is estate-wide: IT, leadership and finance."""
+    """Unused capacity is estate-wide: IT, and leadership and finance at the organisation's root."""
     return managed_group_ids(viewer) is None
 
 
@@ -27,7 +29,10 @@ def refusal(viewer: User, spec: ReportSpec) -> str | None:
     if managed is None:
         return None
     if spec.idle:
-        return "Unused capacity is estate-wide: only IT, leadership and finance see it."
+        return (
+            "Unused capacity is estate-wide: only IT, and leadership and finance at the organisation's "
+            "root, see it."
+        )
     if spec.group and spec.group.pk not in managed | member_group_ids(viewer):
         return f"You may not see the usage of group {spec.group.slug}."
     if spec.user and spec.user.pk != viewer.pk and not managed:
@@ -41,7 +46,7 @@ def scope(viewer: User) -> str:
     if managed is None:
         return "all usage of the estate"
     if managed:
-        return "the usage of the groups you lead, with their subtrees, and your own"
+        return "the usage of the groups you lead or keep the books of, with their subtrees, and your own"
     return "your own usage"
 
 

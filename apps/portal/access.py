@@ -7,7 +7,14 @@ from dataclasses import dataclass
 from django.urls import reverse
 
 from apps.accounts.models import Group, Membership, User
-from apps.accounts.selectors import groups_with_role, has_role, managed_group_ids, roles, subtree_ids
+from apps.accounts.selectors import (
+    groups_with_role,
+    has_estate_role,
+    has_role,
+    managed_group_ids,
+    roles,
+    subtree_ids,
+)
 
 Role = Membership.Role
 
@@ -25,12 +32,21 @@ def may_set_cloud_caps(user: User) -> bool:
     return has_role(user, Role.LEADERSHIP)
 
 
+def may_set_cloud_cap_on(user: User, group: Group) -> bool:
+    """Leadership at the organisation's root caps any group; leadership of a business unit its
+    own subtree."""
+    if has_estate_role(user, Role.LEADERSHIP):
+        return True
+    return group.pk in subtree_ids(groups_with_role(user, Role.LEADERSHIP))
+
+
 def may_see_finance(user: User) -> bool:
     return has_role(user, Role.FINANCE, Role.LEADERSHIP, Role.IT_ADMIN)
 
 
 def may_see_group(user: User, group: Group) -> bool:
-    """Estate roles see every group; heads and leads their subtrees; members none."""
+    """The estate's viewers see every group; heads, leads, and finance and leadership of a
+    business unit their subtrees; members none (``managed_group_ids``)."""
     managed = managed_group_ids(user)
     return managed is None or group.pk in managed
 

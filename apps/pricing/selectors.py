@@ -7,7 +7,7 @@ from datetime import UTC, datetime, time
 from decimal import Decimal
 
 from apps.accounts.models import Membership
-from apps.accounts.selectors import has_role, sees_whole_estate
+from apps.accounts.selectors import has_estate_role, sees_whole_estate
 from apps.pools.models import GpuType
 from apps.pricing.models import NodePrice, Price, PriceChange
 
@@ -109,8 +109,9 @@ def price_changes():
 
 
 def may_edit_prices(user) -> bool:
-    """Finance and IT set prices."""
-    return has_role(user, Role.FINANCE, Role.IT_ADMIN)
+    """IT and finance at the organisation's root set prices: the price list is the whole estate's
+    (every unit is priced by it), so finance of a business unit reads it but does not change it."""
+    return has_estate_role(user, Role.FINANCE, Role.IT_ADMIN)
 
 
 def may_see_price_changes(user) -> bool:

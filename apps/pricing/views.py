@@ -1,6 +1,6 @@
 """The price list in the portal, GPU prices and cloud node prices: everyone signed in reads it;
-finance and IT add, change and delete prices (each change audited through
-``apps.pricing.services``); the estate roles read the audit trail."""
+IT and finance at the organisation's root add, change and delete prices (each change audited
+through ``apps.pricing.services``) and read the audit trail with leadership at the root."""
 
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,7 +24,7 @@ VIA = PriceChange.Via.PORTAL
 
 def _editor_only(request) -> None:
     if not selectors.may_edit_prices(request.user):
-        raise PermissionDenied("Only finance and IT change prices.")
+        raise PermissionDenied("Only IT and finance of the whole organisation change prices.")
 
 
 @login_required
@@ -163,7 +163,9 @@ def node_price_delete(request, pk: int):
 @login_required
 def price_changes(request):
     if not selectors.may_see_price_changes(request.user):
-        raise PermissionDenied("Only IT, leadership and finance see the price audit trail.")
+        raise PermissionDenied(
+            "Only IT, and leadership and finance of the whole organisation, see the price audit trail."
+        )
     table = PriceChangeTable(selectors.price_changes())
     RequestConfig(request, paginate={"per_page": 50}).configure(table)
     return render(request, "pricing/price_changes.html", {"table": table})

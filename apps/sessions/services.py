@@ -65,6 +65,7 @@ def start(
     name: str = "",
     project=None,
     channel: str = Channel.API,
+    agent=None,
 ) -> Task:
     """Start a session: a task of kind ``session`` under the same reservation, limit, budget and
     preemption rules as any other, charged from its placement."""
@@ -84,6 +85,7 @@ def start(
         spec={"session_kind": session_kind.name},
         channel=channel,
         kind=Task.Kind.SESSION,
+        agent=agent,
     )
     Session.objects.create(task=task, kind=session_kind)
     return task
@@ -105,7 +107,7 @@ MEASURED_FIELDS = [
 ]
 
 
-SESSION_FIELDS = ("compute_resource", "gpus", "name", "project", "channel")
+SESSION_FIELDS = ("compute_resource", "gpus", "name", "project", "channel", "agent")
 
 
 def submit_task(

@@ -87,6 +87,14 @@ class Task(models.Model):
     project = models.ForeignKey(
         "accounts.Project", null=True, blank=True, on_delete=models.PROTECT, related_name="tasks"
     )
+    agent = models.ForeignKey(
+        "accounts.Agent",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="tasks",
+        help_text="The agent that submitted it with its token, acting for the user (its owner).",
+    )
     compute_resource = models.ForeignKey(
         "policies.ComputeResource", on_delete=models.PROTECT, related_name="tasks"
     )

@@ -37,10 +37,11 @@ def _in_groups(queryset, user: User, group_ids: set[int] | None, group_path: str
 
 
 def visible_tasks(user: User):
-    """A member sees their own tasks; a team lead or department head also their groups' tasks;
-    IT, leadership and finance see every task."""
+    """A member sees their own tasks; a team lead, department head, tenant admin, or finance or
+    leadership of a business unit also their groups' tasks; the estate's viewers (IT, finance and
+    leadership at the organisation's root) every task (``managed_group_ids``)."""
     tasks = Task.objects.select_related(
-        "user", "project", "pool", "compute_resource__policy__group", "compute_resource__profile"
+        "user", "project", "agent", "pool", "compute_resource__policy__group", "compute_resource__profile"
     )
     return _in_groups(tasks, user, managed_group_ids(user), "compute_resource__policy__group_id", "user")
 
@@ -101,7 +102,8 @@ def preemption_history(task: Task):
 
 
 def visible_schedules(user: User):
-    """Like tasks: the owner's, the managed groups' for heads and leads, all for estate roles."""
+    """Like tasks: the owner's, the managed groups' (``managed_group_ids``), all for the estate's
+    viewers."""
     schedules = Schedule.objects.select_related(
         "owner", "project", "compute_resource__policy__group", "compute_resource__profile"
     )

@@ -2,12 +2,14 @@
 # The real services the test suite and the benchmarks need, on a fresh Debian machine: installs
 # them from Debian's packages where missing, and starts them on loopback.
 #
-#   deploy/dev-services/start.sh [postgresql] [redis] [mariadb]   (default: postgresql and redis)
+#   deploy/dev-services/start.sh [postgresql] [redis] [mariadb] [keycloak]   (default: postgresql and redis)
 #
 # - PostgreSQL (Debian's `postgresql`): the first cluster, trust for 127.0.0.1 and ::1 so that the
 #   tests connect as `postgres` without a password (a test machine only: never in production).
 # - Redis (`redis-server`): 127.0.0.1:6379, no persistence, 256 databases (one per test worker).
 # - MariaDB (`mariadb-server`): 127.0.0.1:3306, root without a password, for slurmdbd (deploy/slurm-dev).
+# - Keycloak 26.5.6 (the pinned distribution from Maven Central, not Debian's; needs a JDK 21+):
+#   http://127.0.0.1:8180/realms/klique, by keycloak/start.sh (no root needed).
 #
 # Needs root (apt-get, the clusters' own users). Idempotent: a service already answering is left.
 set -euo pipefail
@@ -108,6 +110,7 @@ for service in "${wanted[@]}"; do
     postgresql) start_postgresql ;;
     redis) start_redis ;;
     mariadb) start_mariadb ;;
-    *) echo "dev-services: unknown service '$service' (postgresql, redis, mariadb)" >&2; exit 2 ;;
+    keycloak) "$(dirname "$0")/keycloak/start.sh" ;;
+    *) echo "dev-services: unknown service '$service' (postgresql, redis, mariadb, keycloak)" >&2; exit 2 ;;
   esac
 done

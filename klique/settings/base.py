@@ -10,6 +10,8 @@ from pathlib import Path
 
 import dj_database_url
 
+from klique.settings.sso import saml_apps
+
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 DEV_SECRET_KEY = "klique-dev-only-insecure-secret-key-change-me"
 
@@ -49,7 +51,9 @@ INSTALLED_APPS = [
     "allauth.account",
     "allauth.socialaccount",
     "allauth.socialaccount.providers.openid_connect",
+    "allauth.socialaccount.providers.saml",
     "apps.accounts",
+    "apps.scim",
     "apps.pools",
     "apps.cloud",
     "apps.policies",
@@ -179,6 +183,24 @@ OIDC_GROUPS_CLAIM = os.environ.get("OIDC_GROUPS_CLAIM", "groups")
 OIDC_ROLES_CLAIM = os.environ.get("OIDC_ROLES_CLAIM", "roles")
 OIDC_ROLE_PREFIX = os.environ.get("OIDC_ROLE_PREFIX", "klique:")
 
+# SAML 2.0 single sign-on (docs/governance.md, "Connecting an identity provider").
+SOCIALACCOUNT_PROVIDERS["saml"] = {"APPS": saml_apps(os.environ)}
+# Where a login button's form may lead (the Content-Security-Policy's form-action): the OIDC
+# provider, and the SAML IdP's host (its metadata's; Keycloak, Entra ID and Okta serve their login
+# pages there), or SAML_IDP_LOGIN_ORIGIN.
+SSO_ORIGINS = [
+    url
+    for url in (
+        OIDC_PROVIDER_URL,
+        os.environ.get("SAML_IDP_LOGIN_ORIGIN")
+        or "/".join(os.environ.get("SAML_IDP_METADATA_URL", "").split("/")[:3]),
+    )
+    if url
+]
+# SSO roles from a SAML login: these attributes' values, by the same rule as the OIDC claims.
+SAML_GROUPS_ATTRIBUTE = os.environ.get("SAML_GROUPS_ATTRIBUTE", "groups")
+SAML_ROLES_ATTRIBUTE = os.environ.get("SAML_ROLES_ATTRIBUTE", "")
+
 REDIS_URL = os.environ.get("REDIS_URL", "")
 METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
 # Where the HTTP request counters of /metrics live: "redis" (shared by every web process; the
@@ -280,6 +302,8 @@ ENGINE_PASS_INTERVAL_S = float(os.environ.get("ENGINE_PASS_INTERVAL_S", "1"))
 LOW_WATERMARK_S = int(os.environ.get("LOW_WATERMARK_S", "900"))
 PASS_LOG_DAYS = int(os.environ.get("PASS_LOG_DAYS", "7"))
 SCHEDULE_INTERVAL_S = float(os.environ.get("SCHEDULE_INTERVAL_S", "15"))
+# How often the agents' daily and monthly caps are swept (docs/governance.md, "Agents").
+AGENT_CAP_INTERVAL_S = float(os.environ.get("AGENT_CAP_INTERVAL_S", "60"))
 # The most tasks one POST /api/v1/tasks/bulk/ may submit (docs/channels.md).
 TASKS_BULK_MAX = int(os.environ.get("TASKS_BULK_MAX", "1000"))
 # Worker daemons (docs/workers.md): how often they heartbeat, when a silent one is lost, how long a
@@ -330,6 +354,11 @@ CELERY_BEAT_SCHEDULE: dict[str, dict] = {
         "task": "klique.tasks.submit_due_schedules",
         "schedule": SCHEDULE_INTERVAL_S,
         "options": {"expires": SCHEDULE_INTERVAL_S},
+    },
+    "agent-caps": {
+        "task": "klique.tasks.agent_caps",
+        "schedule": AGENT_CAP_INTERVAL_S,
+        "options": {"queue": "sweep", "expires": AGENT_CAP_INTERVAL_S},
     },
     "worker-sweep": {
         "task": "klique.pools.sweep",
@@ -422,7 +451,8 @@ CONTENT_SECURITY_POLICY = {
         "object-src": ["'none'"],
         "base-uri": ["'self'"],
         "frame-ancestors": ["'none'"],
-        "form-action": ["'self'", *([OIDC_PROVIDER_URL] if OIDC_PROVIDER_URL else [])],
+        # The login buttons' forms redirect to the identity providers' login pages.
+        "form-action": ["'self'", *SSO_ORIGINS],
     }
 }
 

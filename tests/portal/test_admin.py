@@ -54,6 +54,7 @@ def test_every_klique_model_is_in_the_admin():
 NO_ADD_PAGE = {
     "governance.ChangeRequest",
     "accounts.ApiToken",
+    "accounts.Agent",  # created by its owner (portal or API), its token shown once
     "pools.Worker",
     "pools.TaskLog",
     "tasks.TaskEvent",

@@ -1,7 +1,9 @@
 """Every demo role x every portal URL, GET and POST: the allowed answer or the refusal (403; 404
 where the object is looked up among the person's own, 400 where a form does not offer it), and
 every URL needs login. A department head sees only their department's subtree, a team lead only
-their group, a member only their own work.
+their group, a member only their own work. Finance and leadership at the organisation's root
+(``finance``, ``cio``) see the whole estate; finance and leadership of the Research business unit
+(``finance-research``, ``cio-research``) see Research's subtree only, never Products'.
 
 The matrix covers the whole URL map of the portal, the reports, the prices and the account pages:
 ``test_the_matrix_covers_every_url_of_the_portal`` walks the URL resolver, so a new URL fails the
@@ -16,6 +18,7 @@ import pytest
 from django.db import transaction
 from django.urls import URLPattern, URLResolver, get_resolver, resolve
 
+from apps.accounts import agents
 from apps.accounts import services as accounts
 from apps.accounts.models import Group, Membership, Notification, Project, User
 from apps.cloud import services as cloud
@@ -28,8 +31,20 @@ from tests.portal.conftest import submit
 
 pytestmark = pytest.mark.django_db
 
-ROLES = ["it", "cio", "finance", "head-language", "lead-pretraining", "dev-pretraining", "dev-alignment"]
+ROLES = [
+    "it",
+    "cio",
+    "finance",
+    "cio-research",
+    "finance-research",
+    "head-language",
+    "lead-pretraining",
+    "dev-pretraining",
+    "dev-alignment",
+]
 ESTATE = {"it", "cio", "finance"}
+# Finance and leadership of the Research business unit: its subtree's figures, pages and work.
+RESEARCH = {"cio-research", "finance-research"}
 EVERYONE = set(ROLES)
 PRICE_EDITORS = {"it", "finance"}
 MANAGE_PRETRAINING = {"it", "head-language", "lead-pretraining"}
@@ -55,36 +70,43 @@ def posted(allowed: set[str], ok: int = 302, refused: int = 403, **data) -> Rule
 # "METHOD url" -> who may. {placeholders} are filled per test by the ``ids`` fixture.
 MATRIX = {
     "GET /": Rule(EVERYONE),
-    "GET /leadership/": Rule({"it", "cio"}),
+    "GET /leadership/": Rule({"it", "cio", "cio-research"}),
     "POST /leadership/cloud-caps/": posted({"cio"}, group="{acme}", amount="1000", currency="EUR"),
-    "POST /leadership/cloud-caps/{cloud_cap}/remove/": posted({"cio"}),
+    "POST /leadership/cloud-caps/{cloud_cap}/remove/": posted({"cio", "cio-research"}),
+    "POST /leadership/cloud-caps/{products_cap}/remove/": posted({"cio"}),
     "GET /leadership/split/": Rule({"it", "cio"}),
     "POST /leadership/split/": posted({"it", "cio"}, split="acme"),
     "GET /tenants/language/": Rule({"it"}),
     "GET /it/": Rule({"it"}),
-    "GET /finance/": Rule(ESTATE),
-    # The month close: finance, leadership and IT see it; finance and IT close and reopen.
-    "GET /finance/months/": Rule(ESTATE),
+    "GET /finance/": Rule(ESTATE | RESEARCH),
+    # The month close: finance, leadership and IT see it; IT and finance at the root close and reopen.
+    "GET /finance/months/": Rule(ESTATE | RESEARCH),
     "POST /finance/months/close/": posted(PRICE_EDITORS, month="2026-01"),
     "POST /finance/months/{month_close}/reopen/": posted(PRICE_EDITORS, reason="Wrong prices."),
     "POST /finance/months/sweep/": posted(PRICE_EDITORS),
     # Statements and the cost-centre cut: the reports' own rule.
     "GET /reports/statements/": Rule(EVERYONE),
-    "GET /reports/statements/?group=language&month=2026-02&format=pdf": Rule(ESTATE | {"head-language"}),
-    "GET /reports/statements/?group=pretraining&month=2026-02&format=csv": Rule(
-        ESTATE | MANAGE_PRETRAINING | {"dev-pretraining"}
+    "GET /reports/statements/?group=language&month=2026-02&format=pdf": Rule(
+        ESTATE | RESEARCH | {"head-language"}
     ),
+    "GET /reports/statements/?group=pretraining&month=2026-02&format=csv": Rule(
+        ESTATE | RESEARCH | MANAGE_PRETRAINING | {"dev-pretraining"}
+    ),
+    "GET /reports/statements/?group=products&month=2026-02&format=pdf": Rule(ESTATE),
+    "GET /reports/statements/?group=ranking&month=2026-02&format=csv": Rule(ESTATE),
     "GET /reports/statements/?group=language&idle=spread&format=csv": Rule(ESTATE),
     "GET /reports/cost-centres/?month=2026-02": Rule(EVERYONE),
-    "GET /departments/language/": Rule(ESTATE | {"head-language"}),
-    "GET /departments/vision/": Rule(ESTATE),
+    "GET /departments/language/": Rule(ESTATE | RESEARCH | {"head-language"}),
+    "GET /departments/vision/": Rule(ESTATE | RESEARCH),
+    "GET /departments/search/": Rule(ESTATE),
     "GET /departments/language/split/": Rule({"it", "head-language"}),
     "GET /departments/vision/split/": Rule({"it"}),
     "POST /departments/language/split/": posted({"it", "head-language"}, split="language"),
     "POST /departments/vision/split/": posted({"it"}, split="vision"),
-    "GET /teams/pretraining/": Rule(ESTATE | MANAGE_PRETRAINING),
-    "GET /teams/alignment/": Rule(ESTATE | {"head-language"}),
-    "GET /teams/perception/": Rule(ESTATE),
+    "GET /teams/pretraining/": Rule(ESTATE | RESEARCH | MANAGE_PRETRAINING),
+    "GET /teams/alignment/": Rule(ESTATE | RESEARCH | {"head-language"}),
+    "GET /teams/perception/": Rule(ESTATE | RESEARCH),
+    "GET /teams/ranking/": Rule(ESTATE),
     "POST /teams/pretraining/members/": posted(MANAGE_PRETRAINING, user="dev-ranking"),
     "POST /teams/perception/members/": posted({"it"}, user="dev-ranking"),
     "POST /teams/pretraining/members/{pretraining_member}/remove/": posted(MANAGE_PRETRAINING),
@@ -98,8 +120,9 @@ MATRIX = {
     "POST /work/": posted(
         {"lead-pretraining", "dev-pretraining"}, refused=400, compute_resource="{h100}", command="sleep 1"
     ),
-    "GET /work/tasks/{pretraining_task}/": Rule(ESTATE | PRETRAINING_WORK),
-    "GET /work/tasks/{alignment_task}/": Rule(ESTATE | ALIGNMENT_WORK),
+    "GET /work/tasks/{pretraining_task}/": Rule(ESTATE | RESEARCH | PRETRAINING_WORK),
+    "GET /work/tasks/{alignment_task}/": Rule(ESTATE | RESEARCH | ALIGNMENT_WORK),
+    "GET /work/tasks/{ranking_task}/": Rule(ESTATE),
     "POST /work/tasks/{pretraining_task}/cancel/": posted(PRETRAINING_WORK),
     "POST /work/tasks/{alignment_task}/cancel/": posted(ALIGNMENT_WORK),
     "GET /notifications/": Rule(EVERYONE),
@@ -108,7 +131,10 @@ MATRIX = {
     "POST /notifications/{dev_notification}/read/": posted({"dev-pretraining"}, refused=404),
     "POST /notifications/read-all/": posted(EVERYONE),
     "GET /reports/": Rule(EVERYONE),
-    "GET /reports/?by=group&group=alignment": Rule(ESTATE | {"head-language", "dev-alignment"}),
+    "GET /reports/?by=group&group=alignment": Rule(ESTATE | RESEARCH | {"head-language", "dev-alignment"}),
+    "GET /reports/?by=group&group=products": Rule(ESTATE),
+    "GET /reports/?by=group&group=ranking&export=csv": Rule(ESTATE),
+    "GET /reports/?by=group&group=ranking&export=xlsx": Rule(ESTATE),
     "GET /reports/?by=group&idle=spread": Rule(ESTATE),
     "GET /prices/": Rule(EVERYONE),
     "GET /prices/new/": Rule(PRICE_EDITORS),
@@ -151,6 +177,12 @@ MATRIX = {
     "POST /account/tokens/{my_token}/revoke/": posted(EVERYONE),
     # Another person's token is not found among yours.
     "POST /account/tokens/{dev_token}/revoke/": posted({"dev-pretraining"}, refused=404),
+    # Agents: the owner and the leads over the owner's group (and IT) may kill; others do not see it.
+    "GET /account/agents/": Rule(EVERYONE),
+    "POST /account/agents/": posted(EVERYONE, ok=201, name="matrix-bot"),
+    "POST /account/agents/{dev_agent}/kill/": posted(
+        {"it", "head-language", "lead-pretraining", "dev-pretraining"}, refused=404
+    ),
     # Change requests: Pretraining's lead asks, Language's head decides (tests/governance).
     "GET /requests/": Rule(EVERYONE),
     "GET /requests/new/pretraining/": Rule({"head-language", "lead-pretraining"}),
@@ -213,13 +245,25 @@ def _split_data(slug: str) -> dict[str, str]:
     return data
 
 
+def _unit_people() -> None:
+    """Finance and leadership of the Research business unit (not in the demo estate)."""
+    research = Group.objects.get(slug="research")
+    for username, role in (
+        ("finance-research", Membership.Role.FINANCE),
+        ("cio-research", Membership.Role.LEADERSHIP),
+    ):
+        accounts.add_membership(user=User.objects.create(username=username), group=research, role=role)
+
+
 @pytest.fixture
 def ids(estate):
     """The objects the matrix's URLs name; ``my_*`` are filled per role by ``requests``."""
+    _unit_people()
     dev = User.objects.get(username="dev-pretraining")
     return {
         "pretraining_task": submit("dev-pretraining", "pretraining/h100-8").pk,
         "alignment_task": submit("dev-alignment", "alignment/a100-1").pk,
+        "ranking_task": submit("dev-ranking", "ranking/l40s-1").pk,
         "pretraining_member": Membership.objects.get(user=dev, group__slug="pretraining").pk,
         "perception_member": Membership.objects.get(user__username="dev-vision", group__slug="perception").pk,
         "pretraining_project": Project.objects.get(name="llm-7b").pk,
@@ -231,6 +275,7 @@ def ids(estate):
         "cpu": GpuType.objects.get(name="CPU").pk,
         "dev_notification": _notification(dev),
         "dev_token": accounts.create_api_token(user=dev, name="dev's")[0].pk,
+        "dev_agent": agents.create_agent(owner=dev, name="dev-bot")[0].pk,
         "acme": Group.objects.get(slug="acme").pk,
         "month_close": close_month(date(2026, 2, 1)).pk,
         "change_request": governance.file_request(
@@ -241,6 +286,9 @@ def ids(estate):
         ).pk,
         "cloud_cap": cloud.set_cap(
             Group.objects.get(slug="research"), Decimal(500), "EUR", actor=None, via="api"
+        ).pk,
+        "products_cap": cloud.set_cap(
+            Group.objects.get(slug="products"), Decimal(500), "EUR", actor=None, via="api"
         ).pk,
         "pretraining_webhook": _webhook("pretraining"),
         "perception_webhook": _webhook("perception"),

@@ -1,4 +1,6 @@
-"""``Authorization: Bearer kqp_...``: a personal API token acting as its user.
+"""``Authorization: Bearer kqp_...``: a personal API token acting as its user. An agent's token
+acts as its owner (``request.user``) and names the agent (``request.auth.agent``); a stopped
+agent's token is refused.
 
 A bearer token without the personal prefix is left to the other authentication classes (worker
 tokens share the scheme), so this class returns None for it instead of refusing it.
@@ -35,6 +37,8 @@ class PersonalTokenAuthentication(authentication.BaseAuthentication):
             raise exceptions.AuthenticationFailed("This API token has expired; create a new one.")
         if not token.user.is_active:
             raise exceptions.AuthenticationFailed("The token's user is inactive.")
+        if token.agent_id is not None and token.agent.stopped:
+            raise exceptions.AuthenticationFailed(f"Agent {token.agent.name} was stopped (kill switch).")
         services.mark_api_token_used(token, now)
         return token.user, token
 

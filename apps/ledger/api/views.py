@@ -29,8 +29,9 @@ PARAMETERS = [parameter(name, field) for name, field in ReportForm.base_fields.i
 
 class UsageReportView(APIView):
     """GPU-hours, budget hours and cost of the usage you may see, by group (with its subtree),
-    project, user, GPU type or pool, for a UTC day, week, month, quarter or custom range. IT,
-    leadership and finance also get ``cloud_spend``: what every cloud node cost in the range."""
+    project, user, GPU type or pool, for a UTC day, week, month, quarter or custom range. IT, and
+    leadership and finance at the organisation's root, also get ``cloud_spend``: what every cloud
+    node cost in the range; finance and leadership of a business unit see its subtree only."""
 
     renderer_classes = [JSONRenderer, CSVRenderer]
     error_statuses = {"get": (403, 404)}  # 404: an unknown ?format=

@@ -1,6 +1,7 @@
 """Finance's month close: close an ended month (its figures freeze), reopen the latest closed one
-with a reason, look for late usage corrections. Finance, leadership and IT see the page; finance
-and IT act. The rules are ``apps.ledger.closing``'s."""
+with a reason, look for late usage corrections. Finance, leadership and IT see the page (the
+adjustments of the groups they may see); IT and finance at the organisation's root act. The rules
+are ``apps.ledger.closing``'s."""
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -9,6 +10,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from apps.accounts.selectors import managed_group_ids
 from apps.core.numbers import hours
 from apps.ledger import closed, closing
 from apps.ledger.models import Adjustment, MonthClose, MonthCloseEvent
@@ -24,22 +26,26 @@ def _errors(error: ValidationError) -> str:
 @login_required
 def months(request, status: int = 200):
     allow(access.may_see_finance(request.user), "Only finance, leadership and IT see the month close.")
+    adjustments = Adjustment.objects.select_related("group", "project", "gpu_type", "actor")
+    if (managed := managed_group_ids(request.user)) is not None:
+        adjustments = adjustments.filter(group_id__in=managed)
     context = {
         "months": closed.month_states(timezone.now()),
         "may_close": closed.may_close_months(request.user),
         "events": MonthCloseEvent.objects.select_related("close", "actor")[:20],
         "adjustments": [
             (adjustment, hours(adjustment.gpu_us))
-            for adjustment in Adjustment.objects.select_related("group", "project", "gpu_type", "actor")
-            .filter(voided_at__isnull=True)
-            .order_by("-at", "-pk")[:50]
+            for adjustment in adjustments.filter(voided_at__isnull=True).order_by("-at", "-pk")[:50]
         ],
     }
     return render(request, "portal/months.html", context, status=status)
 
 
 def _may_act(request) -> None:
-    allow(closed.may_close_months(request.user), "Only finance and IT close and reopen months.")
+    allow(
+        closed.may_close_months(request.user),
+        "Only IT and finance of the whole organisation close and reopen months.",
+    )
 
 
 @login_required

@@ -1,8 +1,11 @@
-"""Finance's page: usage and chargeback, priced, and what cloud nodes cost (``apps.cloud.selectors``)."""
+"""Finance's page: usage and chargeback, priced, of the groups the viewer may see, and for the
+estate's viewers what cloud nodes cost (``apps.cloud.selectors``: an estate-wide figure, idle
+nodes included, so finance of a business unit sees its groups' usage and cost without it)."""
 
 from django.contrib.auth.decorators import login_required
 
 from apps.accounts.models import Group
+from apps.accounts.selectors import sees_whole_estate
 from apps.cloud import selectors as cloud
 from apps.cloud.tables import CloudGroupTable, CloudSpendTable
 from apps.ledger.tables import UsageTable
@@ -29,13 +32,13 @@ def finance(request):
     by_type = usage.report(request.user, ("gpu_type",), start, end)
     units = [row for row in groups.rows if row.labels["group_kind"] == Group.Kind.BUSINESS_UNIT.label]
     currency = groups.spec.currency
-    spend = cloud.spend(start, end, currency)
+    spend = cloud.spend(start, end, currency) if sees_whole_estate(request.user) else None
     context = {
         "groups": UsageTable(shown, prefix="groups-"),
         "prices": PriceTable(prices_filter.qs, prefix="prices-", exclude=("actions",)),
         "spend": spend,
-        "cloud": CloudSpendTable(spend, prefix="cloud-"),
-        "cloud_groups": CloudGroupTable(spend, prefix="cloudgroups-"),
+        "cloud": CloudSpendTable(spend, prefix="cloud-") if spend is not None else None,
+        "cloud_groups": CloudGroupTable(spend, prefix="cloudgroups-") if spend is not None else None,
         "groups_filter": groups_filter,
         "prices_filter": prices_filter,
         "month": start,
@@ -65,6 +68,10 @@ def finance(request):
         request,
         "portal/finance.html",
         context,
-        [context["groups"], context["prices"], context["cloud"], context["cloud_groups"]],
+        [
+            table
+            for table in (context["groups"], context["prices"], context["cloud"], context["cloud_groups"])
+            if table is not None
+        ],
         [groups_filter, prices_filter],
     )

@@ -8,6 +8,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from apps.accounts.models import Group
+from apps.accounts.selectors import managed_group_ids
 from apps.cloud import services as cloud
 from apps.cloud.models import CloudSpendCap, CloudSpendCapChange
 from apps.ledger.budgets import budget_status
@@ -48,11 +49,18 @@ def _leadership_page(request, *, cap_form: CloudCapForm | None = None, status: i
     allow(access.may_see_leadership(request.user), "Only leadership and IT see the leadership view.")
     now = timezone.now()
     may_set_caps = access.may_set_cloud_caps(request.user)
+    # Leadership of a business unit sees its unit's figures and caps, not the estate's cloud pools.
+    managed = managed_group_ids(request.user)
+    caps = [cap for cap in selectors.cloud_caps(now) if managed is None or cap.group_id in managed]
+    if cap_form is None:
+        cap_form = CloudCapForm()
+        if managed is not None:
+            cap_form.fields["group"].queryset = cap_form.fields["group"].queryset.filter(pk__in=managed)
     history = usage.estate_history(request.user, now=now)
     start, end = usage.this_month(now)
     level = Group.Kind.BUSINESS_UNIT
     units = usage.report(request.user, ("group",), start, end, level=level)
-    cloud = selectors.pool_usage(kind=Pool.Kind.CLOUD)
+    cloud = selectors.pool_usage(kind=Pool.Kind.CLOUD) if managed is None else []
     units_filter = UsageFilter(
         request.GET,
         groups=visible_groups(request.user).filter(kind=level).order_by("name"),
@@ -66,9 +74,9 @@ def _leadership_page(request, *, cap_form: CloudCapForm | None = None, status: i
     days = [f"{day:%Y-%m-%d}" for day in history.days]
     unit_names = [row.labels["group"] for row in units.rows]
     context = {
-        "caps": CloudCapTable(selectors.cloud_caps(now), exclude=() if may_set_caps else ("actions",)),
+        "caps": CloudCapTable(caps, exclude=() if may_set_caps else ("actions",)),
         "may_set_caps": may_set_caps,
-        "cap_form": cap_form or CloudCapForm(),
+        "cap_form": cap_form,
         "units": UsageTable(shown, prefix="units-"),
         "cloud": PoolTable(kept(cloud, cloud_filter, lambda use: use.pool.pk), prefix="cloud-"),
         "units_filter": units_filter,
@@ -134,6 +142,10 @@ def set_cloud_cap(request):
     if form.is_valid():
         data = form.cleaned_data
         try:
+            allow(
+                access.may_set_cloud_cap_on(request.user, data["group"]),
+                f"You may not set the cloud spend cap of {data['group']}.",
+            )
             cap = cloud.set_cap(
                 data["group"],
                 data["amount"],
@@ -155,6 +167,7 @@ def set_cloud_cap(request):
 def remove_cloud_cap(request, pk: int):
     _set_caps(request)
     cap = get_object_or_404(CloudSpendCap.objects.select_related("group"), pk=pk)
+    allow(access.may_set_cloud_cap_on(request.user, cap.group), f"You may not remove the cap of {cap.group}.")
     cloud.remove_cap(cap, actor=request.user, via=CloudSpendCapChange.Via.PORTAL)
     messages.success(request, f"{cap.group} has no cloud spend cap now.")
     return redirect("portal:leadership")

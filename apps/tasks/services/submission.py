@@ -9,7 +9,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from apps.accounts.models import Project, User
+from apps.accounts.models import Agent, Project, User
 from apps.core.gpus import gpu_size_error
 from apps.policies.models import ComputeResource
 from apps.policies.rules import fmt
@@ -17,6 +17,7 @@ from apps.policies.selectors import largest_pool
 from apps.tasks import wake
 from apps.tasks.limits import nodes_error, size_errors
 from apps.tasks.models import Channel, Task, TaskEvent, counted_gpus
+from apps.tasks.services.agents import refusal as agent_refusal
 
 
 def task_size(resource: ComputeResource, gpus) -> Decimal:
@@ -124,6 +125,7 @@ def check_submission(
     channel: str = Channel.API,
     kind: str = Task.Kind.BATCH,
     largest: dict | None = None,
+    agent: Agent | None = None,
 ) -> Task:
     """The rules every submission passes, whatever its channel: the unsaved task, or a
     ValidationError naming the field (``largest``: see ``check_fits``)."""
@@ -155,6 +157,7 @@ def check_submission(
         spec=spec or {},
         channel=channel,
         kind=kind,
+        agent=agent,
     )
 
 
@@ -178,6 +181,7 @@ def _create(tasks: list[Task]) -> list[Task]:
                     "gpus": str(task.gpus),
                     **({"nodes": task.nodes} if task.nodes > 1 else {}),
                     **({"kind": task.kind} if task.kind != Task.Kind.BATCH else {}),
+                    **({"agent": task.agent.label} if task.agent_id else {}),
                 },
             )
             for task in tasks
@@ -192,7 +196,10 @@ def _create(tasks: list[Task]) -> list[Task]:
 def submit(*, user: User, compute_resource: ComputeResource, command: str, **fields) -> Task:
     """Submit a task (the fields of ``check_submission``). A session (``kind="session"``) is
     started through ``apps.sessions.services``, which calls this and adds its session row in the
-    same transaction."""
+    same transaction. An agent's task (``agent``) is refused when the agent is stopped or over a
+    daily or monthly cap (``apps.tasks.services.agents.refusal``)."""
+    if fields.get("agent") is not None:
+        agent_refusal(fields["agent"])
     return _create(
         [check_submission(user=user, compute_resource=compute_resource, command=command, **fields)]
     )[0]
@@ -223,7 +230,9 @@ def bulk_count_error(count: int) -> str | None:
 
 
 @transaction.atomic
-def submit_many(*, user: User, items: list[dict], channel: str = Channel.API) -> list[Task]:
+def submit_many(
+    *, user: User, items: list[dict], channel: str = Channel.API, agent: Agent | None = None
+) -> list[Task]:
     """Submit many tasks at once, all or none: each item (the fields of ``check_submission``) is
     checked by the same rules as ``submit``; when any is refused, ``SubmissionsRefused`` names
     every refused item and nothing is written. The tasks are created in the items' order (ids and
@@ -231,10 +240,12 @@ def submit_many(*, user: User, items: list[dict], channel: str = Channel.API) ->
     error = bulk_count_error(len(items))
     if error:
         raise ValidationError({"tasks": error})
+    if agent is not None:
+        agent_refusal(agent)
     tasks, errors, largest = [], {}, {}
     for index, item in enumerate(items):
         try:
-            tasks.append(check_submission(user=user, channel=channel, largest=largest, **item))
+            tasks.append(check_submission(user=user, channel=channel, largest=largest, agent=agent, **item))
         except ValidationError as refused:
             errors[index] = refused.message_dict
     if errors:

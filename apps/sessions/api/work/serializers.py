@@ -120,6 +120,9 @@ class TaskSerializer(serializers.ModelSerializer):
     group = serializers.CharField(source="compute_resource.policy.group.slug")
     profile = serializers.CharField(source="compute_resource.profile.name")
     project = serializers.CharField(source="project.name", allow_null=True, default=None)
+    agent = serializers.CharField(
+        source="agent.name", allow_null=True, default=None, help_text="The agent that submitted it, if any."
+    )
     pool = serializers.CharField(source="pool.name", allow_null=True, default=None)
     queue_position = serializers.SerializerMethodField(help_text="1-based place in line while waiting.")
     verdict = serializers.JSONField(help_text=VERDICT_HELP)
@@ -135,6 +138,7 @@ class TaskSerializer(serializers.ModelSerializer):
             "kind",
             "name",
             "user",
+            "agent",
             "compute_resource",
             "group",
             "profile",

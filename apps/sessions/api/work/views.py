@@ -53,6 +53,12 @@ def refusals_as_400():
         raise serializers.ValidationError(detail) from error
 
 
+def agent_of(request):
+    """The agent whose token made the request (``apps.accounts.agents``), or None."""
+    token = request.auth
+    return token.agent if getattr(token, "agent_id", None) else None
+
+
 def submit_refusal(resource) -> str:
     return (
         f"You may submit only to compute resources of groups you belong to; {resource} "
@@ -67,6 +73,9 @@ def check_may_submit(context: dict, resource) -> None:
         raise PermissionDenied(submit_refusal(resource))
 
 
+AGENT_SCHEDULE_REFUSED = (
+    "An agent's token cannot create schedules: their runs would be its owner's, outside the agent's caps."
+)
 BULK_SESSION_REFUSED = (
     "A session is started on its own (POST /api/v1/tasks/); a bulk submission takes batch tasks."
 )
@@ -134,7 +143,9 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         submission.is_valid(raise_exception=True)
         check_may_submit(context, submission.validated_data["compute_resource"])
         with refusals_as_400():
-            task = sessions.submit_task(user=request.user, channel=channel, **submission.validated_data)
+            task = sessions.submit_task(
+                user=request.user, channel=channel, agent=agent_of(request), **submission.validated_data
+            )
         return Response(self._submitted([task])[0], status=status.HTTP_201_CREATED)
 
     @extend_schema(
@@ -179,7 +190,9 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
                 raise PermissionDenied(f"Task {index}: {submit_refusal(item['compute_resource'])}")
         try:
             with refusals_as_400():
-                tasks = services.submit_many(user=request.user, items=checked, channel=channel)
+                tasks = services.submit_many(
+                    user=request.user, items=checked, channel=channel, agent=agent_of(request)
+                )
         except services.SubmissionsRefused as refused:
             by_index = {str(index): fields for index, fields in refused.errors.items()}
             raise serializers.ValidationError({"tasks": by_index}) from refused
@@ -215,6 +228,8 @@ class ScheduleViewSet(viewsets.ModelViewSet):
         return schedule
 
     def perform_create(self, serializer):
+        if agent_of(self.request) is not None:
+            raise PermissionDenied(AGENT_SCHEDULE_REFUSED)
         data = serializer.validated_data
         check_may_submit(serializer.context, data["compute_resource"])
         with refusals_as_400():
