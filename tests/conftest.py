@@ -52,6 +52,17 @@ def require_keycloak() -> None:
         _fail_or_skip(f"needs Keycloak at {keycloak.URL}: run deploy/dev-services/start.sh keycloak ({why})")
 
 
+@pytest.fixture
+def keycloak_admin():
+    """Keycloak's admin REST API on the `klique` realm (tests/keycloak.py)."""
+    from tests import keycloak
+
+    require_keycloak()
+    api = keycloak.Admin()
+    yield api
+    api.close()
+
+
 @pytest.fixture(autouse=True)
 def _real_services_for_markers(request):
     if request.node.get_closest_marker("postgres"):

@@ -22,6 +22,27 @@ SAML_METADATA_URL = f"{REALM}/protocol/saml/descriptor"
 HOST = "127.0.0.1:8000"
 
 
+def oidc_provider() -> dict:
+    """allauth's ``SOCIALACCOUNT_PROVIDERS["openid_connect"]`` for the realm's OIDC client."""
+    app = {
+        "provider_id": "keycloak",
+        "name": "Keycloak",
+        "client_id": OIDC_CLIENT_ID,
+        "secret": OIDC_SECRET,
+        "settings": {"server_url": REALM},
+    }
+    return {"APPS": [app], "OAUTH_PKCE_ENABLED": True}
+
+
+def saml_provider(**env: str) -> dict:
+    """allauth's ``SOCIALACCOUNT_PROVIDERS["saml"]`` for the realm's SAML client, as the settings
+    build it from the environment (``env`` adds to it)."""
+    from klique.settings.sso import saml_apps
+
+    env = {"SAML_IDP_METADATA_URL": SAML_METADATA_URL, "SAML_ENTITY_ID": SAML_ENTITY_ID, **env}
+    return {"APPS": saml_apps(env)}
+
+
 def answers() -> str | None:
     """None when the realm's discovery document answers, else why not."""
     try:

@@ -13,7 +13,6 @@ from django.test import Client
 from apps.accounts import services as accounts
 from apps.accounts.models import Group, Membership, User
 from tests import keycloak
-from tests.conftest import require_keycloak
 
 pytestmark = pytest.mark.django_db
 
@@ -22,33 +21,12 @@ CALLBACK = "/accounts/oidc/keycloak/login/callback/"
 
 
 @pytest.fixture
-def admin():
-    require_keycloak()
-    api = keycloak.Admin()
-    yield api
-    api.close()
-
-
-@pytest.fixture
-def sso(settings, admin):
-    settings.SOCIALACCOUNT_PROVIDERS = {
-        "openid_connect": {
-            "APPS": [
-                {
-                    "provider_id": "keycloak",
-                    "name": "Keycloak",
-                    "client_id": keycloak.OIDC_CLIENT_ID,
-                    "secret": keycloak.OIDC_SECRET,
-                    "settings": {"server_url": keycloak.REALM},
-                }
-            ],
-            "OAUTH_PKCE_ENABLED": True,
-        }
-    }
+def sso(settings, keycloak_admin):
+    settings.SOCIALACCOUNT_PROVIDERS = {"openid_connect": keycloak.oidc_provider()}
     settings.OIDC_GROUPS_CLAIM = "groups"
     settings.OIDC_ROLES_CLAIM = "roles"
     settings.OIDC_ROLE_PREFIX = "klique:"
-    return admin
+    return keycloak_admin
 
 
 @pytest.fixture

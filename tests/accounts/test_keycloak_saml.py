@@ -24,7 +24,6 @@ from apps.accounts.models import Group, Membership, User
 from klique.settings.base import BASE_DIR
 from klique.settings.sso import saml_apps
 from tests import keycloak
-from tests.conftest import require_keycloak
 
 pytestmark = pytest.mark.django_db
 
@@ -34,29 +33,12 @@ SAML_LOG = "allauth.socialaccount.providers.saml.views"
 
 
 @pytest.fixture
-def admin():
-    require_keycloak()
-    api = keycloak.Admin()
-    yield api
-    api.close()
-
-
-@pytest.fixture
-def saml(settings, admin):
-    settings.SOCIALACCOUNT_PROVIDERS = {
-        "saml": {
-            "APPS": saml_apps(
-                {
-                    "SAML_IDP_METADATA_URL": keycloak.SAML_METADATA_URL,
-                    "SAML_ENTITY_ID": keycloak.SAML_ENTITY_ID,
-                }
-            )
-        }
-    }
+def saml(settings, keycloak_admin):
+    settings.SOCIALACCOUNT_PROVIDERS = {"saml": keycloak.saml_provider()}
     settings.SAML_GROUPS_ATTRIBUTE = "groups"
     settings.SAML_ROLES_ATTRIBUTE = ""
     settings.OIDC_ROLE_PREFIX = "klique:"
-    return admin
+    return keycloak_admin
 
 
 @pytest.fixture

@@ -7,45 +7,16 @@ import pytest
 
 from apps.accounts import services as accounts
 from apps.accounts.models import Group, Membership, User
-from klique.settings.sso import saml_apps
 from tests import keycloak
-from tests.conftest import require_keycloak
 
 pytestmark = pytest.mark.browser
 
 
 @pytest.fixture
-def admin():
-    require_keycloak()
-    api = keycloak.Admin()
-    yield api
-    api.close()
-
-
-@pytest.fixture
-def providers(settings, admin, transactional_db):
+def providers(settings, keycloak_admin, transactional_db):
     settings.SOCIALACCOUNT_PROVIDERS = {
-        "openid_connect": {
-            "APPS": [
-                {
-                    "provider_id": "keycloak",
-                    "name": "Keycloak",
-                    "client_id": keycloak.OIDC_CLIENT_ID,
-                    "secret": keycloak.OIDC_SECRET,
-                    "settings": {"server_url": keycloak.REALM},
-                }
-            ],
-            "OAUTH_PKCE_ENABLED": True,
-        },
-        "saml": {
-            "APPS": saml_apps(
-                {
-                    "SAML_IDP_METADATA_URL": keycloak.SAML_METADATA_URL,
-                    "SAML_ENTITY_ID": keycloak.SAML_ENTITY_ID,
-                    "SAML_PROVIDER_NAME": "Keycloak (SAML)",
-                }
-            )
-        },
+        "openid_connect": keycloak.oidc_provider(),
+        "saml": keycloak.saml_provider(SAML_PROVIDER_NAME="Keycloak (SAML)"),
     }
     # What SSO_ORIGINS gives with these providers set in the environment.
     directives = settings.CONTENT_SECURITY_POLICY["DIRECTIVES"] | {"form-action": ["'self'", keycloak.URL]}
@@ -55,7 +26,7 @@ def providers(settings, admin, transactional_db):
     acme = accounts.create_group(name="Acme", slug="acme", kind=Group.Kind.ORGANISATION)
     vision = accounts.create_group(name="Vision", slug="vision", kind=Group.Kind.DEPARTMENT, parent=acme)
     accounts.create_group(name="Perception", slug="perception", kind=Group.Kind.TEAM, parent=vision)
-    return admin
+    return keycloak_admin
 
 
 @pytest.mark.parametrize("button", ["Log in with Keycloak", "Log in with Keycloak (SAML)"])
