@@ -153,6 +153,19 @@ def agent_label(owner: str, agent: str) -> str:
     return f"{owner} via agent {agent}"
 
 
+def _cap(verbose_name: str, max_digits: int, decimal_places: int, help_text: str) -> models.DecimalField:
+    """One of an agent's caps: a number of at least 0, or empty for no cap of its own."""
+    return models.DecimalField(
+        verbose_name,
+        max_digits=max_digits,
+        decimal_places=decimal_places,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0)],
+        help_text=help_text,
+    )
+
+
 class Agent(models.Model):
     """An agent acting for its owner (an MCP client, a pipeline bot), with a token of its own and
     caps of its own. Its work counts against its owner's group policy as the owner's own does; its
@@ -169,41 +182,16 @@ class Agent(models.Model):
     stopped_by = models.ForeignKey(
         User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", editable=False
     )
-    max_gpus = models.DecimalField(
-        "max GPUs at once",
-        max_digits=9,
-        decimal_places=3,
-        null=True,
-        blank=True,
-        validators=[MinValueValidator(0)],
-        help_text="GPUs (x nodes) its work may hold at once.",
+    max_gpus = _cap("max GPUs at once", 9, 3, "GPUs (x nodes) its work may hold at once.")
+    max_gpu_hours_per_day = _cap("max GPU-hours per day", 12, 3, "GPU-hours per UTC day.")
+    max_budget_hours_per_day = _cap(
+        "max budget hours per day", 12, 3, "Time-budget hours (time x the profile's time weight) per UTC day."
     )
-    max_gpu_hours_per_day = models.DecimalField(
-        "max GPU-hours per day",
-        max_digits=12,
-        decimal_places=3,
-        null=True,
-        blank=True,
-        validators=[MinValueValidator(0)],
-        help_text="GPU-hours per UTC day.",
-    )
-    max_budget_hours_per_day = models.DecimalField(
-        "max budget hours per day",
-        max_digits=12,
-        decimal_places=3,
-        null=True,
-        blank=True,
-        validators=[MinValueValidator(0)],
-        help_text="Time-budget hours (time x the profile's time weight) per UTC day.",
-    )
-    max_money_per_month = models.DecimalField(
+    max_money_per_month = _cap(
         "max money per month",
-        max_digits=14,
-        decimal_places=2,
-        null=True,
-        blank=True,
-        validators=[MinValueValidator(0)],
-        help_text="Cost per UTC month in the estate's currency; inert while its GPU types have no price.",
+        14,
+        2,
+        "Cost per UTC month in the estate's currency; inert while its GPU types have no price.",
     )
     lead_caps = models.JSONField(
         default=dict, blank=True, help_text="Caps set by a team lead: {cap: value}, a ceiling for the owner."

@@ -6,12 +6,12 @@ import uuid
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from scim2_models import Context, PatchOp
+from scim2_models import Context
 
 from apps.accounts.models import User
 from apps.scim import memberships
 from apps.scim.models import IdentityProvider, ScimGroup, ScimUser
-from apps.scim.protocol import POLICY, GroupResource, ScimError, as_scim_error
+from apps.scim.protocol import POLICY, GroupResource, ScimError, apply_patch, read_resource
 from apps.scim.users import meta
 
 NAME_MAX = ScimGroup._meta.get_field("display_name").max_length
@@ -33,11 +33,7 @@ def as_resource(group: ScimGroup, base: str) -> GroupResource:
 
 
 def read(payload: Any, context: Context) -> GroupResource:
-    try:
-        with POLICY:
-            return GroupResource.model_validate(payload, scim_ctx=context)
-    except Exception as exc:
-        raise as_scim_error(exc) from exc
+    return read_resource(GroupResource, payload, context)
 
 
 def _members(provider: IdentityProvider, resource: GroupResource) -> list[User]:
@@ -125,15 +121,7 @@ def replace(group: ScimGroup, resource: GroupResource) -> ScimGroup:
 
 @transaction.atomic
 def patch(group: ScimGroup, payload: Any, base: str) -> ScimGroup:
-    resource = as_resource(group, base)
-    try:
-        with POLICY:
-            operations = PatchOp[GroupResource].model_validate(
-                payload, scim_ctx=Context.RESOURCE_PATCH_REQUEST
-            )
-            operations.patch(resource)
-    except Exception as exc:
-        raise as_scim_error(exc) from exc
+    resource = apply_patch(GroupResource, as_resource(group, base), payload)
     _store(group, resource, created=False)
     return group
 

@@ -19,6 +19,7 @@ from scim2_models import (
     Group,
     ListResponse,
     Patch,
+    PatchOp,
     ResourceType,
     SCIMException,
     ScimPolicy,
@@ -95,6 +96,25 @@ def as_scim_error(exc: Exception) -> ScimError:
         detail = "; ".join(e.detail or "" for e in errors) or str(exc)
         return ScimError(int(first.status or 400), detail, first.scim_type or "invalidValue")
     return ScimError(400, str(exc), "invalidValue")
+
+
+def read_resource(model, payload: Any, context: Context):
+    """A User or Group resource read from a peer's payload under POLICY, or a SCIM error."""
+    try:
+        with POLICY:
+            return model.model_validate(payload, scim_ctx=context)
+    except Exception as exc:
+        raise as_scim_error(exc) from exc
+
+
+def apply_patch(model, resource, payload: Any):
+    """``resource`` with the PatchOp of ``payload`` applied (RFC 7644 §3.5.2), or a SCIM error."""
+    try:
+        with POLICY:
+            PatchOp[model].model_validate(payload, scim_ctx=Context.RESOURCE_PATCH_REQUEST).patch(resource)
+    except Exception as exc:
+        raise as_scim_error(exc) from exc
+    return resource
 
 
 def json_response(body: dict[str, Any], status: int = 200, location: str | None = None) -> HttpResponse:

@@ -9,12 +9,12 @@ from typing import Any
 
 from django.contrib.auth.hashers import make_password
 from django.db import IntegrityError, transaction
-from scim2_models import Context, PatchOp
+from scim2_models import Context
 
 from apps.accounts.models import User
 from apps.scim import lockout, memberships
 from apps.scim.models import IdentityProvider, ScimGroup, ScimUser
-from apps.scim.protocol import POLICY, ScimError, UserResource, as_scim_error
+from apps.scim.protocol import POLICY, ScimError, UserResource, apply_patch, read_resource
 
 USERNAME_MAX = User._meta.get_field("username").max_length
 NOT_STORED = ("id", "meta", "groups", "password", "userName")
@@ -52,11 +52,7 @@ def as_resource(link: ScimUser, base: str) -> UserResource:
 
 
 def read(payload: Any, context: Context) -> UserResource:
-    try:
-        with POLICY:
-            return UserResource.model_validate(payload, scim_ctx=context)
-    except Exception as exc:
-        raise as_scim_error(exc) from exc
+    return read_resource(UserResource, payload, context)
 
 
 def _checked_name(resource: UserResource) -> str:
@@ -130,15 +126,7 @@ def replace(link: ScimUser, resource: UserResource) -> ScimUser:
 
 @transaction.atomic
 def patch(link: ScimUser, payload: Any, base: str) -> ScimUser:
-    resource = as_resource(link, base)
-    try:
-        with POLICY:
-            operations = PatchOp[UserResource].model_validate(
-                payload, scim_ctx=Context.RESOURCE_PATCH_REQUEST
-            )
-            operations.patch(resource)
-    except Exception as exc:
-        raise as_scim_error(exc) from exc
+    resource = apply_patch(UserResource, as_resource(link, base), payload)
     _store(link, resource, provider=link.provider, created=False)
     return link
 
