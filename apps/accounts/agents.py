@@ -88,13 +88,13 @@ def _caps(values: dict) -> dict:
         if value in (None, ""):
             caps[name] = None
             continue
+        words = CAP_WORDS[name][0].upper() + CAP_WORDS[name][1:]  # "GPUs at once", not "Gpus at once"
         try:
             amount = Decimal(str(value))
         except InvalidOperation as error:
-            message = f"{CAP_WORDS[name].capitalize()}: give a number or leave it empty."
-            raise ValidationError({name: message}) from error
+            raise ValidationError({name: f"{words}: give a number or leave it empty."}) from error
         if not amount.is_finite() or amount < 0:
-            raise ValidationError({name: f"{CAP_WORDS[name].capitalize()}: give a number of at least 0."})
+            raise ValidationError({name: f"{words}: give a number of at least 0."})
         caps[name] = amount
     return caps
 

@@ -1,6 +1,7 @@
 """The portal's agents page (``/account/agents/``): the owner's agents and, for leads and IT, their
 members' agents, with caps in force, spend today and this month, a create form (the token shown
-once) and the kill switch."""
+once), a caps form (the owner sets the agent's own caps, a lead or IT the lead caps, a ceiling the
+owner cannot raise) and the kill switch."""
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -12,6 +13,24 @@ from django.views.decorators.http import require_POST
 from apps.accounts import agents
 from apps.accounts.models import Agent
 from apps.core import throttles
+
+
+def _cap_form(user, agent: Agent) -> dict | None:
+    """The caps this viewer may set on the agent: the owner its own, a lead (or IT) the lead caps;
+    each field with its current value."""
+    if agent.stopped:
+        return None
+    if agents.may_manage(user, agent):
+        scope, current = "own", {name: getattr(agent, name) for name in Agent.CAPS}
+    elif agents.may_lead(user, agent):
+        scope, current = "lead", {name: agent.lead_caps.get(name) for name in Agent.CAPS}
+    else:
+        return None
+    fields = [
+        {"name": name, "words": agents.CAP_WORDS[name], "value": "" if value is None else value}
+        for name, value in current.items()
+    ]
+    return {"scope": scope, "fields": fields}
 
 
 def _rows(user) -> list[dict]:
@@ -28,6 +47,7 @@ def _rows(user) -> list[dict]:
             "usage": usage.get(agent.pk, {}),
             "may_kill": not agent.stopped
             and (agents.may_manage(user, agent) or agents.may_lead(user, agent)),
+            "cap_form": _cap_form(user, agent),
         }
         for agent in found
     ]
@@ -45,8 +65,7 @@ def agents_page(request):
                 owner=request.user,
                 name=request.POST.get("name", ""),
                 purpose=request.POST.get("purpose", ""),
-                max_gpus=request.POST.get("max_gpus") or None,
-                max_gpu_hours_per_day=request.POST.get("max_gpu_hours_per_day") or None,
+                **{name: request.POST.get(name) or None for name in Agent.CAPS},
             )
         except ValidationError as error:
             errors = error.messages
@@ -63,4 +82,24 @@ def kill_agent(request, pk: int):
         return redirect("accounts:agents")
     agents.kill_agent(agent, actor=request.user)
     messages.success(request, f"Agent {agent.label} is stopped: its tokens are revoked and its work stopped.")
+    return redirect("accounts:agents")
+
+
+@login_required
+@require_POST
+def set_caps(request, pk: int):
+    """The owner's own caps or, for a lead or IT, the lead caps; an empty field: no such cap."""
+    agent = get_object_or_404(agents.agents_visible_to(request.user), pk=pk)
+    form = _cap_form(request.user, agent)
+    if form is None:
+        messages.error(request, "Only the agent's owner, a lead of the owner's group and IT set its caps.")
+        return redirect("accounts:agents")
+    prefix = "lead_" if form["scope"] == "lead" else ""
+    values = {f"{prefix}{name}": request.POST.get(name) or None for name in Agent.CAPS}
+    try:
+        agents.update_agent(agent, actor=request.user, **values)
+    except ValidationError as error:
+        messages.error(request, " ".join(error.messages))
+    else:
+        messages.success(request, f"Caps of {agent.label} saved.")
     return redirect("accounts:agents")

@@ -177,9 +177,12 @@ MATRIX = {
     "POST /account/tokens/{my_token}/revoke/": posted(EVERYONE),
     # Another person's token is not found among yours.
     "POST /account/tokens/{dev_token}/revoke/": posted({"dev-pretraining"}, refused=404),
-    # Agents: the owner and the leads over the owner's group (and IT) may kill; others do not see it.
+    # Agents: the owner and the leads over the owner's group (and IT) may cap and kill; others do not see it.
     "GET /account/agents/": Rule(EVERYONE),
     "POST /account/agents/": posted(EVERYONE, ok=201, name="matrix-bot"),
+    "POST /account/agents/{dev_agent}/caps/": posted(
+        {"it", "head-language", "lead-pretraining", "dev-pretraining"}, refused=404, max_gpus="4"
+    ),
     "POST /account/agents/{dev_agent}/kill/": posted(
         {"it", "head-language", "lead-pretraining", "dev-pretraining"}, refused=404
     ),
