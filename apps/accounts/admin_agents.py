@@ -14,7 +14,8 @@ class AgentAdmin(admin.ModelAdmin):
     list_filter = [("stopped_at", admin.EmptyFieldListFilter)]
     search_fields = ["name", "owner__username", "purpose"]
     list_select_related = ["owner"]
-    readonly_fields = ["owner", "created_at", "stopped_at", "stopped_by"]
+    # Lead caps are set where their rules are checked: the agents page and the API (as IT).
+    readonly_fields = ["owner", "lead_caps", "created_at", "stopped_at", "stopped_by"]
     actions = ["kill"]
     formfield_overrides = PLAIN_NUMBERS
 

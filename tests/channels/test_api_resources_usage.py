@@ -1,6 +1,6 @@
 """Compute resources one may submit to, and the use and budgets of one's groups."""
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
@@ -44,7 +44,8 @@ def place(task, pool, at):
     services.place_many([(task, pool)], at)
 
 
-def test_usage_shows_budget_used_left_burn_rate_run_out_and_reset(estate, api):
+def test_usage_shows_budget_used_left_burn_rate_run_out_and_reset(estate, api, time_machine):
+    time_machine.move_to(datetime(2026, 12, 9, 12, 0, tzinfo=UTC))  # a Wednesday: 2 h of the week behind it
     now = timezone.now()
     task = services.submit(user=estate.member, compute_resource=estate.vision_a100, command="x")
     place(task, estate.pool, now - timedelta(hours=2))
