@@ -116,7 +116,8 @@ def issue_token(agent: Agent) -> str:
     """A new token for the agent (its earlier ones stay valid until revoked)."""
     if agent.stopped:
         raise ValidationError({"agent": f"Agent {agent.label} was stopped; create a new agent."})
-    token, raw = services.new_api_token(user=agent.owner, name=f"agent {agent.name}")
+    longest = ApiToken._meta.get_field("name").max_length
+    token, raw = services.new_api_token(user=agent.owner, name=f"agent {agent.name}"[:longest])
     token.agent = agent
     token.save()
     return raw

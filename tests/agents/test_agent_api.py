@@ -33,6 +33,15 @@ def test_bad_caps_answer_400_naming_the_field_and_a_taken_name_409(estate):
     assert answer.status_code == 409 and "already" in answer.json()["detail"]  # the name is taken
 
 
+def test_a_name_of_the_longest_length_makes_an_agent_and_a_longer_one_is_a_400(estate):
+    owner = client_for(estate.owner)
+    answer = owner.post("/api/v1/agents/", {"name": "n" * 100}, format="json")
+    assert answer.status_code == 201  # its token's name is cut to fit, the agent's is whole
+    assert Agent.objects.get(pk=answer.json()["id"]).name == "n" * 100
+    answer = owner.post("/api/v1/agents/", {"name": "n" * 101}, format="json")
+    assert answer.status_code == 400 and "name" in answer.json()
+
+
 def test_the_team_lead_sees_and_caps_a_members_agent_and_the_owner_cannot_raise_it(estate):
     lead = client_for(estate.lead)
     assert [a["label"] for a in lead.get("/api/v1/agents/").json()] == ["vera via agent eval-bot"]
