@@ -43,6 +43,17 @@ def saml_provider(**env: str) -> dict:
     return {"APPS": saml_apps(env)}
 
 
+def create_klique_groups() -> None:
+    """Klique's side of the realm's `klique:` groups: Acme > Vision > Perception, Generation."""
+    from apps.accounts import services as accounts
+    from apps.accounts.models import Group
+
+    acme = accounts.create_group(name="Acme", slug="acme", kind=Group.Kind.ORGANISATION)
+    vision = accounts.create_group(name="Vision", slug="vision", kind=Group.Kind.DEPARTMENT, parent=acme)
+    for slug in ("perception", "generation"):
+        accounts.create_group(name=slug.title(), slug=slug, kind=Group.Kind.TEAM, parent=vision)
+
+
 def answers() -> str | None:
     """None when the realm's discovery document answers, else why not."""
     try:

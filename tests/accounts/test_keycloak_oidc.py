@@ -31,10 +31,7 @@ def sso(settings, keycloak_admin):
 
 @pytest.fixture
 def groups():
-    acme = accounts.create_group(name="Acme", slug="acme", kind=Group.Kind.ORGANISATION)
-    vision = accounts.create_group(name="Vision", slug="vision", kind=Group.Kind.DEPARTMENT, parent=acme)
-    for slug in ("perception", "generation"):
-        accounts.create_group(name=slug.title(), slug=slug, kind=Group.Kind.TEAM, parent=vision)
+    keycloak.create_klique_groups()
 
 
 def start_login(client: Client) -> str:

@@ -19,8 +19,7 @@ from django.test import Client
 from django.utils import timezone
 from lxml import etree
 
-from apps.accounts import services as accounts
-from apps.accounts.models import Group, Membership, User
+from apps.accounts.models import Membership, User
 from klique.settings.base import BASE_DIR
 from klique.settings.sso import saml_apps
 from tests import keycloak
@@ -43,10 +42,7 @@ def saml(settings, keycloak_admin):
 
 @pytest.fixture
 def groups():
-    acme = accounts.create_group(name="Acme", slug="acme", kind=Group.Kind.ORGANISATION)
-    vision = accounts.create_group(name="Vision", slug="vision", kind=Group.Kind.DEPARTMENT, parent=acme)
-    for slug in ("perception", "generation"):
-        accounts.create_group(name=slug.title(), slug=slug, kind=Group.Kind.TEAM, parent=vision)
+    keycloak.create_klique_groups()
 
 
 @pytest.fixture
