@@ -135,7 +135,7 @@ def api_tokens(user: User):
 
 
 def api_token_by_hash(token_hash: str) -> ApiToken | None:
-    return ApiToken.objects.select_related("user").filter(token_hash=token_hash).first()
+    return ApiToken.objects.select_related("user", "agent").filter(token_hash=token_hash).first()
 
 
 def cancellable_group_ids(user: User) -> set[int] | None:

@@ -4,7 +4,10 @@ error message, never a 500 for bad input."""
 
 import json
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import wraps
+from types import ModuleType
 
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
@@ -27,9 +30,6 @@ from apps.scim.protocol import (
     list_response,
 )
 from apps.scim.query import from_query, parameters, search
-
-USER_COLUMNS = {"username": "user__username__iexact", "externalid": "external_id", "id": "scim_id"}
-GROUP_COLUMNS = {"displayname": "display_name__iexact", "externalid": "external_id", "id": "scim_id"}
 
 
 def scim_view(*methods: str):
@@ -119,79 +119,86 @@ def schemas(request, provider, scim_id: str | None = None):
     return _discovery_list(request, list(PROVIDER.schemas), "Schemas", lambda s: s.id, scim_id)
 
 
-# Users
+# Users and Groups: one set of views over the two resource types
 
 
-def _users(provider):
-    return ScimUser.objects.filter(provider=provider).select_related("user")
+@dataclass(frozen=True)
+class ResourceKind:
+    """A resource type's service module (``users`` or ``groups``: read, create, replace, patch,
+    delete, as_resource), its rows, its SCIM model, the filter columns narrowed in the database,
+    and its name in messages."""
+
+    service: ModuleType
+    rows: Callable
+    model: type
+    columns: dict[str, str]
+    noun: str
 
 
-@scim_view("GET", "POST")
-def user_list(request, provider):
-    base = base_url(request)
-    if request.method == "POST":
-        link = users.create(provider, users.read(body(request), Context.RESOURCE_CREATION_REQUEST))
-        resource = users.as_resource(link, base)
-        return json_response(
-            dumped(resource, request, Context.RESOURCE_CREATION_RESPONSE), 201, resource.meta.location
-        )
-    return _search(request, _users(provider), UserResource, USER_COLUMNS, users.as_resource)
-
-
-@scim_view("POST")
-def user_search(request, provider):
-    return _search(request, _users(provider), UserResource, USER_COLUMNS, users.as_resource)
-
-
-@scim_view("GET", "PUT", "PATCH", "DELETE")
-def user_detail(request, provider, scim_id: str):
-    base = base_url(request)
-    with transaction.atomic():
-        link = _by_id(_users(provider).select_for_update(no_key=True, of=("self",)), scim_id, "user")
-        if request.method == "DELETE":
-            users.delete(link)
-            return HttpResponse(status=204)
-        if request.method == "PUT":
-            users.replace(link, users.read(body(request), Context.RESOURCE_REPLACEMENT_REQUEST))
-        elif request.method == "PATCH":
-            users.patch(link, body(request), base)
-    context = (
-        Context.RESOURCE_QUERY_RESPONSE if request.method == "GET" else Context.RESOURCE_REPLACEMENT_RESPONSE
-    )
-    return json_response(dumped(users.as_resource(link, base), request, context))
-
-
-# Groups
-
-
-def _groups(provider):
-    return ScimGroup.objects.filter(provider=provider)
+USERS = ResourceKind(
+    users,
+    lambda provider: ScimUser.objects.filter(provider=provider).select_related("user"),
+    UserResource,
+    {"username": "user__username__iexact", "externalid": "external_id", "id": "scim_id"},
+    "user",
+)
+GROUPS = ResourceKind(
+    groups,
+    lambda provider: ScimGroup.objects.filter(provider=provider),
+    GroupResource,
+    {"displayname": "display_name__iexact", "externalid": "external_id", "id": "scim_id"},
+    "group",
+)
 
 
 @scim_view("GET", "POST")
-def group_list(request, provider):
-    base = base_url(request)
+def resource_list(request, provider, kind: ResourceKind):
     if request.method == "POST":
-        group = groups.create(provider, groups.read(body(request), Context.RESOURCE_CREATION_REQUEST))
-        resource = groups.as_resource(group, base)
+        service = kind.service
+        row = service.create(provider, service.read(body(request), Context.RESOURCE_CREATION_REQUEST))
+        resource = service.as_resource(row, base_url(request))
         return json_response(
             dumped(resource, request, Context.RESOURCE_CREATION_RESPONSE), 201, resource.meta.location
         )
-    return _search(request, _groups(provider), GroupResource, GROUP_COLUMNS, groups.as_resource)
+    return _search(request, provider, kind)
 
 
 @scim_view("POST")
-def group_search(request, provider):
-    return _search(request, _groups(provider), GroupResource, GROUP_COLUMNS, groups.as_resource)
+def resource_search(request, provider, kind: ResourceKind):
+    return _search(request, provider, kind)
 
 
-def _search(request, rows, model, columns, as_resource):
+def _search(request, provider, kind: ResourceKind):
     """GET with the query string, or POST .search with a SearchRequest body (RFC 7644 §3.4.3)."""
     base = base_url(request)
     raw = from_query(request.GET) if request.method == "GET" else body(request)
     return json_response(
-        search(raw, rows, model=model, columns=columns, as_resource=lambda row: as_resource(row, base))
+        search(
+            raw,
+            kind.rows(provider),
+            model=kind.model,
+            columns=kind.columns,
+            as_resource=lambda row: kind.service.as_resource(row, base),
+        )
     )
+
+
+@scim_view("GET", "PUT", "PATCH", "DELETE")
+def resource_detail(request, provider, scim_id: str, kind: ResourceKind):
+    base, service = base_url(request), kind.service
+    with transaction.atomic():
+        row = _by_id(kind.rows(provider).select_for_update(no_key=True, of=("self",)), scim_id, kind.noun)
+        if request.method == "DELETE":
+            service.delete(row)
+            return HttpResponse(status=204)
+        if request.method == "PUT":
+            service.replace(row, service.read(body(request), Context.RESOURCE_REPLACEMENT_REQUEST))
+        elif request.method == "PATCH":
+            service.patch(row, body(request), base)
+    context = (
+        Context.RESOURCE_QUERY_RESPONSE if request.method == "GET" else Context.RESOURCE_REPLACEMENT_RESPONSE
+    )
+    return json_response(dumped(service.as_resource(row, base), request, context))
 
 
 @scim_view("POST")
@@ -200,24 +207,6 @@ def root_search(request, provider):
         501,
         "Searching several resource types at once is not supported: POST Users/.search or Groups/.search.",
     )
-
-
-@scim_view("GET", "PUT", "PATCH", "DELETE")
-def group_detail(request, provider, scim_id: str):
-    base = base_url(request)
-    with transaction.atomic():
-        group = _by_id(_groups(provider).select_for_update(no_key=True), scim_id, "group")
-        if request.method == "DELETE":
-            groups.delete(group)
-            return HttpResponse(status=204)
-        if request.method == "PUT":
-            groups.replace(group, groups.read(body(request), Context.RESOURCE_REPLACEMENT_REQUEST))
-        elif request.method == "PATCH":
-            groups.patch(group, body(request), base)
-    context = (
-        Context.RESOURCE_QUERY_RESPONSE if request.method == "GET" else Context.RESOURCE_REPLACEMENT_RESPONSE
-    )
-    return json_response(dumped(groups.as_resource(group, base), request, context))
 
 
 @scim_view("GET", "POST", "PUT", "PATCH", "DELETE")
