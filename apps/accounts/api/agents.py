@@ -11,6 +11,7 @@ from rest_framework.exceptions import APIException, PermissionDenied
 from rest_framework.response import Response
 
 from apps.accounts import agents
+from apps.accounts.api.authentication import agent_of
 from apps.accounts.models import Agent
 from apps.core.fields import PlainDecimalField, StrictCharField
 
@@ -127,7 +128,7 @@ class AgentViewSet(viewsets.ReadOnlyModelViewSet):
 
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)
-        if getattr(request.auth, "agent_id", None):
+        if agent_of(request) is not None:
             raise PermissionDenied(
                 "An agent's token cannot manage agents; use its owner's own token or the portal."
             )

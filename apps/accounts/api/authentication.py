@@ -13,6 +13,12 @@ from rest_framework import authentication, exceptions
 from apps.accounts import selectors, services
 
 
+def agent_of(request):
+    """The agent whose token made the request (``apps.accounts.agents``), or None."""
+    token = request.auth
+    return token.agent if getattr(token, "agent_id", None) else None
+
+
 class PersonalTokenAuthentication(authentication.BaseAuthentication):
     keyword = "Bearer"
 

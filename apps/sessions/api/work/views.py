@@ -10,6 +10,7 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 
+from apps.accounts.api.authentication import agent_of
 from apps.sessions import services as sessions
 from apps.sessions.api.work.filters import ScheduleFilter, TaskFilter
 from apps.sessions.api.work.serializers import (
@@ -51,12 +52,6 @@ def refusals_as_400():
     except DjangoValidationError as error:
         detail = error.message_dict if hasattr(error, "error_dict") else {"non_field_errors": error.messages}
         raise serializers.ValidationError(detail) from error
-
-
-def agent_of(request):
-    """The agent whose token made the request (``apps.accounts.agents``), or None."""
-    token = request.auth
-    return token.agent if getattr(token, "agent_id", None) else None
 
 
 def submit_refusal(resource) -> str:
