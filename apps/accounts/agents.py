@@ -171,6 +171,6 @@ def kill_agent(agent: Agent, *, actor: User | None = None, at=None) -> Agent:
                 message=f"Your agent {agent.name} was stopped{who}: tokens revoked, work stopped.",
                 link="/account/agents/",
             )
-    ApiToken.objects.filter(agent=agent, revoked_at__isnull=True).update(revoked_at=at)
+    services.revoke_api_tokens(agent=agent, at=at)
     agent_stopped.send(sender=Agent, agent=agent, actor=actor)
     return agent

@@ -156,6 +156,12 @@ def revoke_api_token(token: ApiToken) -> ApiToken:
     return token
 
 
+def revoke_api_tokens(*, at: datetime | None = None, **which) -> int:
+    """Revoke at once every live token matching ``which`` (``user=...``, ``agent=...``); the number."""
+    live = ApiToken.objects.filter(revoked_at__isnull=True, **which)
+    return live.update(revoked_at=at or timezone.now())
+
+
 def mark_api_token_used(token: ApiToken, now: datetime) -> None:
     """Record use at most once a minute, so that every request does not write."""
     if token.last_used_at is None or now - token.last_used_at >= LAST_USED_EVERY:

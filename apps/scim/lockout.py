@@ -11,8 +11,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from apps.accounts.models import ApiToken, User
-from apps.accounts.services import revoke_api_token
+from apps.accounts.models import User
+from apps.accounts.services import revoke_api_tokens
 from apps.scim.signals import user_deactivated
 
 
@@ -38,8 +38,7 @@ def deactivate(user: User, *, provider=None) -> None:
     User.objects.filter(pk=user.pk).update(is_active=False)
     user.is_active = False
     end_sessions(user)
-    for token in ApiToken.objects.filter(user=user, revoked_at__isnull=True):
-        revoke_api_token(token)
+    revoke_api_tokens(user=user)
     user_deactivated.send(sender=User, user=user, provider=provider)
 
 
