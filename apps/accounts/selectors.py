@@ -24,13 +24,18 @@ ESTATE_ROLES = {Role.LEADERSHIP, Role.FINANCE}
 SUBTREE_ROLES = {Role.DEPARTMENT_HEAD, Role.TEAM_LEAD, Role.TENANT_ADMIN, *ESTATE_ROLES}
 
 
-def roles(user: User) -> set[str]:
+def _held_roles(user: User, where: Q) -> set[str]:
+    """The roles of the user's memberships matching ``where``; a superuser holds IT admin."""
     if not user.is_authenticated:
         return set()
-    found = set(user.memberships.values_list("role", flat=True))
+    found = set(user.memberships.filter(where).values_list("role", flat=True))
     if user.is_superuser:
         found.add(Role.IT_ADMIN)
     return found
+
+
+def roles(user: User) -> set[str]:
+    return _held_roles(user, Q())
 
 
 def has_role(user: User, *wanted: str) -> bool:
@@ -40,15 +45,7 @@ def has_role(user: User, *wanted: str) -> bool:
 def estate_roles(user: User) -> set[str]:
     """The roles the user holds over the whole estate: IT admin on any group (or a superuser),
     finance and leadership on a root group."""
-    if not user.is_authenticated:
-        return set()
-    held = user.memberships.filter(
-        Q(role=Role.IT_ADMIN) | Q(role__in=ESTATE_ROLES, group__parent__isnull=True)
-    ).values_list("role", flat=True)
-    found = set(held)
-    if user.is_superuser:
-        found.add(Role.IT_ADMIN)
-    return found
+    return _held_roles(user, Q(role=Role.IT_ADMIN) | Q(role__in=ESTATE_ROLES, group__parent__isnull=True))
 
 
 def has_estate_role(user: User, *wanted: str) -> bool:
