@@ -128,8 +128,26 @@ class Kubelet:
                 "metadata": {"name": name, "namespace": namespace},
                 "spec": {"logs": [{"containers": ["task"], "logsFile": str(path)}]},
             }
-            self.custom.create_namespaced_custom_object("kwok.x-k8s.io", "v1alpha1", namespace, "logs", body)
-            eventually(lambda: self.read_log(namespace, name) == text, what=f"KWOK serving {name}'s log")
+            self._serve_log(namespace, name, body, text)
+
+    def _serve_log(self, namespace: str, name: str, body: dict, text: str) -> None:
+        """Create the Logs object and wait for KWOK to serve it.
+
+        KWOK learns of Logs objects through a watch; on a loaded machine an event can come late or,
+        rarely, not at all (CI saw a 15 s wait run out), so the object is re-created once before failing.
+        """
+        custom, group = self.custom, ("kwok.x-k8s.io", "v1alpha1", namespace, "logs")
+
+        def served() -> bool:
+            return self.read_log(namespace, name) == text
+
+        custom.create_namespaced_custom_object(*group, body)
+        try:
+            eventually(served, what=f"KWOK serving {name}'s log")
+        except AssertionError:
+            custom.delete_namespaced_custom_object(*group, name)
+            custom.create_namespaced_custom_object(*group, body)
+            eventually(served, timeout=30.0, what=f"KWOK serving {name}'s log")
 
     def read_log(self, namespace: str, name: str) -> str:
         try:
