@@ -429,7 +429,7 @@ def test_same_snapshot_same_decisions_and_verdicts():
     [
         (lambda s: replace(s, now=datetime(2025, 1, 1)), "now must be aware UTC"),
         (lambda s: replace(s, policies=(policy("A", 3, 2), s.policies[1])), "reservation <= limit"),
-        (lambda s: replace(s, waiting={"a": (waiting("x", 5, 1), waiting("y", 4, 1))}), "seq order"),
+        (lambda s: replace(s, waiting={"a": (waiting("x", 5, 1), waiting("y", 4, 1))}), "queue order"),
         (lambda s: replace(s, waiting={"zz": ()}), "unknown compute resource"),
         (
             lambda s: replace(

@@ -25,7 +25,9 @@ visit before any task is read. docs/engine.md gives the rules in plain words.
 from __future__ import annotations
 
 from .decisions import Decisions
-from .pass_reclaim import ReclaimPhase
+from .pass_fair import FairPhase
+from .pass_priority import PriorityPhase
+from .pass_starvation import StarvationGuard
 from .pass_state import FILL, LEND
 from .snapshot import Snapshot
 from .verdicts import VerdictBook
@@ -37,15 +39,21 @@ def allocate(snapshot: Snapshot) -> Decisions:
     return Decisions(tuple(run.placements), tuple(run.preemptions), VerdictBook(run))
 
 
-class _Pass(ReclaimPhase):
+class _Pass(PriorityPhase, FairPhase, StarvationGuard):
     """One pass: its phases in order, over the state they share (`pass_state`)."""
 
     def run(self) -> None:
         self._budget_stops()
         self.occ_start = list(self.occ)
+        self._hold_starving()
         self._fill_or_lend(FILL)
         stops = len(self.preemptions)
         self._reclaim_phase()
+        if self.fair_parents:
+            self._fair_reclaim_phase()
+        self._priority_phase()
         if len(self.preemptions) > stops:
             self._fill_or_lend(FILL)
+        if self.fair_parents:
+            self._fill_or_lend(LEND, fair=True)
         self._fill_or_lend(LEND)

@@ -12,15 +12,15 @@ class TaskQueue:
     """One compute resource's queue during a pass.
 
     With a fixed-size profile the queue is a FIFO with a head index. With sizes from tasks, the
-    input is scanned lazily into one FIFO per size; the next task for a bound is the lowest-seq
-    head among the sizes that fit. `stopping` holds (seq, size) of this resource's work that is
-    being stopped: it goes back to the front, so it blocks work behind it of the same or larger
-    size.
+    input is scanned lazily into one FIFO per size; the next task for a bound is the first head in
+    queue order among the sizes that fit. `stopping` holds (queue key, size) of this resource's
+    work that is being stopped: it goes back to its place by key (at the front of its priority),
+    so it blocks work behind it of the same or larger size.
     """
 
     __slots__ = ("tasks", "fixed", "cursor", "heads", "stopping", "placed")
 
-    def __init__(self, tasks, fixed: int | None, stopping: list[tuple[int, int]]):
+    def __init__(self, tasks, fixed: int | None, stopping: list[tuple[tuple[int, int], int]]):
         self.tasks = tasks
         self.fixed = fixed
         self.cursor = 0
@@ -28,24 +28,24 @@ class TaskQueue:
         self.stopping = stopping
         self.placed: list[int] = []
 
-    def _open(self, seq: int, size: int) -> bool:
-        return not any(s_seq < seq and s_size <= size for s_seq, s_size in self.stopping)
+    def _open(self, key: tuple[int, int], size: int) -> bool:
+        return not any(s_key < key and s_size <= size for s_key, s_size in self.stopping)
 
     def peek(self, bound: int) -> int:
-        """Index of the first task in seq order with size <= bound, or -1."""
+        """Index of the first task in queue order with size <= bound, or -1."""
         tasks = self.tasks
         if self.fixed is not None:
             i = self.cursor
             if self.fixed > bound or i >= len(tasks):
                 return -1
-            if self.stopping and not self._open(tasks[i].seq, self.fixed):
+            if self.stopping and not self._open(tasks[i].key, self.fixed):
                 return -1
             return i
         best = -1
         for size, fifo in self.heads.items():
             if size <= bound and fifo:
                 i = fifo[0]
-                if (best < 0 or i < best) and (not self.stopping or self._open(tasks[i].seq, size)):
+                if (best < 0 or i < best) and (not self.stopping or self._open(tasks[i].key, size)):
                     best = i
         if best >= 0:
             return best
@@ -58,7 +58,7 @@ class TaskQueue:
                 fifo = heads[t.size] = deque()
             fifo.append(i)
             i += 1
-            if t.size <= bound and len(fifo) == 1 and (not self.stopping or self._open(t.seq, t.size)):
+            if t.size <= bound and len(fifo) == 1 and (not self.stopping or self._open(t.key, t.size)):
                 self.cursor = i
                 return i - 1
         self.cursor = i

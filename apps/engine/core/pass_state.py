@@ -74,12 +74,12 @@ class PassState:
         self.run_pool = run_pool = [pool_ix[t.pool] for t in placed]
         self.run_size = run_size = [t.size for t in placed]
         self.gone = gone = bytearray(t.preempting for t in placed)
-        self.stopping: dict[int, list[tuple[int, int]]] = {}
+        self.stopping: dict[int, list[tuple[tuple[int, int], int]]] = {}
         use = [0] * len(resources)
         count = [0] * len(resources)
         for k, (c, pi, size, stopping) in enumerate(zip(run_cr, run_pool, run_size, gone, strict=True)):
             if stopping:
-                self.stopping.setdefault(c, []).append((placed[k].seq, size))
+                self.stopping.setdefault(c, []).append(((-placed[k].priority, placed[k].seq), size))
                 continue
             use[c] += size
             count[c] += 1
@@ -130,6 +130,16 @@ class PassState:
         self.guarded = any(self.min_run) or any(c is not None for c in self.cap_left)
         self.reclaimed = [0] * len(policies)
         self.held: dict[tuple[int, int], tuple[str, datetime, str]] = {}
+
+        # Fair sharing, lending limits and the starvation guard: each off, at no cost, unless used.
+        self.fair_parents = [i for i, p in enumerate(policies) if p.lending == "fair" and self.children[i]]
+        self.fair_top: list[int] = self.lim
+        self.share: dict[int, int] = {}
+        self.lendable = [p.lendable for p in policies]
+        self.keeps = [
+            i for i, p in enumerate(policies) if p.lendable is not None and p.lendable < p.reservation
+        ]
+        self.hold: dict[int, str] = {}
 
     def _binding(self, budgets) -> tuple[int, str]:
         """The budget left in the window with the least left, and the period of the window that
@@ -187,6 +197,8 @@ class PassState:
     def _place(self, c: int, q: TaskQueue, i: int, t: WaitingTask, pi: int, phase: str) -> None:
         q.pop(i, t)
         self.version += 1
+        if self.hold:
+            self.hold = {h: tid for h, tid in self.hold.items() if tid != t.id}
         p = self.cr_pol[c]
         self.occ[pi] += t.size
         U = self.U
@@ -222,5 +234,5 @@ class PassState:
                 self.rw[j] -= w
         if reason == RECLAIM:
             self.reclaimed[self.cr_pol[c]] += 1
-        self.stopping.setdefault(c, []).append((t.seq, t.size))
+        self.stopping.setdefault(c, []).append(((-t.priority, t.seq), t.size))
         self.preemptions.append(Preemption(t.id, t.resource, t.pool, reason, for_task, window))

@@ -4,7 +4,7 @@ Units: GPU amounts in integer milli-GPUs (1 GPU = 1000), time weights in milli-w
 (weight 1 = 1000), budgets in budget units (milli-weight x microseconds, see `budget`).
 
 Ordering contracts the loader (database or simulator) keeps, so that a pass never sorts:
-- each queue in `Snapshot.waiting` is in seq order;
+- each queue in `Snapshot.waiting` is in queue order: higher priority first, then seq;
 - `Snapshot.placed` is in placement order, ascending (placed_at, seq);
 - ordered id tuples (a pool's profiles, a profile's pools and policies) are priorities.
 `validate(snapshot)` checks all of this; it is for loaders and tests, not for the hot path.
@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 PERIODS = ("day", "week", "month")
+LENDING = ("priority", "fair")
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +46,7 @@ class Profile:
     time_weight: int = 1000
     size_from_task: bool = False
     min_runtime_s: int = 0
+    starvation_s: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +70,11 @@ class Policy:
     With `max_preemptions_per_hour`, reclaim takes at most that many of the policy's own tasks in
     any sliding hour: `reclaims` holds the times of those it took in the hour before `now`, oldest
     first (the loader gives them only when the cap is set).
+
+    `lending` is how the policy's children share what they borrow above their reservations:
+    "priority" (in queuing order) or "fair" (in proportion to each child's `over_quota_weight`,
+    in milli-weights). `lendable` (milli-GPUs, None: all of the reservation) caps how much of the
+    policy's idle reservation is lent to work outside it.
     """
 
     id: str
@@ -77,6 +84,9 @@ class Policy:
     budgets: tuple[Budget, ...] = ()
     max_preemptions_per_hour: int | None = None
     reclaims: tuple[datetime, ...] = ()
+    lending: str = "priority"
+    over_quota_weight: int = 1000
+    lendable: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,9 +100,19 @@ class ComputeResource:
 
 @dataclass(frozen=True, slots=True)
 class WaitingTask:
+    """A queued task. Higher `priority` goes first in its queue; `since` is when it joined the
+    queue (for the starvation guard; None: unknown, never starving)."""
+
     id: str
     seq: int
     size: int
+    priority: int = 0
+    since: datetime | None = None
+
+    @property
+    def key(self) -> tuple[int, int]:
+        """Its place in its queue: higher priority first, then seq."""
+        return (-self.priority, self.seq)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +126,7 @@ class PlacedTask:
     seq: int
     placed_at: datetime
     preempting: bool = False
+    priority: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +182,7 @@ def validate(snapshot: Snapshot) -> None:
         _check(f.size >= 0, f"profile {f.id}: size must be >= 0")
         _check(f.time_weight >= 0, f"profile {f.id}: time_weight must be >= 0")
         _check(f.min_runtime_s >= 0, f"profile {f.id}: min_runtime_s must be >= 0")
+        _check(f.starvation_s is None or f.starvation_s >= 0, f"profile {f.id}: starvation_s must be >= 0")
         _distinct(f"profile {f.id}: pools", f.pools)
         _distinct(f"profile {f.id}: policies", f.policies)
         for p in f.pools:
@@ -180,6 +202,12 @@ def validate(snapshot: Snapshot) -> None:
             f"policy {p.id}: max_preemptions_per_hour must be >= 0",
         )
         _check(list(p.reclaims) == sorted(p.reclaims), f"policy {p.id}: reclaims not in time order")
+        _check(p.lending in LENDING, f"policy {p.id}: lending must be one of {LENDING}")
+        _check(p.over_quota_weight >= 0, f"policy {p.id}: over_quota_weight must be >= 0")
+        _check(
+            p.lendable is None or 0 <= p.lendable <= p.reservation,
+            f"policy {p.id}: lendable must be between 0 and the reservation",
+        )
     for p in s.policies:
         seen = {p.id}
         parent = p.parent
@@ -205,8 +233,8 @@ def validate(snapshot: Snapshot) -> None:
         for t in queue:
             _check(t.id not in task_ids, f"task {t.id}: appears twice")
             task_ids.add(t.id)
-            _check(last is None or t.seq > last, f"waiting {rid}: queue not in seq order at {t.id}")
-            last = t.seq
+            _check(last is None or t.key > last, f"waiting {rid}: queue not in queue order at {t.id}")
+            last = t.key
             if profile.size_from_task:
                 _check(t.size > 0, f"task {t.id}: size must be > 0")
             else:
