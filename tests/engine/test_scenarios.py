@@ -200,3 +200,28 @@ def test_a_submit_that_can_never_fit_is_rejected_and_not_queued():
     assert [(e["at"], e["task"]) for e in lines if e.get("event") == "rejected"] == [(0, "big"), (8, "late")]
     assert all(e["reason"] == "never_fits" for e in lines if e.get("event") == "rejected")
     assert lines[-1]["summary"]["tasks"]["big"] == {"state": "rejected", "preemptions": 0, "wait_s": 0}
+
+
+def test_a_team_reclaims_from_its_departments_own_work_counting_its_placement_inside_the_department():
+    lines = check("ancestor_victim")
+    assert [(e["task"], e["event"], e.get("reason")) for e in lines if e.get("at") == 2] == [
+        ("d2", "preempted", "reclaim"),
+        ("t1", "placed", None),
+    ]
+    assert ("d2", "placed") in [(e["task"], e["event"]) for e in lines if e.get("at") == 7]
+
+
+def test_priority_a_higher_priority_task_preempts_its_own_groups_lower_priority_work_only():
+    lines = check("priority_classes")
+    assert [(e["at"], e["task"], e["reason"]) for e in lines if e.get("event") == "preempted"] == [
+        (10, "a2", "priority"),
+        (12, "a1", "priority"),
+    ]
+    assert [t for _, t, _ in events(lines, "placed") if t in ("mid", "a1", "a2")][-3:] == ["mid", "a1", "a2"]
+
+
+def test_starvation_a_starving_head_holds_its_pool_until_it_starts():
+    lines = check("starvation")
+    assert (39, "big", "placed") in events(lines)
+    assert not [e for e in events(lines, "placed") if 31 <= e[0] < 39]
+    assert lines[-1]["summary"]["tasks"]["big"]["wait_s"] == 38

@@ -48,6 +48,7 @@ MIRRORED = [
     "budget_windows",
     "min_runtime",
     "never_fits",
+    "ancestor_victim",
 ]
 
 

@@ -31,9 +31,9 @@ class ReclaimGuards(PassState):
                 return MAX_PREEMPTIONS, recent[len(recent) - cap] + HOUR
         return None
 
-    def _protection(self, victims: list[int], pi: int) -> tuple[str, datetime, str]:
+    def _protection(self, victims: list[int], pi: int) -> tuple[str, datetime, str] | None:
         """What protects the victims an unguarded reclaim would take: the cause whose protection
-        lasts longest among them, until when, and the pool."""
+        lasts longest among them, until when, and the pool; None when none of them is protected."""
         took: dict[int, int] = {}
         worst = None
         for k in victims:
@@ -42,5 +42,7 @@ class ReclaimGuards(PassState):
             took[q] = took.get(q, 0) + 1
             if why is not None and (worst is None or why[1] > worst[1]):
                 worst = why
+        if worst is None:
+            return None
         cause, until = worst
         return cause, until, self.s.pools[pi].id

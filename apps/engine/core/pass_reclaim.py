@@ -1,7 +1,8 @@
 """The reclaim phase of a pass: work below its reservation takes room back by preempting borrowed
 work, all or nothing, from the policy furthest above its reservation first, newest placed first,
 never taking a victim's policy (or an ancestor not shared with the task's policy) below its
-reservation and sparing protected work (`pass_guards`).
+reservation and sparing protected work (`pass_guards`). A victim whose policy is an ancestor of the
+task's counts the task's placement inside it: the ancestor ends at or above its reservation.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ class ReclaimPhase(FillPhase, ReclaimGuards):
                     if room < task.size:
                         reach = room + self._borrowed_on(pi)
                         if reach >= task.size:
-                            reach = room + self._freeable(pi)
+                            reach = room + self._freeable(pi, anc[p], task.size)
                         if reach < task.size:
                             continue
                     fits = room >= task.size and all(U[a] + task.size <= lim[a] for a in anc[p])
@@ -109,18 +110,27 @@ class ReclaimPhase(FillPhase, ReclaimGuards):
                     borrowed[pool] += size
         return self.borrowed[pi]
 
-    def _freeable(self, pi: int) -> int:
-        """An upper bound on the room reclaim could free on pool pi: each borrowing policy's
-        running GPUs there, at most its excess over its reservation. Cached until state changes."""
+    def _freeable(self, pi: int, ancestors: tuple[int, ...] = (), s: int = 0) -> int:
+        """An upper bound on the room reclaim could free on pool pi for a task of size s whose
+        policy has these ancestors: each borrowing policy's running GPUs there, at most its excess
+        over its reservation (an ancestor's excess counting the task's own GPUs, which stay in it).
+        The base is cached until state changes."""
         got = self.freeable_at.get(pi)
         if got is not None and got[0] == self.version:
-            return got[1]
-        U, res = self.U, self.res
-        bound = 0
-        for q, use in self._pool_use(pi).items():
-            if U[q] > res[q]:
-                bound += min(use, U[q] - res[q])
-        self.freeable_at[pi] = (self.version, bound)
+            bound = got[1]
+        else:
+            U, res = self.U, self.res
+            bound = 0
+            for q, use in self._pool_use(pi).items():
+                if U[q] > res[q]:
+                    bound += min(use, U[q] - res[q])
+            self.freeable_at[pi] = (self.version, bound)
+        if ancestors and s:
+            U, res, use = self.U, self.res, self._pool_use(pi)
+            for a in ancestors:
+                mine = use.get(a)
+                if mine:
+                    bound += min(mine, max(0, U[a] - res[a] + s)) - min(mine, max(0, U[a] - res[a]))
         return bound
 
     def _subtree(self, a: int) -> list[int]:
@@ -159,14 +169,20 @@ class ReclaimPhase(FillPhase, ReclaimGuards):
                 self.held.setdefault((c, s), failed[1])
             return False
         needed, skipped = self._select(p, s, pi, True)
-        if needed is None:
-            held = None
-            if skipped:
-                free, _ = self._select(p, s, pi, False)
-                if free is not None:
-                    held = self._protection(free, pi)
+        if needed is None and skipped:
+            # Skipping protected work can steer the greedy choice away from a set of victims
+            # none of which is protected; the choice made without skipping is then taken.
+            free, _ = self._select(p, s, pi, False)
+            if free is not None:
+                held = self._protection(free, pi)
+                if held is None:
+                    needed = free
+                else:
                     self.held.setdefault((c, s), held)
-            self.reclaim_failed[key] = (s, held)
+                    self.reclaim_failed[key] = (s, held)
+                    return False
+        if needed is None:
+            self.reclaim_failed[key] = (s, None)
             return False
         for k in reversed(needed):
             self._preempt(k, RECLAIM, for_task)
@@ -177,20 +193,25 @@ class ReclaimPhase(FillPhase, ReclaimGuards):
         as it was. `honour`: skip protected work; the flag says whether any was skipped."""
         U, res = self.U, self.res
         ancestors = self.anc[p]
+        back = dict.fromkeys(ancestors, s)  # an ancestor's excess counts the task's own GPUs
+
+        def excess(q: int) -> int:
+            return U[q] + back.get(q, 0) - res[q]
+
         needy = [a for a in ancestors if U[a] + s > self.lim[a]]
         lists: dict[int, list[int]] = {}
         if self.occ[pi] + s > self.cap[pi]:
             for q, ks in self._victims_on(pi).items():
-                if U[q] > res[q]:
+                if excess(q) > 0:
                     lists[q] = ks
         for a in needy:
             by_policy = self._victims_of()
             for q in self._subtree(a):
-                if U[q] > res[q] and q in by_policy:
+                if excess(q) > 0 and q in by_policy:
                     lists[q] = by_policy[q]
         if self.guarded:
             lists = {q: ks for q, ks in lists.items() if q not in self.never_victim}
-        heap = [(res[q] - U[q], q) for q in lists]
+        heap = [(-excess(q), q) for q in lists]
         heapify(heap)
         cursor = {q: len(ks) - 1 for q, ks in lists.items()}
         taken: list[int] = []
@@ -201,10 +222,10 @@ class ReclaimPhase(FillPhase, ReclaimGuards):
                 for k in taken:
                     self._take(k, +1)
                 return None, skipped[0]
-            excess, q = heappop(heap)
-            if excess != res[q] - U[q]:
-                if U[q] > res[q]:
-                    heappush(heap, (res[q] - U[q], q))
+            key, q = heappop(heap)
+            if key != -excess(q):
+                if excess(q) > 0:
+                    heappush(heap, (-excess(q), q))
                 continue
             guard = (took, skipped) if honour and self.guarded else None
             k = self._victim(q, lists[q], cursor, pi, s, self.chain[p], needy, guard)
@@ -213,8 +234,8 @@ class ReclaimPhase(FillPhase, ReclaimGuards):
             self._take(k, -1)
             taken.append(k)
             took[q] = took.get(q, 0) + 1
-            if U[q] > res[q]:
-                heappush(heap, (res[q] - U[q], q))
+            if excess(q) > 0:
+                heappush(heap, (-excess(q), q))
         needed = []
         for k in reversed(taken):
             self._take(k, +1)
@@ -241,7 +262,10 @@ class ReclaimPhase(FillPhase, ReclaimGuards):
             helps = (pool_short and self.run_pool[k] == pi) or any(
                 a in chain and U[a] + s > lim[a] for a in needy
             )
-            keeps = U[q] - size >= res[q] and all(U[b] - size >= res[b] for b in chain if b not in inside)
+            back = s if q in inside else 0  # a victim of an ancestor: the task's GPUs count in it
+            keeps = U[q] - size + back >= res[q] and all(
+                U[b] - size >= res[b] for b in chain if b not in inside
+            )
             if helps and keeps:
                 if guard is not None and self._guard(k, q, guard[0].get(q, 0)) is not None:
                     guard[1][0] = True
