@@ -4,9 +4,10 @@ their reservations is shared in proportion to their over-quota weights (`fair.fa
 After the reclaim phase, each fair parent's split is computed top-down (a fair child that is itself
 a fair parent shares out at most its own share). Then:
 - fair reclaim: a child below its fair share whose waiting task does not fit takes room from the
-  sibling furthest above its share (newest placed first), never below the sibling's (or any of its
-  descendants') reservation, never leaving the sibling further below its share than the reclaimer
-  ends above its own, and sparing protected work (`pass_guards`); reason "fair_share";
+  sibling furthest above its share (newest placed first), only while that sibling is further above
+  its share than the reclaimer would be with the task (so each move makes the two fairer and none
+  is undone by the next pass), never below the sibling's (or any of its descendants') reservation,
+  and sparing protected work (`pass_guards`); reason "fair_share";
 - a fair lend: each fair child borrows at most its share (`fair_top`), before the plain lend gives
   what is left in queuing order, so idle GPUs never stay idle for fairness' sake.
 """
@@ -28,11 +29,11 @@ class FairPhase(ReclaimPhase):
             ms, w = self.min_size[fi], self.weight[fi]
             for c in self._active(fi):
                 p = self.cr_pol[c]
-                levels = self._fair_levels(p)
-                if not levels or (self.closed[pi] and self.capped(pi, p)):
+                if not self._fair_levels(p) or (self.closed[pi] and self.capped(pi, p)):
                     continue
                 q = None
                 while True:
+                    levels = self._fair_levels(p)
                     b = self._fair_bound(p, levels)
                     if b < ms or not self._budget_ok(p, w):
                         break
@@ -123,26 +124,24 @@ class FairPhase(ReclaimPhase):
         return levels
 
     def _fair_bound(self, p: int, levels: list[int]) -> int:
-        """The largest task p may take by fair reclaim: within p's chain's limits up to the highest
-        level, and within each level's share."""
-        U, res, lim, share = self.U, self.res, self.lim, self.share
-        top = levels[-1]
+        """The largest task p may take by fair reclaim: within its chain's limits up to the highest
+        level below its share (those above are made room in by the victims)."""
+        U, lim = self.U, self.lim
+        top = levels[-1] if levels else p
         b = None
         for n in self.chain[p]:
             h = lim[n] - U[n]
-            if n in levels:
-                h = min(h, res[n] + share[n] - U[n])
             b = h if b is None else min(b, h)
             if n == top:
                 break
-        return b
+        return b if levels else -1
 
     def _fair_select(self, p: int, s: int, pi: int, levels: list[int]) -> list[int] | None:
         """Victims in siblings above their share so that a task of p and size s fits on pool pi,
         trying p's nearest fair level first; None when no level frees enough. State is left as it
         was."""
         for n in levels:
-            if self.U[n] - self.res[n] + s > self.share[n]:
+            if self.U[n] - self.res[n] >= self.share[n]:
                 continue
             got = self._fair_select_at(p, s, pi, n)
             if got is not None:
@@ -165,7 +164,7 @@ class FairPhase(ReclaimPhase):
             best = None
             for m in sorted(siblings, key=lambda m: (share[m] - (U[m] - res[m]), m)):
                 if U[m] - res[m] - share[m] <= after:
-                    break
+                    break  # taking from m would not leave the two fairer than now
                 k = self._fair_victim(m, by_policy, pi, s, after, short_above, took)
                 if k >= 0:
                     best = k
@@ -183,8 +182,8 @@ class FairPhase(ReclaimPhase):
         return taken
 
     def _fair_victim(self, m, by_policy, pi, s, after, short_above, took) -> int:
-        """Sibling m's newest running task that helps the waiting task, keeps every reservation in
-        m's subtree whole and leaves m no further below its share than `after`; -1 if none."""
+        """Sibling m's newest running task that helps the waiting task and keeps every reservation
+        in m's subtree whole; -1 if none. (The caller checks m stays above the reclaimer.)"""
         U, res, gone, sizes = self.U, self.res, self.gone, self.run_size
         pool_short = self.occ[pi] + s > self.cap[pi]
         ks = sorted(k for q in self._subtree(m) for k in by_policy.get(q, ()))
@@ -193,8 +192,6 @@ class FairPhase(ReclaimPhase):
                 continue
             size = sizes[k]
             if not ((pool_short and self.run_pool[k] == pi) or short_above):
-                continue
-            if U[m] - size - res[m] - self.share[m] < after:
                 continue
             q = self.cr_pol[self.run_cr[k]]
             chain = self.chain[q]
