@@ -53,8 +53,11 @@ def runtime_s(rng: random.Random) -> int:
     return max(1, min(7 * 86400, round(math.exp(rng.gauss(math.log(600), 1.5)))))
 
 
-def estate(tasks: int, policies: int, pools: int, running_share: float, seed: int = 1) -> dict:
-    """A scenario dict: `tasks` submitted at 0, with capacity for about running_share of them."""
+def estate(
+    tasks: int, policies: int, pools: int, running_share: float, seed: int = 1, fair: bool = False
+) -> dict:
+    """A scenario dict: `tasks` submitted at 0, with capacity for about running_share of them.
+    `fair`: every department lends "fair", its teams weighted 1, 2 or 3."""
     rng = random.Random(seed)
     mean_size = sum(s * w for s, w in SIZE_MIX) / sum(w for _, w in SIZE_MIX)
     total = tasks * running_share * mean_size
@@ -104,6 +107,8 @@ def estate(tasks: int, policies: int, pools: int, running_share: float, seed: in
         if departments:
             p["parent"] = f"dept{i % departments:02d}"
             dept_res[i % departments] += res
+            if fair:
+                p["over_quota_weight"] = 1 + i % 3
         pols.append(p)
         leaf_names.append(name)
         home = rng.randrange(REGIONS)
@@ -111,6 +116,8 @@ def estate(tasks: int, policies: int, pools: int, running_share: float, seed: in
             crs.append({"name": f"{name}-{t}", "policy": name, "profile": f"{TYPES[t]}-r{home}"})
     for d in range(departments):
         pols[d]["limit"] = min(capacity, round(dept_res[d] * 1.5) + 64)
+        if fair:
+            pols[d]["lending"] = "fair"
     max_pool = {
         f["name"]: max(next(p["capacity"] for p in pool_list if p["name"] == n) for n in f["pools"])
         for f in profiles
@@ -192,8 +199,10 @@ class TimedLoop(Simulation):
             t += self.step
 
 
-def measure(name: str, tasks: int, policies: int, pools: int, share: float, passes: int) -> dict:
-    loop = TimedLoop(estate(tasks, policies, pools, share), seed=7)
+def measure(
+    name: str, tasks: int, policies: int, pools: int, share: float, passes: int, fair: bool = False
+) -> dict:
+    loop = TimedLoop(estate(tasks, policies, pools, share, fair=fair), seed=7)
     loop.run_passes(passes)
     cpu = loop.cpu[1:]
     placed = loop.placed_counts[1:]
@@ -291,10 +300,13 @@ def main() -> None:
     idle = []
     for tasks in sizes:
         for policies in (30, 2000):
-            r = measure(f"{tasks // 1000}k", tasks, policies, 200, 0.35, passes)
-            print_line(row(r))
-            if not r["cold_placed"]:
-                idle.append(f"{r['name']} estate, {policies} policies: nothing placed")
+            runs = [measure(f"{tasks // 1000}k", tasks, policies, 200, 0.35, passes)]
+            if policies > 100:  # departments over teams: fair sharing on every department
+                runs.append(measure(f"{tasks // 1000}k, fair", tasks, policies, 200, 0.35, passes, fair=True))
+            for r in runs:
+                print_line(row(r))
+                if not r["cold_placed"]:
+                    idle.append(f"{r['name']} estate, {policies} policies: nothing placed")
     if not (args.quick or args.smoke):
         # The same capacity and policies, pools full: 100k waiting, then 10k for comparison.
         print_line(row(measure("full", 110_500, 2000, 200, 0.05, passes)))

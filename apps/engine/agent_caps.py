@@ -1,12 +1,13 @@
 """An agent's GPUs at once (``Agent.cap("max_gpus")``: the lower of its owner's cap and a lead's),
 held in the engine's pass without the core knowing of agents (docs/governance.md, "Agents").
 
-Before the core decides, each capped agent's waiting tasks are walked in submission order and let
-through while its placed work and those let through fit its cap; the rest leave the snapshot's
-queues and show the verdict ``agent_cap``. Whatever the core then places of what was let through
-stays within the cap. A task let through but not placed (no room) may keep a smaller one behind
-it waiting for that pass: the cap holds whatever happens, the agent's order is kept. The agent's
-tasks still count against its owner's group policy as the owner's own: the core sees them so.
+Before the core decides, each capped agent's waiting tasks are walked in queue order (higher
+priority first, then submission) and let through while its placed work and those let through fit
+its cap; the rest leave the snapshot's queues and show the verdict ``agent_cap``. Whatever the
+core then places of what was let through stays within the cap. A task let through but not placed
+(no room) may keep a smaller one behind it waiting for that pass: the cap holds whatever happens,
+the agent's order is kept. The agent's tasks still count against its owner's group policy as the
+owner's own: the core sees them so.
 """
 
 from collections import defaultdict
@@ -57,7 +58,7 @@ def held_tasks() -> dict[int, dict]:
     rows = (
         Task.objects.filter(agent_id__in=capped, state__in=[Task.State.QUEUED, *Task.ACTIVE_STATES])
         .annotate(milli=counted_milli())
-        .order_by("queue_seq", "pk")
+        .order_by("-priority", "queue_seq", "pk")
         .values_list("pk", "agent_id", "state", "milli")
     )
     placed: dict[int, int] = defaultdict(int)

@@ -8,6 +8,7 @@ meanwhile is not preempted. Skipping is always safe; the next pass sees the new 
 import json
 from collections import defaultdict
 from dataclasses import dataclass
+from decimal import Decimal
 
 from django.db import connection, transaction
 
@@ -19,10 +20,16 @@ from apps.engine.loader import Loaded
 from apps.pools.models import Pool
 from apps.tasks import services as tasks
 from apps.tasks.models import Task, TaskEvent
+from klique import numbers
 
 REASON_WORDS = {
     "reclaim": "its GPUs were reclaimed for another group's reservation",
     "budget": "its group's time budget is used up",
+    "priority": "a higher-priority task of its own group needed its GPUs",
+    "fair_share": (
+        "its group held more than its fair share of borrowed GPUs and a group beside it, below its own, "
+        "needed them"
+    ),
 }
 
 
@@ -96,6 +103,25 @@ def verdict_json(verdict: core.Verdict, loaded: Loaded) -> dict:
             f"Reclaim waits: the work it would take back in {', '.join(pools)} is protected by "
             f"{protected} until {verdict.reset_at:%H:%M} UTC."
         )
+    elif verdict.rule == "fair_share":
+        data["borrowed"] = numbers.gpus(Decimal(verdict.borrowed) / 1000)
+        data["share"] = numbers.gpus(Decimal(verdict.share) / 1000)
+        message = (
+            f"{group} holds {data['borrowed']} of its fair {data['share']} borrowed GPUs: idle GPUs go "
+            f"to the groups beside it that hold less than their fair share."
+        )
+    elif verdict.rule == "starving":
+        data["needed"], data["free"] = _gpus(verdict.needed), _gpus(verdict.free)
+        message = (
+            f"Waited past its profile's starvation guard: {pools[0]} holds new starts for it. "
+            f"Expected start: when {data['needed']} GPUs are free on {pools[0]} ({data['free']} free now)."
+        )
+    elif verdict.rule == "starvation_hold":
+        data["cause"] = verdict.cause
+        message = (
+            f"{pools[0]} holds new starts for an older task (task {verdict.cause}) that has waited past "
+            "its profile's starvation guard; other work starts there once it has started."
+        )
     elif verdict.rule == "never_fits":
         data["cause"] = verdict.cause
         if verdict.cause == "no_pool":
@@ -121,6 +147,8 @@ def verdict_json(verdict: core.Verdict, loaded: Loaded) -> dict:
             data.get("window", data.get("cause", "")),
         )
     )
+    if "share" in data:
+        data["key"] += f"|{data['borrowed']}|{data['share']}"
     return data
 
 
@@ -152,10 +180,28 @@ RULE_WORDS = {
         "reclaim held",
         "Taking its reservation back waits: the work it would stop is protected for now.",
     ),
+    "fair_share": (
+        "at its fair share",
+        "Its group already borrows its fair share; idle GPUs go to groups beside it below theirs.",
+    ),
+    "starving": (
+        "holds a pool (starvation guard)",
+        "It waited past its profile's starvation guard: a pool holds new starts until enough GPUs are "
+        "free for it.",
+    ),
+    "starvation_hold": (
+        "pool held for an older task",
+        "A pool of its profile holds new starts for an older task that waited past the starvation guard.",
+    ),
     "no_capacity": ("no room in its pools", "Every pool of its profile has its declared capacity in use."),
     "never_fits": ("never fits", "It is larger than every enabled pool of its profile, or none is enabled."),
     "agent_cap": ("its agent at its cap", "Its agent holds the most GPUs at once its caps allow."),
 }
+
+
+def _gpus(milli: int | None) -> str:
+    """Milli-GPUs as GPUs for a message: 4000 -> "4", 500 -> "0.5"."""
+    return f"{(milli or 0) / 1000:g}"
 
 
 def _window(period: str | None) -> str:
@@ -288,6 +334,7 @@ def _verdicts(loaded: Loaded, decisions: core.Decisions, now, requeued: list[int
     index_of: dict[int, int] = {}  # a verdict shown (by id) -> its place in ``written``
     written: list[dict] = []
     updates: list[tuple[int, int, bool]] = []
+    holders = {int(v.task): v for v in decisions.holders()}  # the starvation guard's, per task
     groups = loaded.verdict_keys
     if requeued:
         groups = {group: dict(stored) for group, stored in groups.items()}
@@ -320,10 +367,27 @@ def _verdicts(loaded: Loaded, decisions: core.Decisions, now, requeued: list[int
         for old, ids in stored.items():
             if old != key:
                 noted = (old or "").split("|", 1)[0] != rule_class
-                updates.extend((pk, index, noted) for pk in ids)
+                updates.extend((pk, index, noted) for pk in ids if pk not in holders)
+    if holders:
+        _holder_verdicts(loaded, holders, groups, written, updates)
     if not updates:
         return 0
     return _store_verdicts(written, updates, now)
+
+
+def _holder_verdicts(loaded: Loaded, holders: dict, groups: dict, written: list, updates: list) -> None:
+    """A task that holds a pool for itself (the starvation guard) has its own verdict, not its
+    group's: written where its stored one differs, so that it is not rewritten every pass."""
+    old_of = {
+        pk: old for stored in groups.values() for old, ids in stored.items() for pk in ids if pk in holders
+    }
+    for pk, verdict in holders.items():
+        new = verdict_json(verdict, loaded)
+        old = old_of.get(pk)
+        if old == new["key"]:
+            continue
+        updates.append((pk, len(written), (old or "").split("|", 1)[0] != new["rule"]))
+        written.append(new)
 
 
 def _agent_verdicts(loaded: Loaded, now) -> int:

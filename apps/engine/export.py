@@ -187,6 +187,8 @@ class _Export:
             }
             if f.min_runtime_s:
                 row["min_runtime_s"] = f.min_runtime_s
+            if f.starvation_s is not None:
+                row["starvation_s"] = f.starvation_s
             out[f.pk] = {"row": row, "size": to_milli(f.gpus), "pools": [p.pk for p in links[f.pk]]}
         return out
 
@@ -240,9 +242,28 @@ class _Export:
             row["budgets"] = windows
         if p.max_preemptions_per_hour is not None:
             row["max_preemptions_per_hour"] = p.max_preemptions_per_hour
+        row |= self._sharing(p, q)
         self.windows[p.pk] = {w["period"] for w in windows}
         self.quota_now[p.pk] = [q.reservation, limit]
         self.limits[p.pk].append((0, limit))
+        return row
+
+    def _sharing(self, p, q: _Quota) -> dict:
+        """Lending, over-quota weight and lendable part as now, each only when not the default. A
+        lendable part above the reservation at the start is lowered to it."""
+        row = {}
+        if p.lending != ResourcePolicy.Lending.PRIORITY:
+            row["lending"] = str(p.lending)
+        if p.over_quota_weight != 1:
+            row["over_quota_weight"] = _num(p.over_quota_weight)
+        if p.lendable is not None:
+            lendable = min(to_milli(p.lendable), q.reservation)
+            if lendable != to_milli(p.lendable):
+                self.notes.append(
+                    f"lendable of {p.group.slug} lowered from {_num(p.lendable)} to its reservation "
+                    f"{_milli_num(lendable)}"
+                )
+            row["lendable"] = _milli_num(lendable)
         return row
 
     # -- events -----------------------------------------------------------------------------
@@ -364,6 +385,8 @@ class _Export:
                     del body["duration_s"]  # a session's is > 0 or left out (it runs until stopped)
             else:
                 body["checkpoint"] = t.checkpoint
+            if t.priority:
+                body["priority"] = t.priority
             self.event(submitted, 1, {"submit": body})
             if self._canceled(t, intervals[t.pk]) and t.ended_at < self.end:
                 self.event(t.ended_at, 2, {"cancel": str(t.pk)})

@@ -1,9 +1,15 @@
 """Load the engine core's snapshot from the database in a fixed number of queries.
 
 Ids in the snapshot are the database primary keys as strings. A task's seq in the snapshot is its
-queue rank (project priority, then queue seq: ``apps.tasks.selectors.with_queue_rank``). Queues
-come out of the database already in that order and placed work in placement order, as the core
-expects.
+queue rank (project priority, then queue seq: ``apps.tasks.selectors.with_queue_rank``) and its
+priority is the task's own (``Task.priority``). Queues come out of the database already in queue
+order, higher task priority first and then the queue rank, and placed work in placement order, as
+the core expects.
+
+A waiting task's ``since`` is its ``submitted_at``. The task table keeps no time of its last
+requeue (only its events do, and reading them would cost a query each pass), and a preempted task
+goes back to its old place in its queue (it keeps its queue seq), so its wait counts from its
+submit: the simulator's rule too (a requeued task keeps its first submit time).
 
 Reached cloud spend caps (``apps.cloud.caps.reached_caps_now``, a reading reused for
 ``CLOUD_CAP_CHECK_S``) come in as ``core.SpendCap``: every autoscaled cloud pool closed to the
@@ -20,6 +26,10 @@ maximum): a pool declared at 16 GPUs whose daemons have 4 takes 4 GPUs of placem
 
 Anti-thrash: profiles carry their minimum runtime; a policy with a cap on preemptions per hour
 carries the times of its own tasks' reclaim preemptions in the last hour (``_reclaims``).
+
+Sharing: policies carry their lending rule, over-quota weight (milli-weights) and lendable part of
+their reservation (milli-GPUs, None: all of it); profiles their starvation guard (seconds, None:
+off). All are estate fields: a change reloads the estate (``apps.engine.changes``).
 """
 
 from collections import defaultdict
@@ -137,7 +147,7 @@ def load_estate() -> Estate:
     pools = list(Pool.objects.order_by("pk").values("pk", "name", "capacity", "enabled"))
     links = list(ProfilePool.objects.values("profile_id", "pool_id", "pool_rank", "profile_rank"))
     profiles = Profile.objects.order_by("pk").values(
-        "pk", "gpus", "size_from_task", "time_weight", "min_runtime_s"
+        "pk", "gpus", "size_from_task", "time_weight", "min_runtime_s", "starvation_s"
     )
     resources = list(
         ComputeResource.objects.order_by("pk").values("pk", "policy_id", "profile_id", "queuing_rank")
@@ -179,6 +189,7 @@ def load_estate() -> Estate:
                 time_weight=to_milli(f["time_weight"]),
                 size_from_task=f["size_from_task"],
                 min_runtime_s=f["min_runtime_s"],
+                starvation_s=f["starvation_s"],
             )
             for f in profiles
         ),
@@ -189,6 +200,9 @@ def load_estate() -> Estate:
                 limit=to_milli(p.limit),
                 parent=str(parents[p.pk]) if parents.get(p.pk) else None,
                 max_preemptions_per_hour=p.max_preemptions_per_hour,
+                lending=p.lending,
+                over_quota_weight=to_milli(p.over_quota_weight),
+                lendable=None if p.lendable is None else to_milli(p.lendable),
             )
             for p in policies
         ),
@@ -290,8 +304,8 @@ def _policies(estate: Estate, used: dict, reclaims: dict) -> tuple[core.Policy, 
 
 
 def _reclaims(policies, now) -> dict[int, tuple[datetime, ...]]:
-    """For each policy with a cap on preemptions per hour, the times of the reclaim preemptions of
-    its own tasks (those of its compute resources) in the sliding hour before ``now``, oldest
+    """For each policy with a cap on preemptions per hour, the times of the reclaim and fair-share
+    preemptions of its own tasks (those of its compute resources) in the sliding hour before ``now``, oldest
     first. One query on the ``task_event_kind_at_idx`` range; none when no policy has a cap."""
     capped = [p.pk for p in policies if p.max_preemptions_per_hour is not None]
     if not capped:
@@ -299,7 +313,7 @@ def _reclaims(policies, now) -> dict[int, tuple[datetime, ...]]:
     rows = (
         TaskEvent.objects.filter(
             kind=TaskEvent.Kind.PREEMPTED,
-            reason=Task.StopReason.RECLAIM,
+            reason__in=(Task.StopReason.RECLAIM, Task.StopReason.FAIR_SHARE),
             at__gt=now - RECLAIM_CAP_WINDOW,
             at__lte=now,
             task__compute_resource__policy_id__in=capped,
@@ -314,7 +328,8 @@ def _reclaims(policies, now) -> dict[int, tuple[datetime, ...]]:
 
 
 # The task rows, as (id, state, compute resource, pool, counted milli-GPUs, queue rank, placed at,
-# verdict key, nodes): one shape for the whole load and for the held snapshot's changed rows.
+# verdict key, nodes, priority, submitted at): one shape for the whole load and for the held
+# snapshot's changed rows.
 TASK_COLUMNS = (
     "id",
     "state",
@@ -325,18 +340,25 @@ TASK_COLUMNS = (
     "instant",
     "key",
     "nodes",
+    "priority",
+    "since",
 )
 
 
 def task_rows(queryset, *order: str) -> list[tuple]:
     annotated = with_queue_rank(queryset).annotate(
-        milli=counted_milli(), instant=_instant("placed_at"), key=KT("verdict__key")
+        milli=counted_milli(),
+        instant=_instant("placed_at"),
+        key=KT("verdict__key"),
+        since=_instant("submitted_at"),
     )
     return _rows(annotated.order_by(*order), TASK_COLUMNS)
 
 
 def waiting_task(row) -> core.WaitingTask:
-    return core.WaitingTask(id=str(row[0]), seq=row[5], size=row[4])
+    return core.WaitingTask(
+        id=str(row[0]), seq=row[5], size=row[4], priority=row[9], since=_as_datetime(row[10])
+    )
 
 
 def placed_task(row) -> core.PlacedTask:
@@ -348,6 +370,7 @@ def placed_task(row) -> core.PlacedTask:
         seq=row[5],
         placed_at=_as_datetime(row[6]),
         preempting=row[1] == Task.State.STOPPING,
+        priority=row[9],
     )
 
 
@@ -357,7 +380,8 @@ def placed_order(row) -> tuple:
 
 
 def waiting_order(row) -> tuple:
-    return (row[2], row[5], row[0])
+    """Queue order: compute resource, higher priority first, queue rank, id (the database's too)."""
+    return (row[2], -row[9], row[5], row[0])
 
 
 def verdict_groups(rows) -> tuple[dict, set[int]]:
@@ -374,13 +398,13 @@ def verdict_groups(rows) -> tuple[dict, set[int]]:
 
 
 def _tasks() -> Tasks:
-    """The queues in seq order and work on pools in placement order (a task being stopped is
-    marked ``preempting``), read in two queries.
+    """The queues in queue order (higher priority first, then queue rank) and work on pools in
+    placement order (a task being stopped is marked ``preempting``), read in two queries.
 
     Sizes come out of the database as integer milli-GPUs and verdicts as their short key, so that
     tens of thousands of waiting tasks load without building a Decimal or a JSON document each."""
     waiting_rows = task_rows(
-        Task.objects.filter(state=Task.State.QUEUED), "compute_resource_id", "queue_rank", "pk"
+        Task.objects.filter(state=Task.State.QUEUED), "compute_resource_id", "-priority", "queue_rank", "pk"
     )
     placed_rows = task_rows(
         Task.objects.filter(state__in=Task.ACTIVE_STATES), "placed_at", "queue_rank", "pk"

@@ -36,6 +36,7 @@ class KliqueCollector:
         yield from self._queues_and_use()
         yield from self._preemptions()
         yield from self._budgets()
+        yield from self._fair_shares()
         yield from self._workers()
         yield from self._celery_queues()
 
@@ -151,6 +152,30 @@ class KliqueCollector:
         yield left
         yield window_used
         yield window_left
+
+    def _fair_shares(self):
+        """Each child of a policy lending "fair": its fair share of the GPUs borrowed above
+        reservations, and what it borrows now (``apps.tasks.fair_share``)."""
+        from apps.policies.models import ResourcePolicy
+        from apps.tasks.fair_share import fair_shares_now
+
+        shares = fair_shares_now()
+        slugs = dict(ResourcePolicy.objects.filter(pk__in=list(shares)).values_list("pk", "group__slug"))
+        share = GaugeMetricFamily(
+            "klique_policy_fair_share_gpus",
+            "Fair share of borrowed GPUs per policy whose parent lends fair.",
+            labels=["policy"],
+        )
+        borrowed = GaugeMetricFamily(
+            "klique_policy_borrowed_gpus",
+            "GPUs borrowed above the reservation per policy whose parent lends fair.",
+            labels=["policy"],
+        )
+        for pk, fair in sorted(shares.items(), key=lambda item: slugs[item[0]]):
+            share.add_metric([slugs[pk]], float(fair.share))
+            borrowed.add_metric([slugs[pk]], float(fair.borrowed))
+        yield share
+        yield borrowed
 
     def _workers(self):
         """Worker daemons per pool and state (retired ones left out), and per pool the age of the

@@ -17,6 +17,7 @@ from apps.policies.models import (
     BudgetWindow,
     ComputeResource,
     PolicyChange,
+    PriorityClass,
     Profile,
     ProfilePool,
     ResourcePolicy,
@@ -71,15 +72,21 @@ class QueuingOrderInline(CappedInline, admin.TabularInline):
 
 
 class ProfileForm(forms.ModelForm):
-    """A profile; the minimum runtime left empty is 0 (no minimum)."""
+    """A profile; the minimum runtime and the default priority left empty are 0."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["min_runtime_s"].required = False
+        for name in ("min_runtime_s", "default_priority"):
+            if name in self.fields:
+                self.fields[name].required = False
 
     def clean_min_runtime_s(self):
         seconds = self.cleaned_data.get("min_runtime_s")
         return 0 if seconds is None else seconds
+
+    def clean_default_priority(self):
+        priority = self.cleaned_data.get("default_priority")
+        return 0 if priority is None else priority
 
 
 @admin.register(Profile)
@@ -220,6 +227,9 @@ class BudgetWindowInline(CappedInline, PolicyScoped, admin.TabularInline):
     new_rows = 3  # one per period: day, week, month
 
 
+LENDING_DEFAULTS = ("lending", "over_quota_weight")
+
+
 class ResourcePolicyForm(forms.ModelForm):
     """The policy's form carries the version it was rendered from. The admin validates and saves a
     change in one transaction, so ``clean`` takes the quota write's locks (``lock_policies``) and
@@ -240,6 +250,20 @@ class ResourcePolicyForm(forms.ModelForm):
         self.fields["seen_version"].required = changing
         if changing:
             self.fields["seen_version"].initial = self.instance.version
+        for name in LENDING_DEFAULTS:
+            if name in self.fields:  # absent on a page shown read-only
+                self.fields[name].required = False
+
+    def _kept(self, name: str):
+        """Lending and the over-quota weight left out keep the policy's values (a new one's defaults)."""
+        value = self.cleaned_data.get(name)
+        return getattr(self.instance, name) if value in (None, "") else value
+
+    def clean_lending(self):
+        return self._kept("lending")
+
+    def clean_over_quota_weight(self):
+        return self._kept("over_quota_weight")
 
     def clean(self):
         cleaned = super().clean()
@@ -348,13 +372,38 @@ class ResourcePolicyAdmin(TenantScoped, admin.ModelAdmin):
         ("How much at once", {"fields": ["reservation", "limit"]}),
         ("How long", {"fields": ["budget_hours", "budget_period", "alert_threshold"]}),
         ("Reclaim", {"fields": ["max_preemptions_per_hour"]}),
+        (
+            "Lending",
+            {
+                "fields": ["lendable", "lending", "over_quota_weight"],
+                "description": "What the group lends of its idle reservation, how its child groups share "
+                "what they borrow, and this group's weight when its parent lends fairly.",
+            },
+        ),
     ]
+
+
+@admin.register(PriorityClass)
+class PriorityClassAdmin(admin.ModelAdmin):
+    """The named priorities users may ask for (``--priority high``); IT's alone."""
+
+    formfield_overrides = PLAIN_NUMBERS
+    list_display = ["name", "value", "description"]
+    search_fields = ["name", "description"]
 
 
 @admin.register(ComputeResource)
 class ComputeResourceAdmin(PolicyScoped, admin.ModelAdmin):
     formfield_overrides = PLAIN_NUMBERS
-    list_display = ["name", "policy", "profile", "queuing_rank", "enabled"]
+    list_display = [
+        "name",
+        "policy",
+        "profile",
+        "queuing_rank",
+        "default_priority",
+        "max_priority",
+        "enabled",
+    ]
     list_filter = ["enabled", ("profile", admin.RelatedOnlyFieldListFilter)]
     search_fields = ["name", "policy__group__name", "profile__name"]
     autocomplete_fields = ["policy", "profile"]

@@ -105,6 +105,27 @@ class Profile(models.Model):
         help_text="The profile lists only pools whose GPU type is of this generation or newer "
         "(the GPU type's generation: 8 Ampere, 9 Hopper, 10 Blackwell). Empty: any.",
     )
+    starvation_s = models.PositiveIntegerField(
+        "starvation guard (s)",
+        null=True,
+        blank=True,
+        default=600,
+        help_text="A queue head that has waited this long for free GPUs holds a pool against new starts "
+        "of smaller work; empty: off.",
+    )
+    default_priority = models.IntegerField(
+        "default priority",
+        default=0,
+        help_text="The priority of a task sent to this profile that asks for none (a compute resource "
+        "may set its own). Higher is placed first within a policy's queue.",
+    )
+    max_priority = models.IntegerField(
+        "maximum priority",
+        null=True,
+        blank=True,
+        help_text="The highest priority a user may ask for on this profile (a compute resource may set "
+        "its own). Empty: no cap.",
+    )
     pools = models.ManyToManyField(Pool, through="ProfilePool", related_name="profiles")
 
     # Set by a form that checks every pool link of the profile itself, as submitted (the admin's
@@ -196,7 +217,14 @@ class ResourcePolicy(models.Model):
         "budget_period",
         "alert_threshold",
         "max_preemptions_per_hour",
+        "lending",
+        "over_quota_weight",
+        "lendable",
     )
+
+    class Lending(models.TextChoices):
+        PRIORITY = "priority", "Queuing priority (first in the queuing order borrows first)"
+        FAIR = "fair", "Fair share (by over-quota weight)"
 
     group = models.OneToOneField(Group, on_delete=models.PROTECT, related_name="policy")
     reservation = gpu_field("reservation", default=Decimal("0"), help_text="GPUs guaranteed to the group.")
@@ -224,6 +252,32 @@ class ResourcePolicy(models.Model):
         blank=True,
         help_text="Reclaim takes at most this many of the group's own tasks in any sliding hour; "
         "past it, the group's work is not a victim. Empty: no cap.",
+    )
+    lending = models.CharField(
+        "lending among children",
+        max_length=8,
+        choices=Lending.choices,
+        default=Lending.PRIORITY,
+        help_text="How the group's child groups share the GPUs they borrow above their reservations: "
+        "priority (the first in the queuing order borrows first) or fair (in proportion to each "
+        "child's over-quota weight, reclaiming from a child above its fair share).",
+    )
+    over_quota_weight = models.DecimalField(
+        "over-quota weight",
+        max_digits=8,
+        decimal_places=3,
+        default=Decimal("1"),
+        validators=[MinValueValidator(Decimal("0"))],
+        help_text="The group's share of borrowed GPUs beside its siblings when its parent lends fairly: "
+        "a child of weight 2 gets twice the borrowed GPUs of a child of weight 1. 0: borrows only "
+        "what no sibling wants.",
+    )
+    lendable = gpu_field(
+        "lendable",
+        null=True,
+        blank=True,
+        help_text="The most of the group's idle reservation lent to other groups; the rest stays idle "
+        "for the group's own arrivals. Empty: all of the reservation may be lent.",
     )
     version = models.PositiveIntegerField(
         default=1,
@@ -287,6 +341,18 @@ class ComputeResource(models.Model):
         help_text="Position of this policy among the profile's policies: lower is placed first.",
     )
     enabled = models.BooleanField(default=True, help_text="A disabled compute resource accepts no new tasks.")
+    default_priority = models.IntegerField(
+        "default priority",
+        null=True,
+        blank=True,
+        help_text="The priority of a task sent here that asks for none. Empty: the profile's.",
+    )
+    max_priority = models.IntegerField(
+        "maximum priority",
+        null=True,
+        blank=True,
+        help_text="The highest priority a user may ask for here. Empty: the profile's.",
+    )
 
     extra_checks = Checks()  # apps.policies.rules and apps.tasks.checks register here
 
@@ -301,6 +367,23 @@ class ComputeResource(models.Model):
 
     def clean(self) -> None:
         self.extra_checks.run(self)
+
+
+class PriorityClass(models.Model):
+    """A named task priority IT offers (e.g. low 0, normal 100, high 200): a submit may ask for
+    the name instead of the number. Higher is placed first within one policy's queue."""
+
+    name = models.SlugField(max_length=40, unique=True, help_text="What users ask for, e.g. high.")
+    value = models.IntegerField(unique=True, help_text="The priority it stands for; higher is placed first.")
+    description = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["-value"]
+        verbose_name = "priority class"
+        verbose_name_plural = "priority classes"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.value})"
 
 
 class PolicyChange(AuditedChange):

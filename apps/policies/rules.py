@@ -43,6 +43,8 @@ def profile_errors(profile) -> Errors:
                 f"GPU size {fmt(profile.gpus)} is larger than the limit ({fmt(resource.policy.limit)}) "
                 f"of {resource.policy}, which compute resource {resource.name} connects to this profile."
             )
+    for field, message in priority_errors(profile.default_priority, profile.max_priority):
+        errors[field].append(message)
     for field, messages in profile_links_errors(profile).items():
         errors[field].extend(messages)
     return errors
@@ -64,6 +66,18 @@ def policy_errors(policy) -> Errors:
         errors["limit"].append(
             f"Limit ({fmt(policy.limit)}) must be at least the reservation ({fmt(policy.reservation)})."
         )
+    if policy.lendable is not None:
+        if gpu_amount_error(policy.lendable):
+            errors["lendable"].append(f"Lendable: {gpu_amount_error(policy.lendable)}")
+        elif policy.lendable > policy.reservation:
+            errors["lendable"].append(
+                f"Lendable ({fmt(policy.lendable)}) cannot exceed the reservation "
+                f"({fmt(policy.reservation)}); leave it empty to lend all of the reservation."
+            )
+    if policy.lending not in ("priority", "fair"):
+        errors["lending"].append('Lending must be "priority" or "fair".')
+    if policy.over_quota_weight is None or policy.over_quota_weight < 0:
+        errors["over_quota_weight"].append("Over-quota weight must be 0 or more.")
     if policy.budget_hours is not None:
         if policy.budget_hours < 0:
             errors["budget_hours"].append("Time budget cannot be negative.")
@@ -265,11 +279,25 @@ def profile_pool_errors(link) -> Errors:
     return errors
 
 
+def priority_errors(default: int | None, maximum: int | None) -> list[tuple[str, str]]:
+    """A default priority above the maximum a user may ask for is refused (on the default)."""
+    if default is not None and maximum is not None and default > maximum:
+        message = f"Default priority ({default}) cannot exceed the maximum priority ({maximum})."
+        return [("default_priority", message)]
+    return []
+
+
 def compute_resource_errors(resource) -> Errors:
     errors: Errors = defaultdict(list)
     if resource.policy_id is None or resource.profile_id is None:
         return errors
     policy, profile = resource.policy, resource.profile
+    default = profile.default_priority if resource.default_priority is None else resource.default_priority
+    maximum = profile.max_priority if resource.max_priority is None else resource.max_priority
+    for field, message in priority_errors(default, maximum):
+        if resource.default_priority is None:
+            field, message = "max_priority", f"{message} (the default is the profile's)"
+        errors[field].append(message)
     if profile.gpus > policy.limit:
         errors["profile"].append(
             f"Profile {profile} ({fmt(profile.gpus)} GPUs) is larger than the limit of {policy} "

@@ -12,7 +12,7 @@ from apps.accounts.models import Group, User
 from apps.accounts.selectors import managed_group_ids, member_group_ids
 from apps.core.gpus import GPU_DECIMAL_PLACES, GPU_MAX_DIGITS
 from apps.policies.fit import pool_fit
-from apps.policies.models import BudgetWindow, ComputeResource, ProfilePool, ResourcePolicy
+from apps.policies.models import BudgetWindow, ComputeResource, PriorityClass, ProfilePool, ResourcePolicy
 from apps.pools.models import Pool
 
 GPUS = DecimalField(max_digits=GPU_MAX_DIGITS, decimal_places=GPU_DECIMAL_PLACES)
@@ -62,6 +62,11 @@ def child_policies(policy: ResourcePolicy) -> list[ResourcePolicy]:
     others = [p for p in ResourcePolicy.objects.select_related("group") if p.group_id != policy.group_id]
     holders = {p.group_id for p in others} | {policy.group_id}
     return [p for p in others if _nearest_holder(p.group_id, parents, holders) == policy.group_id]
+
+
+def priority_class_name(value: int) -> str | None:
+    """The name IT gave the priority ``value`` (a priority class), or None."""
+    return PriorityClass.objects.filter(value=value).values_list("name", flat=True).first()
 
 
 PERIOD_ORDER = {"day": 0, "week": 1, "month": 2}

@@ -308,13 +308,14 @@ def last_queuing_rank(profile: Profile) -> int:
 
 
 QUOTA_FIELDS = ("reservation", "limit", "budget_hours", "budget_period")
-AUDITED = (*QUOTA_FIELDS, "further_budgets")
+LENDING_FIELDS = ("lending", "over_quota_weight", "lendable")
+AUDITED = (*QUOTA_FIELDS, *LENDING_FIELDS, "further_budgets")
 
 
 def quota_of(policy: ResourcePolicy) -> dict:
-    """The audited quota of a policy: its quota fields and its further time budget windows, as text
-    ("day 8.000; month 100.000", empty without any)."""
-    quota = {field: getattr(policy, field) for field in QUOTA_FIELDS}
+    """The audited quota of a policy: its quota and lending fields and its further time budget
+    windows, as text ("day 8.000; month 100.000", empty without any)."""
+    quota = {field: getattr(policy, field) for field in (*QUOTA_FIELDS, *LENDING_FIELDS)}
     quota["further_budgets"] = windows_text(extra_budgets_of(policy))
     return quota
 

@@ -4,8 +4,8 @@ from django import forms
 
 from apps.accounts.models import Group, Project, User
 from apps.cloud.models import CAP_KINDS
-from apps.core.fields import GpuAmountFormField, PlainDecimalFormField, PlainIntegerFormField
-from apps.policies.models import ResourcePolicy
+from apps.core.fields import PLAIN_INTEGER, GpuAmountFormField, PlainDecimalFormField, PlainIntegerFormField
+from apps.policies.models import PriorityClass, ResourcePolicy
 from apps.tasks.limits import MAX_COMMAND_CHARS, MAX_NODES
 
 
@@ -109,6 +109,12 @@ class SubmitForm(forms.Form):
         help_text="What the worker runs.",
     )
     project = forms.ModelChoiceField(queryset=None, required=False)
+    priority = forms.CharField(
+        max_length=40,
+        required=False,
+        help_text="A whole number or a priority class; higher is placed first within your group's queue. "
+        "Empty: the compute resource's default.",
+    )
     checkpoint = forms.BooleanField(
         required=False, help_text="The work checkpoints, so a preempted run resumes."
     )
@@ -117,6 +123,17 @@ class SubmitForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.fields["compute_resource"].queryset = resources
         self.fields["project"].queryset = projects
+        classes = ", ".join(f"{c.name} ({c.value})" for c in PriorityClass.objects.order_by("value"))
+        if classes:
+            self.fields["priority"].help_text += f" Classes: {classes}."
+
+    def clean_priority(self) -> int | str | None:
+        """A whole number as a number, a class's name as text, empty as None (the default); the
+        rule is ``resolve_priority``'s."""
+        text = self.cleaned_data["priority"].strip()
+        if not text:
+            return None
+        return int(text) if PLAIN_INTEGER.fullmatch(text) else text
 
 
 class AddMemberForm(forms.Form):

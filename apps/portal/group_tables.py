@@ -1,5 +1,5 @@
-"""The tables of the pages that decide for groups: a department's quota changes, a team's members
-and projects, leadership's cloud spend caps."""
+"""The tables of the pages that decide for groups: a department's teams and quota changes, a
+team's members and projects, leadership's cloud spend caps."""
 
 from decimal import Decimal
 
@@ -9,6 +9,7 @@ from django.utils.html import format_html
 from apps.policies.models import PolicyChange
 from apps.policies.rules import fmt
 from apps.portal import words
+from apps.portal.it_tables import PolicyUseTable
 from apps.portal.tables import (
     NUM,
     GpuColumn,
@@ -17,9 +18,32 @@ from apps.portal.tables import (
     WhenColumn,
     actions_column,
     cap_status,
+    exact_gpus,
     exact_money,
+    gpus,
     money,
 )
+
+
+class TeamUseTable(PolicyUseTable):
+    """A department's teams; with a department that lends fairly, each team's borrowed GPUs
+    against its fair share of them (``apps.tasks.fair_share``)."""
+
+    fair = tables.Column(verbose_name="Fair share", attrs=NUM, orderable=False, empty_values=())
+
+    class Meta(PolicyUseTable.Meta):
+        sequence = ("group", "reservation", "limit", "in_use", "borrowed", "fair", "...")
+
+    def render_fair(self, record):
+        if record.fair is None:
+            return "—"
+        text = f"{gpus(record.fair.borrowed)} of fair {gpus(record.fair.share)} borrowed GPUs"
+        if not record.fair.above:
+            return text
+        return format_html('{} <span class="badge over">above its share</span>', text)
+
+    def value_fair(self, record):
+        return "" if record.fair is None else exact_gpus(record.fair.share)
 
 
 class QuotaChangeTable(tables.Table):

@@ -23,6 +23,7 @@ from apps.policies.selectors import child_policies, parent_policy_ids
 from apps.pools.models import Pool, Worker
 from apps.pools.selectors import effective_capacity, live_gpus
 from apps.tasks import selectors as task_selectors
+from apps.tasks.fair_share import FairShare, fair_shares_now
 from apps.tasks.models import Task, TaskEvent, counted_gpus
 
 ZERO = Decimal(0)
@@ -146,11 +147,13 @@ def queues(group_ids: set[int] | None = None):
 
 @dataclass(frozen=True)
 class PolicyUse:
-    """A policy with its budget status and what waits in its subtree."""
+    """A policy with its budget status, what waits in its subtree and, below a parent lending
+    fairly, its fair share of the borrowed GPUs."""
 
     policy: ResourcePolicy
     status: BudgetStatus
     waiting: int = 0
+    fair: FairShare | None = None
 
     @property
     def borrowed(self) -> Decimal:
@@ -179,12 +182,19 @@ def waiting_by_group() -> dict[int, int]:
 
 
 def child_quotas(policy: ResourcePolicy) -> list[PolicyUse]:
-    """The policies directly below ``policy`` (a department's teams) with their use and waiting work."""
+    """The policies directly below ``policy`` (a department's teams) with their use, waiting work
+    and, when ``policy`` lends fairly, fair shares."""
     children = child_policies(policy)
     statuses = budget_status(children)
     waiting = waiting_by_group()
+    fair = fair_shares_now({policy.pk}) if policy.lending == ResourcePolicy.Lending.FAIR else {}
     return [
-        PolicyUse(child, statuses[child.pk], sum(waiting.get(g, 0) for g in subtree_ids([child.group_id])))
+        PolicyUse(
+            child,
+            statuses[child.pk],
+            sum(waiting.get(g, 0) for g in subtree_ids([child.group_id])),
+            fair.get(child.pk),
+        )
         for child in sorted(children, key=lambda c: c.group.name)
     ]
 

@@ -22,6 +22,13 @@ STOP_REASONS = {
     Task.StopReason.START_FAILED: "Its worker could not start it.",
     Task.StopReason.IDLE: "A session idle limit stopped it.",
     Task.StopReason.CLOUD_CAP: "A cloud spend cap was reached before a cloud node took it.",
+    Task.StopReason.PRIORITY: (
+        "A higher-priority task of its own group needed its GPUs; it went back to its queue."
+    ),
+    Task.StopReason.FAIR_SHARE: (
+        "Its group borrowed more than its fair share while a group beside it, below its own, waited; "
+        "it went back to its queue."
+    ),
 }
 OTHER_REASONS = {
     "adopted": ("adopted by its worker", "A worker that restarted found it still running and kept it."),

@@ -66,9 +66,10 @@ def start(
     project=None,
     channel: str = Channel.API,
     agent=None,
+    priority=None,
 ) -> Task:
-    """Start a session: a task of kind ``session`` under the same reservation, limit, budget and
-    preemption rules as any other, charged from its placement."""
+    """Start a session: a task of kind ``session`` under the same reservation, limit, budget,
+    priority and preemption rules as any other, charged from its placement."""
     session_kind = session_kind or default_kind()
     if session_kind is None:
         raise ValidationError({"session_kind": "No session kind is offered; ask IT to add one."})
@@ -86,6 +87,7 @@ def start(
         channel=channel,
         kind=Task.Kind.SESSION,
         agent=agent,
+        priority=priority,
     )
     Session.objects.create(task=task, kind=session_kind)
     return task
@@ -107,7 +109,7 @@ MEASURED_FIELDS = [
 ]
 
 
-SESSION_FIELDS = ("compute_resource", "gpus", "name", "project", "channel", "agent")
+SESSION_FIELDS = ("compute_resource", "gpus", "name", "project", "channel", "agent", "priority")
 
 
 def submit_task(

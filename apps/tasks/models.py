@@ -70,6 +70,8 @@ class Task(models.Model):
         START_FAILED = "start_failed", "Its worker could not start it"
         IDLE = "idle", "Stopped by a session idle limit"
         CLOUD_CAP = "cloud_cap", "Back to its queue: a cloud spend cap was reached before a node took it"
+        PRIORITY = "priority", "Preempted for a higher-priority task of its own group"
+        FAIR_SHARE = "fair_share", "Taken back for a group below its fair share"
 
     class Kind(models.TextChoices):
         BATCH = "batch", "Batch"
@@ -132,6 +134,11 @@ class Task(models.Model):
         db_index=True,
         help_text="Place in its compute resource's queue; kept when the task is preempted and requeued.",
     )
+    priority = models.IntegerField(
+        default=0,
+        help_text="Within its policy's queue, higher is placed first; a waiting task may preempt the "
+        "same policy's running work of lower priority. Kept when the task is requeued.",
+    )
     pool = models.ForeignKey(
         "pools.Pool", null=True, blank=True, on_delete=models.PROTECT, related_name="tasks"
     )
@@ -170,7 +177,9 @@ class Task(models.Model):
     class Meta:
         ordering = ["-pk"]
         indexes = [
-            models.Index(fields=["state", "compute_resource", "queue_seq"], name="task_queue_idx"),
+            models.Index(
+                fields=["state", "compute_resource", "-priority", "queue_seq"], name="task_queue_idx"
+            ),
             # A worker's claim: the placed, unclaimed tasks of its pool in claim order (partial, so
             # it holds only the few placements waiting for a worker).
             models.Index(
@@ -249,6 +258,12 @@ class Schedule(models.Model):
     )
     checkpoint = models.BooleanField(default=False)
     spec = models.JSONField(default=dict, blank=True, validators=[validate_spec_size])
+    priority = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="The priority each run asks for: a whole number or a priority class's name, "
+        "resolved at each due time. Empty: the compute resource's default.",
+    )
     active = models.BooleanField(default=True)
     stopped_reason = models.CharField(max_length=500, blank=True, help_text="Why the schedule stopped.")
     stopped_at = models.DateTimeField(null=True, blank=True)

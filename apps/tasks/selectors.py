@@ -71,9 +71,10 @@ def with_queue_rank(queryset):
 
 
 def queue_positions(tasks) -> dict[int, int]:
-    """1-based place of each waiting task in its compute resource's queue, in one query: the
-    queues of their compute resources are ranked once (a window counting the tasks at or before
-    each rank), so many tasks of one queue cost one pass over it rather than one count each."""
+    """1-based place of each waiting task in its compute resource's queue (higher priority first,
+    then queue rank, as the engine reads it), in one query: the queues of their compute resources
+    are ranked once (a window counting the tasks at or before each place), so many tasks of one
+    queue cost one pass over it rather than one count each."""
     waiting_ids = [t.pk for t in tasks if t.state == Task.State.QUEUED]
     if not waiting_ids:
         return {}
@@ -82,7 +83,11 @@ def queue_positions(tasks) -> dict[int, int]:
         with_queue_rank(Task.objects.filter(state=Task.State.QUEUED, compute_resource_id__in=resources))
         .annotate(
             task_id=F("pk"),
-            place=Window(Count("pk"), partition_by=F("compute_resource_id"), order_by=F("queue_rank").asc()),
+            place=Window(
+                Count("pk"),
+                partition_by=F("compute_resource_id"),
+                order_by=[F("priority").desc(), F("queue_rank").asc()],
+            ),
         )
         .values_list("task_id", "place")
     )

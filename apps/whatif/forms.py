@@ -14,6 +14,7 @@ from django.forms import formset_factory
 
 from apps.accounts.models import Group
 from apps.core import parsers
+from apps.engine.core.snapshot import LENDING
 from apps.engine.core.whatif_changes import AMOUNT_MAX, CHANGE_KINDS
 from apps.policies.models import Profile
 from apps.pools.models import Pool
@@ -27,6 +28,8 @@ KINDS = [
     ("time_weights", "Time weight"),
     ("pool_order", "Pool order"),
     ("capacities", "Pool capacity (GPUs)"),
+    ("lending", "Lending to children (priority or fair)"),
+    ("over_quota_weights", "Over-quota weight"),
 ]
 # change kind -> what its target is
 TARGET_OF = {
@@ -36,6 +39,8 @@ TARGET_OF = {
     "time_weights": "profile",
     "pool_order": "profile",
     "capacities": "pool",
+    "lending": "group",
+    "over_quota_weights": "group",
 }
 PERIODS = [("", "—"), ("day", "day"), ("week", "week"), ("month", "month")]
 PRESETS = [
@@ -111,7 +116,8 @@ class ChangeForm(forms.Form):
         required=False,
         max_length=500,
         label="To",
-        help_text="GPUs, hours or a weight; for a pool order the pools in order, separated by commas",
+        help_text="GPUs, hours or a weight; for a pool order the pools in order, separated by commas; "
+        "for lending priority or fair",
     )
     period = forms.ChoiceField(choices=PERIODS, required=False, label="Budget period")
 
@@ -149,6 +155,11 @@ class ChangeForm(forms.Form):
             return pools
         if kind == "budgets" and not text:
             return None  # no budget
+        if kind == "lending":
+            if text not in LENDING:
+                self.add_error("value", 'must be "priority" or "fair"')
+                return None
+            return text
         try:
             number = Decimal(text)
         except InvalidOperation:
@@ -364,6 +375,8 @@ def _rows(kind: str, target: str, value) -> list[dict] | None:
         if not all(set(w) == {"hours", "period"} for w in windows):
             return None
         return [row | {"value": str(w["hours"]), "period": w["period"]} for w in windows]
+    if kind == "lending":
+        return [row | {"value": value}] if value in LENDING else None
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return [row | {"value": str(value)}]

@@ -76,6 +76,8 @@ KIND_WORDS = {
     "time_weights": "Time weight of {}",
     "pool_order": "Pool order of {}",
     "capacities": "Capacity of {} (GPUs)",
+    "lending": "Lending of {} to its children",
+    "over_quota_weights": "Over-quota weight of {}",
 }
 
 

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import Field
+from pydantic import Field, StrictInt, StrictStr
 
 from klique.client.sdk.client import Client
 from klique.client.sdk.errors import ApiError, KliqueError
@@ -27,6 +27,17 @@ INSTRUCTIONS = (
     "ready; it stops by itself when idle past its limits."
 )
 TaskId = Annotated[int, Field(gt=0, description="The task's id.")]
+# A priority as the API takes it (apps.sessions.api.work.priority states the same bounds).
+Priority = Annotated[
+    Annotated[StrictInt, Field(ge=-(2**31), le=2**31 - 1)]
+    | Annotated[StrictStr, Field(min_length=1, max_length=40, pattern=r"^[-a-zA-Z0-9_]+$")]
+    | None,
+    Field(
+        description="A whole number or a priority class's name (e.g. low, normal, high): higher is "
+        "placed first within the group's queue. Left out: the compute resource's default; at most "
+        "its maximum."
+    ),
+]
 States = Literal["queued", "placed", "running", "stopping", "succeeded", "failed", "canceled"]
 
 
@@ -74,8 +85,9 @@ def build_server(client: Client) -> MCPServer:
         project: Annotated[str | None, Field(max_length=120, description="A project of the group.")] = None,
         name: Annotated[str, Field(max_length=200)] = "",
         checkpoint: Annotated[bool, Field(description="The task checkpoints and can resume.")] = False,
+        priority: Priority = None,
     ) -> dict[str, Any]:
-        """Submit a task as the user. Returns the task, with its place in line."""
+        """Submit a task as the user. Returns the task, with its place in line and priority."""
         with tool_errors():
             task = client.submit(
                 compute_resource,
@@ -85,6 +97,7 @@ def build_server(client: Client) -> MCPServer:
                 project=project,
                 name=name,
                 checkpoint=checkpoint,
+                priority=priority,
             )
             return as_json(task)
 

@@ -114,7 +114,9 @@ API_SETTINGS = settings(
 # doubled slots/free_gpus, NUL in a text field, a report choice.
 CANNOT_STATE = [
     # a name that must exist and be visible to you
-    r"^Unknown (compute resource|session kind|group|project|user|pool|GPU type) ",
+    r"^Unknown (compute resource|session kind|group|project|user|pool|GPU type|priority class) ",
+    # the compute resource's maximum priority
+    r"^Priority -?\d+ is above the maximum: ",
     r"^No project .* in group |^Object with (slug|name)=.* does not exist\.$|^No prices in ",
     # NUL or a lone surrogate inside free-form JSON (spec, detail, gpu_stats) or an unknown key
     r"holds (a NUL character|a lone surrogate)",

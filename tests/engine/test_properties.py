@@ -246,7 +246,7 @@ class State:
         return all(self.U[q] + size <= self.pol[q].limit for q in self.chain(self.res[rid].policy))
 
     def blocked(self, rid, t):
-        return any(x.seq < t.seq and x.size <= t.size for x in self.stopping[rid])
+        return any((-x.priority, x.seq) < t.key and x.size <= t.size for x in self.stopping[rid])
 
     def room(self, pid):
         return self.pool[pid].capacity - self.occ[pid] if self.pool[pid].enabled else -1
@@ -381,13 +381,14 @@ def check_pass(s: Snapshot):
                 if q == victim or q not in shared:
                     assert st_.U[q] >= st_.pol[q].reservation, f"reclaim took {q} below its reservation"
 
-    # Order kept: in a queue, nothing is placed while an earlier task of the same or smaller size waits.
+    # Order kept: in a queue, nothing is placed while a task ahead of it (priority, then seq) of the
+    # same or smaller size waits.
     waiting_left = {v.task for v in verdicts}
     for queue in s.waiting.values():
         left = [t for t in queue if t.id in waiting_left]
         for t in queue:
             if t.id in placed_now:
-                assert not any(x.seq < t.seq and x.size <= t.size for x in left), f"order broken at {t.id}"
+                assert not any(x.key < t.key and x.size <= t.size for x in left), f"order broken at {t.id}"
 
     # Reclaim complete: once reclaim is done, no reservation-eligible task waits while room, or
     # borrowed work that reclaim may take, would let it in. (Checked where only leaf policies have

@@ -225,3 +225,22 @@ def test_starvation_a_starving_head_holds_its_pool_until_it_starts():
     assert (39, "big", "placed") in events(lines)
     assert not [e for e in events(lines, "placed") if 31 <= e[0] < 39]
     assert lines[-1]["summary"]["tasks"]["big"]["wait_s"] == 38
+
+
+def test_a_fair_department_splits_what_its_teams_borrow_by_their_weights():
+    lines = check("fair_share")
+    at10 = [(e["task"], e["event"], e.get("reason")) for e in lines if e.get("at") == 10]
+    assert [r for _, ev, r in at10 if ev == "preempted"] == ["reclaim"] * 2 + ["fair_share"] * 6
+    assert sum(1 for t, ev, _ in at10 if ev == "placed" and t.startswith("s")) == 8
+
+
+def test_a_lending_limit_keeps_part_of_an_idle_reservation_for_the_groups_own_work():
+    lines = check("lendable")
+    assert [e["task"] for e in lines if e.get("at") == 0] == ["b1", "b2", "b3", "b4", "b5"]
+    assert [(e["task"], e["event"]) for e in lines if e.get("at") == 5] == [
+        ("a1", "placed"),
+        ("a2", "placed"),
+        ("a3", "placed"),
+    ]
+    assert not [e for e in lines if e.get("event") == "preempted"]
+    assert [e["task"] for e in lines if e.get("at") == 50 and e["event"] == "placed"] == ["b6", "b7", "b8"]

@@ -1,6 +1,10 @@
 """Replay a simulator scenario through the database path: the estate is built with the services,
 tasks are submitted and finished through the lifecycle, and each step runs ``run_pass`` on the
-database. Its event lines can be compared with the pure simulator's."""
+database. Its event lines can be compared with the pure simulator's.
+
+Every setting a scenario gives is carried to the database, the issue-34 ones too: a policy's
+lending, over-quota weight and lendable part, a profile's starvation guard (a scenario without one
+has it off, although a new profile on the database guards after 600 s) and a submit's priority."""
 
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -52,8 +56,9 @@ class DatabaseReplay:
                 size_from_task=f.size_from_task,
                 pools=[self.pools[name] for name in f.pools],
             )
-            if f.min_runtime_s:
-                policies.update_profile(self.profiles[f.name], min_runtime_s=f.min_runtime_s)
+            policies.update_profile(
+                self.profiles[f.name], min_runtime_s=f.min_runtime_s, starvation_s=f.starvation_s
+            )
         for pool, order in sc.execution_order.items():
             policies.set_execution_order(self.pools[pool], [self.profiles[name] for name in order])
         self.policies = {}
@@ -68,10 +73,13 @@ class DatabaseReplay:
                 budget_hours=_hours(main[1]) if main else None,
                 budget_period=main[0] if main else "",
             )
-            if p.max_preemptions_per_hour is not None:
-                policies.update_policy(
-                    self.policies[p.name], max_preemptions_per_hour=p.max_preemptions_per_hour
-                )
+            policies.update_policy(
+                self.policies[p.name],
+                max_preemptions_per_hour=p.max_preemptions_per_hour,
+                lending=p.lending,
+                over_quota_weight=Decimal(p.over_quota_weight) / 1000,
+                lendable=None if p.lendable is None else from_milli(p.lendable),
+            )
             if len(p.budgets) > 1:
                 further = {period: _hours(units) for period, units in p.budgets[1:]}
                 policies.set_budget_windows(self.policies[p.name], further)
@@ -125,6 +133,7 @@ class DatabaseReplay:
             due.append(events[0].at_us)
         due.extend(self._completion_times())
         due.extend(self._reclaim_release_times())
+        due.extend(self._starvation_times(t))
         for p in self.sc.policies:
             for period, _ in p.budgets:
                 boundary = period_bounds(self.at(t), period)[1]
@@ -155,6 +164,18 @@ class DatabaseReplay:
             for reset_at in held.values_list("verdict__reset_at", flat=True)
         ]
 
+    def _starvation_times(self, t: int) -> list[int]:
+        """When a waiting task's starvation guard starts holding a pool: the live engine's next
+        pass is there, as the simulator's step is."""
+        waiting = Task.objects.filter(
+            state=Task.State.QUEUED, compute_resource__profile__starvation_s__isnull=False
+        ).values_list("submitted_at", "compute_resource__profile__starvation_s")
+        times = [
+            (submitted - self.sc.start + timedelta(seconds=guard)) // timedelta(microseconds=1)
+            for submitted, guard in waiting
+        ]
+        return [at for at in times if at > t]
+
     def _complete(self, t: int, now) -> None:
         for task in Task.objects.filter(state=Task.State.PLACED).order_by("placed_at", "queue_seq"):
             placed_us = (task.placed_at - self.sc.start) // timedelta(microseconds=1)
@@ -177,6 +198,7 @@ class DatabaseReplay:
                     command=what.id,
                     gpus=from_milli(what.size),
                     checkpoint=what.checkpoint,
+                    priority=what.priority,
                 )
             except ValidationError as refused:
                 if not any("never fit" in message for message in refused.messages):

@@ -375,3 +375,50 @@ def test_pools_are_exported_at_their_capacity_at_the_start_with_each_change_insi
     assert [e for e in later["events"] if "set_capacity" in e] == [
         {"at": 10, "set_capacity": {"pool": "onprem", "capacity": 3}}
     ]
+
+
+def test_lending_weights_lendable_starvation_and_priority_are_exported_only_when_set(settings):
+    """Issue 34's fields (docs/whatif.md, "Export"): a fair parent, a child's over-quota weight and
+    lendable part (lowered to its reservation at the start, with a note), a profile's starvation
+    guard and a task's priority; at their defaults nothing is written, so earlier exports stay as
+    they were. The export replays in the simulator with them."""
+    from apps.policies.models import Profile
+    from apps.tasks.models import Task
+
+    ids = record(HAND_MADE, settings)
+    end = datetime(2026, 3, 2, 0, 1, 40, tzinfo=UTC)
+    Profile.objects.update(starvation_s=None)
+    plain = export.export(START, end)
+    keys = {key for row in plain["profiles"] + plain["policies"] for key in row}
+    assert not keys & {"starvation_s", "lending", "over_quota_weight", "lendable"}
+    assert not any("priority" in e["submit"] for e in plain["events"] if "submit" in e)
+
+    ResourcePolicy.objects.filter(group__slug="org").update(lending="fair")
+    ResourcePolicy.objects.filter(group__slug="agents").update(over_quota_weight=Decimal("2.5"))
+    ResourcePolicy.objects.filter(group__slug="vision").update(lendable=Decimal("1.5"))
+    Profile.objects.update(starvation_s=600)
+    Task.objects.filter(pk=ids["c"]).update(priority=200)
+    Task.objects.filter(pk=ids["a"]).update(priority=-5)
+    data = export.export(START, end)
+    assert data["profiles"][0]["starvation_s"] == 600
+    assert data["policies"] == [
+        {"name": "org", "reservation": 4, "limit": 4, "lending": "fair"},
+        {
+            "name": "vision",
+            "reservation": 1,
+            "limit": 4,
+            "parent": "org",
+            "budget": {"hours": 10, "period": "day"},
+            "lendable": 1,
+        },
+        {"name": "agents", "reservation": 0, "limit": 4, "parent": "org", "over_quota_weight": 2.5},
+    ]
+    assert "lendable of vision lowered from 1.5 to its reservation 1" in data["description"]
+    priorities = {e["submit"]["id"]: e["submit"].get("priority") for e in data["events"] if "submit" in e}
+    assert priorities == {ids["a"]: -5, ids["b"]: None, ids["c"]: 200, ids["d"]: None, ids["e"]: None}
+    sc = scenarios.loads(export.dumps(data))
+    assert [(p.lending, p.over_quota_weight, p.lendable) for p in sc.policies] == [
+        ("fair", 1000, None),
+        ("priority", 1000, 1000),
+        ("priority", 2500, None),
+    ]

@@ -1,7 +1,8 @@
 """The held snapshot (``apps.engine.held``) is the snapshot a full load reads: random streams of
-submits, passes, finishes, cancels, verdict rewrites, estate edits, deletes, prunes by another
-process and flushed change logs, each in a transaction of its own, compared after every step with
-a fresh load at the same instant. On the embedded SQLite default and on PostgreSQL."""
+submits, passes, finishes, cancels, verdict rewrites, task priority changes, estate edits (lending
+settings too), deletes, prunes by another process and flushed change logs, each in a transaction of
+its own, compared after every step with a fresh load at the same instant. On the embedded SQLite
+default and on PostgreSQL."""
 
 import dataclasses
 import random
@@ -39,6 +40,8 @@ STEPS = (
     "pool",
     "policy",
     "priority",
+    "task_priority",
+    "sharing",
     "delete",
     "prune_elsewhere",
     "flush_log",
@@ -99,6 +102,17 @@ def _step(name: str, rng: random.Random, user, project) -> None:
         ResourcePolicy.objects.filter(pk=policy.pk).update(limit=policy.limit + 1)
     elif name == "priority":
         Project.objects.filter(pk=project.pk).update(priority=rng.randint(1, 200))
+    elif name == "task_priority":
+        Task.objects.filter(pk__in=Task.objects.order_by("?").values("pk")[:3]).update(
+            priority=rng.choice([-10, 0, 100, 200])
+        )
+    elif name == "sharing":
+        policy = ResourcePolicy.objects.order_by("?").first()
+        ResourcePolicy.objects.filter(pk=policy.pk).update(
+            lending=rng.choice(["priority", "fair"]),
+            over_quota_weight=Decimal(rng.randint(0, 3)),
+            lendable=rng.choice([None, Decimal(0), policy.reservation]),
+        )
     elif name == "delete":
         never_ran = Task.objects.filter(state=Task.State.QUEUED, intervals__isnull=True).order_by("?")
         Task.objects.filter(pk__in=never_ran.values("pk")[:1]).delete()

@@ -49,6 +49,10 @@ MIRRORED = [
     "min_runtime",
     "never_fits",
     "ancestor_victim",
+    "fair_share",
+    "lendable",
+    "priority_classes",
+    "starvation",
 ]
 
 

@@ -1,13 +1,16 @@
 """The compute policy engine pass: `allocate(snapshot) -> Decisions`, pure and deterministic.
 
 A pass runs, in order: budget stops (used-up budgets preempt their running weighted work,
-newest placed first), fill reservations, reclaim, lend. When reclaim freed more room than its
-reclaimers took, a second fill runs before lending, so that the room goes to reservation-eligible
-work first and not to a borrower that the next pass would preempt. Every phase visits work in the
-same order: rounds over the r-th choice of each profile's pool list; in a round, pools in snapshot
-order; on a pool, profiles in its execution order; in a profile, policies in its queuing order;
-in a compute resource, seq order. A task that does not fit does not block smaller ones behind it.
-A reached spend cap keeps its policies' new work off its pools; work already there goes on.
+newest placed first), the starvation guard's holds (`pass_starvation`), fill reservations,
+reclaim, [under a parent that lends "fair": the fair split, the fair lend and fair reclaim
+(`pass_fair`)], priority within a policy (`pass_priority`), lend. When a preemption freed more room
+than its taker took, a second fill runs before lending, so that the room goes to
+reservation-eligible work first and not to a borrower that the next pass would preempt. Every phase
+visits work in the same order: rounds over the r-th choice of each profile's pool list; in a round,
+pools in snapshot order; on a pool, profiles in its execution order; in a profile, policies in its
+queuing order; in a compute resource, queue order (priority, then seq). A task that does not fit
+does not block smaller ones behind it. A reached spend cap keeps its policies' new work off its
+pools; work already there goes on.
 
 A policy's time budget may have several windows (day, week, month): a start must pass the check in
 every window, which is the check on the window with the least left, since all share the policy's
@@ -50,10 +53,13 @@ class _Pass(PriorityPhase, FairPhase, StarvationGuard):
         stops = len(self.preemptions)
         self._reclaim_phase()
         if self.fair_parents:
+            if len(self.preemptions) > stops:
+                self._fill_or_lend(FILL)
+                stops = len(self.preemptions)
+            self._fair_split()
+            self._fill_or_lend(LEND, fair=True)
             self._fair_reclaim_phase()
         self._priority_phase()
         if len(self.preemptions) > stops:
             self._fill_or_lend(FILL)
-        if self.fair_parents:
-            self._fill_or_lend(LEND, fair=True)
         self._fill_or_lend(LEND)

@@ -9,8 +9,8 @@ from typing import Protocol
 
 from .budget import units_to_hours
 
-PHASES = ("fill", "reclaim", "lend")
-REASONS = ("reclaim", "budget")
+PHASES = ("fill", "reclaim", "priority", "lend")
+REASONS = ("reclaim", "budget", "fair_share", "priority")
 RULES = (
     "budget_used_up",
     "policy_limit",
@@ -19,6 +19,9 @@ RULES = (
     "behind_higher_priority",
     "cloud_cap_reached",
     "reclaim_held",
+    "fair_share",
+    "starving",
+    "starvation_hold",
     "no_capacity",
     "never_fits",
 )
@@ -57,7 +60,12 @@ class Verdict:
     `cause` says more: budget_used_up and budget_start_check, the window's period ("day");
     reclaim_held, what protects the victims ("min_runtime" or "max_preemptions", `reset_at` when
     the first of them is free again); never_fits, "capacity" (every enabled pool of its list is
-    smaller, `pools` names the largest) or "no_pool" (no enabled pool in its list).
+    smaller, `pools` names the largest) or "no_pool" (no enabled pool in its list). fair_share:
+    `policy` is the group (a child of a parent that lends "fair") that already borrows at least its
+    fair share; `borrowed` and `share` are its borrowed GPUs and its fair share, in milli-GPUs.
+    starving (the task holds `pools` for itself, the starvation guard): `needed` is its size and
+    `free` the GPUs free there now, in milli-GPUs; starvation_hold: `pools` is a pool held for an
+    older task, `cause` that task's id.
     """
 
     task: str
@@ -70,6 +78,10 @@ class Verdict:
     budget_needed: int | None = None
     reset_at: datetime | None = None
     cause: str | None = None
+    borrowed: int | None = None
+    share: int | None = None
+    needed: int | None = None
+    free: int | None = None
 
     @property
     def hours_left(self) -> float | None:
@@ -86,6 +98,8 @@ class VerdictSource(Protocol):
     def verdicts(self) -> Iterator[Verdict]: ...
 
     def group(self, resource_id: str, size: int) -> Verdict | None: ...
+
+    def holders(self) -> tuple[Verdict, ...]: ...
 
 
 @dataclass(frozen=True)
@@ -111,3 +125,8 @@ class Decisions:
         """The rule holding every waiting task of `size` in a compute resource, without reading
         the queue: a loader that stores verdicts per group pays per group, not per task."""
         return self.source.group(resource_id, size)
+
+    def holders(self) -> tuple[Verdict, ...]:
+        """The verdicts of the tasks that hold a pool for themselves (the starvation guard), which
+        differ from their group's: a loader that stores verdicts per group writes these over it."""
+        return self.source.holders()

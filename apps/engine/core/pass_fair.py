@@ -1,15 +1,16 @@
 """Fair sharing in a pass: under a parent whose `lending` is "fair", what its children borrow above
 their reservations is shared in proportion to their over-quota weights (`fair.fair_shares`).
 
-After the reclaim phase, each fair parent's split is computed top-down (a fair child that is itself
-a fair parent shares out at most its own share). Then:
-- fair reclaim: a child below its fair share whose waiting task does not fit takes room from the
+After the reclaim phase (and its second fill), each fair parent's split is computed top-down (a fair
+child that is itself a fair parent shares out at most its own share). Then, in this order:
+- a fair lend: each fair child borrows at most its share (`fair_top`), so free GPUs go to those
+  below their share first; the plain lend, last in the pass, gives what is left in queuing order,
+  so idle GPUs never stay idle for fairness' sake;
+- fair reclaim: a child below its fair share whose waiting task still does not fit takes room from the
   sibling furthest above its share (newest placed first), only while that sibling is further above
   its share than the reclaimer would be with the task (so each move makes the two fairer and none
   is undone by the next pass), never below the sibling's (or any of its descendants') reservation,
-  and sparing protected work (`pass_guards`); reason "fair_share";
-- a fair lend: each fair child borrows at most its share (`fair_top`), before the plain lend gives
-  what is left in queuing order, so idle GPUs never stay idle for fairness' sake.
+  and sparing protected work (`pass_guards`); reason "fair_share".
 """
 
 from __future__ import annotations
@@ -23,13 +24,13 @@ FAIR_SHARE = "fair_share"
 
 class FairPhase(ReclaimPhase):
     def _fair_reclaim_phase(self) -> None:
-        self._fair_split()
         fair_failed: dict[tuple[int, int], int] = {}
+        memo: dict[int, tuple] = {}
         for pi, fi in self.steps:
             ms, w = self.min_size[fi], self.weight[fi]
-            for c in self._active(fi):
+            for c, pools in self._gainers(fi, ms, memo):
                 p = self.cr_pol[c]
-                if not self._fair_levels(p) or (self.closed[pi] and self.capped(pi, p)):
+                if (pools is not None and pi not in pools) or (self.closed[pi] and self.capped(pi, p)):
                     continue
                 q = None
                 while True:
@@ -88,19 +89,20 @@ class FairPhase(ReclaimPhase):
         """The GPUs of work still waiting in policy k's subtree, counted up to `bound`."""
         if bound <= 0:
             return 0
+        totals = self.__dict__.setdefault("_queue_gpus", {})
         total = 0
         for p in self._subtree(k):
             for c in self._resources_of(p):
-                tasks = self.s.waiting.get(self.cr_id[c], ())
+                tasks = self.s.waiting.get(self.cr_id[c])
                 if not tasks:
                     continue
+                whole = totals.get(c)
+                if whole is None:
+                    whole = totals[c] = sum(t.size for t in tasks)
                 q = self.queues.get(c)
-                placed = set(q.placed) if q and q.placed else ()
-                for i, t in enumerate(tasks):
-                    if i not in placed:
-                        total += t.size
-                        if total >= bound:
-                            return bound
+                total += whole - (sum(tasks[i].size for i in q.placed) if q and q.placed else 0)
+                if total >= bound:
+                    return bound
         return total
 
     def _resources_of(self, p: int) -> list[int]:
@@ -151,43 +153,136 @@ class FairPhase(ReclaimPhase):
     def _fair_select_at(self, p: int, s: int, pi: int, n: int) -> list[int] | None:
         U, res, share = self.U, self.res, self.share
         parent = self.chain[n][1]
-        after = U[n] - res[n] + s - share[n]  # how far above its share the reclaimer ends
-        reach = set(self.chain[parent])
-        short_above = [a for a in self.anc[p] if a in reach and U[a] + s > self.lim[a]]
+        after = U[n] - res[n] + s - share[n]  # how far above its share the reclaimer would end
+        if self._best_excess(parent) <= after:
+            return None  # no sibling is further above its share: taking would make nothing fairer
+        reach = self.chain[parent]
         if any(U[a] + s > self.lim[a] for a in self.chain[p] if a not in reach):
             return None  # a limit below the parent binds: work outside it cannot make room
-        by_policy = self._victims_of()
+        short_above = any(U[a] + s > self.lim[a] for a in reach)
+        failed = self.__dict__.setdefault("_fair_failed", {})
+        key = (pi, parent, short_above)
+        last = failed.get(key)
+        if last is not None and last[0] <= s and last[1] <= after:
+            return None  # failed here already for a smaller task and a reclaimer further below
+        lists = self._fair_lists(parent, None if short_above else pi)
+        cursor = {m: len(ks) - 1 for m, ks in lists.items() if m != n}
         taken: list[int] = []
         took: dict[int, int] = {}
-        siblings = [m for m in self.children[parent] if m != n and m in share]
         while not self._room(pi, s, self.anc[p]):
-            best = None
-            for m in sorted(siblings, key=lambda m: (share[m] - (U[m] - res[m]), m)):
-                if U[m] - res[m] - share[m] <= after:
-                    break  # taking from m would not leave the two fairer than now
-                k = self._fair_victim(m, by_policy, pi, s, after, short_above, took)
-                if k >= 0:
-                    best = k
-                    break
-            if best is None:
+            open_ = [m for m, i in cursor.items() if i >= 0 and U[m] - res[m] - share[m] > after]
+            if not open_:
                 for k in taken:
                     self._take(k, +1)
+                failed[key] = (s, after)
                 return None
-            self._take(best, -1)
-            taken.append(best)
-            q = self.cr_pol[self.run_cr[best]]
+            m = min(open_, key=lambda m: (share[m] - (U[m] - res[m]), m))
+            k = self._fair_victim(m, lists[m], cursor, pi, s, short_above, took)
+            if k < 0:
+                continue
+            self._take(k, -1)
+            taken.append(k)
+            q = self.cr_pol[self.run_cr[k]]
             took[q] = took.get(q, 0) + 1
         for k in taken:
             self._take(k, +1)
         return taken
 
-    def _fair_victim(self, m, by_policy, pi, s, after, short_above, took) -> int:
+    def _gainers(self, fi: int, size: int, memo: dict) -> list[tuple[int, set[int] | None]]:
+        """The profile's compute resources with waiting work that fair reclaim may serve, each with
+        the pools where it may find victims (None: any, a parent being at its limit). Found once
+        per pass: as the phase goes on, groups below their share only rise and those above only
+        fall, so the list can only hold more than it needs (each attempt checks again); a group
+        that a fair reclaim takes below its share waits for the next pass."""
+        got = memo.get(fi)
+        if got is None:
+            got = memo[fi] = []
+            for c in self._active(fi):
+                pools = self._gain_pools(self.cr_pol[c], size)
+                if pools is None or pools:
+                    got.append((c, pools))
+        return got
+
+    def _gain_pools(self, p: int, size: int) -> set[int] | None:
+        """Where a task of p of `size` may take from a sibling of one of p's fair levels below its
+        share, that sibling being further above its share than the level would be with the task:
+        the pools that sibling's work is on, or None (any pool) when the level's parent is at its
+        limit. An empty set: nowhere."""
+        U, res, share = self.U, self.res, self.share
+        pools: set[int] = set()
+        for n in self._fair_levels(p):
+            parent = self.chain[n][1]
+            if self._best_excess(parent) > U[n] - res[n] + size - share[n]:
+                if U[parent] + size > self.lim[parent]:
+                    return None
+                pools |= self._over_pools(parent)
+        return pools
+
+    def _over_pools(self, parent: int) -> set[int]:
+        """The pools where the parent's children above their share ran work when the pass began
+        its fair reclaim (a superset of where victims can be found later in it)."""
+        cache = self.__dict__.setdefault("_over_at", {})
+        got = cache.get(parent)
+        if got is None:
+            U, res, share, gone, run_pool = self.U, self.res, self.share, self.gone, self.run_pool
+            by_policy = self._victims_of()
+            got = cache[parent] = set()
+            for m in self.children[parent]:
+                if m in share and U[m] - res[m] > share[m]:
+                    for q in self._subtree(m):
+                        got.update(run_pool[k] for k in by_policy.get(q, ()) if not gone[k])
+        return got
+
+    def _mark(self) -> tuple[int, int]:
+        """Changes only when work is placed or stopped for good (trials restore what they take)."""
+        return len(self.placements), len(self.preemptions)
+
+    def _best_excess(self, parent: int) -> int:
+        """The largest excess over its fair share among the parent's children, cached until work
+        is placed or stopped (a selection that fails leaves the state as it was)."""
+        cache = self.__dict__.setdefault("_excess_at", {})
+        mark = self._mark()
+        got = cache.get(parent)
+        if got is not None and got[0] == mark:
+            return got[1]
+        U, res, share = self.U, self.res, self.share
+        best = max(U[m] - res[m] - share[m] for m in self.children[parent] if m in share)
+        cache[parent] = (mark, best)
+        return best
+
+    def _fair_lists(self, parent: int, pi: int | None) -> dict[int, list[int]]:
+        """The running work of each child of `parent`'s subtree, in placement order: on pool pi, or
+        on every pool (pi None). Built once per pass; work stopped since is skipped when read."""
+        cache = self.__dict__.setdefault("_fair_cache", {})
+        got = cache.get((parent, pi))
+        if got is None:
+            got = cache[(parent, pi)] = {}
+            source = self._victims_of() if pi is None else self._victims_on(pi)
+            for q, ks in source.items():
+                m = self._child_towards(parent, q)
+                if m is not None:
+                    got.setdefault(m, []).extend(ks)
+            for ks in got.values():
+                ks.sort()
+        return got
+
+    def _child_towards(self, parent: int, q: int) -> int | None:
+        """The child of `parent` whose subtree holds policy q, or None."""
+        chain = self.chain[q]
+        for i in range(1, len(chain)):
+            if chain[i] == parent:
+                return chain[i - 1]
+        return None
+
+    def _fair_victim(self, m, ks, cursor, pi, s, short_above, took) -> int:
         """Sibling m's newest running task that helps the waiting task and keeps every reservation
         in m's subtree whole; -1 if none. (The caller checks m stays above the reclaimer.)"""
         U, res, gone, sizes = self.U, self.res, self.gone, self.run_size
         pool_short = self.occ[pi] + s > self.cap[pi]
-        ks = sorted(k for q in self._subtree(m) for k in by_policy.get(q, ()))
-        for k in reversed(ks):
+        i = cursor[m]
+        while i >= 0:
+            k = ks[i]
+            i -= 1
             if gone[k] or not sizes[k]:
                 continue
             size = sizes[k]
@@ -199,5 +294,7 @@ class FairPhase(ReclaimPhase):
                 continue
             if q in self.never_victim or (self.guarded and self._guard(k, q, took.get(q, 0)) is not None):
                 continue
+            cursor[m] = i
             return k
+        cursor[m] = i
         return -1

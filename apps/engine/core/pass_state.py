@@ -232,7 +232,7 @@ class PassState:
         if w:
             for j in self.bchain[self.cr_pol[c]]:
                 self.rw[j] -= w
-        if reason == RECLAIM:
+        if reason in (RECLAIM, "fair_share"):  # both count against max_preemptions_per_hour
             self.reclaimed[self.cr_pol[c]] += 1
         self.stopping.setdefault(c, []).append(((-t.priority, t.seq), t.size))
         self.preemptions.append(Preemption(t.id, t.resource, t.pool, reason, for_task, window))

@@ -32,7 +32,7 @@ from .scenario_values import (
     read_us,
     unique_names,
 )
-from .snapshot import PERIODS
+from .snapshot import LENDING, PERIODS
 
 MAX_LIMIT_US = 30 * 24 * 3600 * US_PER_S
 LIVE_IDLE_LIMITS = ("cpu_idle_s", "gpu_idle_s", "net_idle_s", "jupyter_idle_s")
@@ -106,7 +106,10 @@ def check_nodes(profiles: tuple[ProfileSpec, ...], pools: tuple[PoolSpec, ...]) 
 
 def parse_profile(v, field: str, pool_names: set[str]) -> ProfileSpec:
     o = read_object(
-        v, field, ("name", "gpus", "pools"), ("time_weight", "size_from_task", "idle_limits", "min_runtime_s")
+        v,
+        field,
+        ("name", "gpus", "pools"),
+        ("time_weight", "size_from_task", "idle_limits", "min_runtime_s", "starvation_s"),
     )
     pools = tuple(
         read_name(p, f"{field}.pools[{i}]") for i, p in enumerate(read_list(o["pools"], f"{field}.pools"))
@@ -124,6 +127,7 @@ def parse_profile(v, field: str, pool_names: set[str]) -> ProfileSpec:
         read_bool(o.get("size_from_task", False), f"{field}.size_from_task"),
         _idle_limits(o.get("idle_limits"), f"{field}.idle_limits", NO_LIMITS),
         read_count(o.get("min_runtime_s", 0), f"{field}.min_runtime_s"),
+        None if o.get("starvation_s") is None else read_count(o["starvation_s"], f"{field}.starvation_s"),
     )
 
 
@@ -153,7 +157,15 @@ def _idle_limits(v, field: str, default: IdleLimitsSpec) -> IdleLimitsSpec:
 
 
 def parse_policy(v, field: str) -> PolicySpec:
-    optional = ("parent", "budget", "budgets", "max_preemptions_per_hour")
+    optional = (
+        "parent",
+        "budget",
+        "budgets",
+        "max_preemptions_per_hour",
+        "lending",
+        "over_quota_weight",
+        "lendable",
+    )
     o = read_object(v, field, ("name", "reservation", "limit"), optional)
     reservation = read_gpus(o["reservation"], f"{field}.reservation")
     limit = read_gpus(o["limit"], f"{field}.limit")
@@ -178,7 +190,28 @@ def parse_policy(v, field: str) -> PolicySpec:
     cap = o.get("max_preemptions_per_hour")
     if cap is not None:
         cap = read_count(cap, f"{field}.max_preemptions_per_hour")
-    return PolicySpec(read_name(o["name"], f"{field}.name"), parent, reservation, limit, budgets, cap)
+    lending = o.get("lending", "priority")
+    if lending not in LENDING:
+        raise ScenarioError(f'{field}.lending: must be "priority" or "fair"')
+    lendable = o.get("lendable")
+    if lendable is not None:
+        lendable = read_gpus(lendable, f"{field}.lendable")
+        if lendable > reservation:
+            raise ScenarioError(
+                f"{field}.lendable: {gpus_text(lendable)} is above the reservation of "
+                f"{gpus_text(reservation)}"
+            )
+    return PolicySpec(
+        read_name(o["name"], f"{field}.name"),
+        parent,
+        reservation,
+        limit,
+        budgets,
+        cap,
+        lending,
+        read_milli(o.get("over_quota_weight", 1), f"{field}.over_quota_weight"),
+        lendable,
+    )
 
 
 def _window(v, field: str) -> tuple[str, int]:

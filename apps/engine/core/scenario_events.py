@@ -5,6 +5,8 @@ order.
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from .scenario_model import Change, Event, ScenarioError, Submit
 from .scenario_values import (
     gpus_text,
@@ -21,6 +23,7 @@ from .scenario_values import (
 
 EVENT_KINDS = ("submit", "cancel", "set_budget", "set_capacity", "set_reservation", "set_limit", "engine")
 TASK_KINDS = ("batch", "session")
+PRIORITY_MAX = 2**31 - 1  # the live Task.priority is a 32-bit integer
 
 
 def parse_events(v, pools, profiles, policies, resources) -> tuple[Event, ...]:
@@ -111,7 +114,7 @@ def _submit(body, field, resources, profiles, limit, submitted, cloud) -> Submit
         body,
         field,
         ("id", "resource"),
-        ("duration_s", "gpus", "user", "project", "checkpoint", "kind", "activity"),
+        ("duration_s", "gpus", "user", "project", "checkpoint", "kind", "activity", "priority"),
     )
     kind = o.get("kind", "batch")
     if kind not in TASK_KINDS:
@@ -167,7 +170,17 @@ def _submit(body, field, resources, profiles, limit, submitted, cloud) -> Submit
         read_bool(o.get("checkpoint", False), f"{field}.checkpoint"),
         kind,
         _activity(o.get("activity", []), f"{field}.activity"),
+        _priority(o.get("priority", 0), f"{field}.priority"),
     )
+
+
+def _priority(v, field: str) -> int:
+    """A whole number, negative allowed (1.0 read as a decimal is whole; true is not a number)."""
+    if isinstance(v, bool) or not isinstance(v, int | Decimal) or not Decimal(v).is_finite() or v != int(v):
+        raise ScenarioError(f"{field}: must be a whole number (negative allowed)")
+    if abs(v) > PRIORITY_MAX:
+        raise ScenarioError(f"{field}: must be between -{PRIORITY_MAX} and {PRIORITY_MAX}")
+    return int(v)
 
 
 def _activity(v, field: str) -> tuple[tuple[int, bool], ...]:

@@ -67,11 +67,14 @@ class ProfileSpec:
     size_from_task: bool
     idle_limits: IdleLimitsSpec = NO_LIMITS
     min_runtime_s: int = 0
+    starvation_s: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class PolicySpec:
-    """`budgets`: (period, budget units) per time budget window, in the order given."""
+    """`budgets`: (period, budget units) per time budget window, in the order given.
+    `lending` ("priority" or "fair"), `over_quota_weight` (milli-weights) and `lendable` (milli-GPUs,
+    None: all of the reservation) as the snapshot's Policy."""
 
     name: str
     parent: str | None
@@ -79,6 +82,9 @@ class PolicySpec:
     limit: int
     budgets: tuple[tuple[str, int], ...] = ()
     max_preemptions_per_hour: int | None = None
+    lending: str = "priority"
+    over_quota_weight: int = 1000
+    lendable: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +100,8 @@ class ResourceSpec:
 @dataclass(frozen=True, slots=True)
 class Submit:
     """`duration_us` None: a session that runs until stopped. `activity`: a session's
-    (offset from its start, busy) entries, offsets increasing."""
+    (offset from its start, busy) entries, offsets increasing. `priority`: its place in its
+    queue (higher first), kept when it is requeued."""
 
     id: str
     resource: str
@@ -103,6 +110,7 @@ class Submit:
     checkpoint: bool
     kind: str = "batch"
     activity: tuple[tuple[int, bool], ...] = ()
+    priority: int = 0
 
 
 @dataclass(frozen=True, slots=True)

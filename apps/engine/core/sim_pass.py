@@ -13,6 +13,9 @@ from .scenario_model import Scenario
 from .sim_state import US_PER_HOUR, SimState
 from .snapshot import Budget, ComputeResource, PlacedTask, Policy, Pool, Profile, Snapshot
 
+# The preemptions that count against a policy's max_preemptions_per_hour: another group's claim.
+CAPPED_REASONS = ("reclaim", "fair_share")
+
 
 class SimPass(SimState):
     def __init__(self, sc: Scenario, end_us: int, record: bool = False):
@@ -26,6 +29,7 @@ class SimPass(SimState):
                 f.time_weight,
                 f.size_from_task,
                 f.min_runtime_s,
+                f.starvation_s,
             )
             for f in sc.profiles
         )
@@ -40,7 +44,8 @@ class SimPass(SimState):
         )
 
     def _policy(self, i: int, e_now: int | None = None, t: int = 0) -> Policy:
-        """Policy i; with `e_now` (the enabled clock), its budget use and recent reclaims at t."""
+        """Policy i; with `e_now` (the enabled clock), its budget use and recent reclaims at t.
+        A reservation set below the policy's `lendable` lends at most the reservation."""
         p = self.sc.policies[i]
         budgets = tuple(
             Budget(acc.limit, acc.period, 0 if e_now is None else acc.used(e_now))
@@ -53,7 +58,18 @@ class SimPass(SimState):
                 times.pop(0)
             reclaims = tuple(self.at(x) for x in times)
         cap = p.max_preemptions_per_hour
-        return Policy(p.name, self.reservation[i], self.limit[i], p.parent, budgets, cap, reclaims)
+        return Policy(
+            p.name,
+            self.reservation[i],
+            self.limit[i],
+            p.parent,
+            budgets,
+            cap,
+            reclaims,
+            p.lending,
+            p.over_quota_weight,
+            None if p.lendable is None else min(p.lendable, self.reservation[i]),
+        )
 
     def snapshot(self, t: int) -> Snapshot:
         for c in self.dirty_queues:
@@ -90,7 +106,7 @@ class SimPass(SimState):
             if pre.window is not None and self.named_window[self.cr_pol[task.cr]]:
                 line["window"] = pre.window
             self.lines.append(line)
-            if pre.reason == "reclaim" and self.cr_pol[task.cr] in self.capped:
+            if pre.reason in CAPPED_REASONS and self.cr_pol[task.cr] in self.capped:
                 self.reclaims[self.cr_pol[task.cr]].append(t)
                 heapq.heappush(self.unguard, t + US_PER_HOUR)
         started = []
@@ -109,7 +125,13 @@ class SimPass(SimState):
         for task in sorted(started, key=lambda x: x.seq):
             r = self.resources[task.cr]
             self.placed[task.id] = PlacedTask(
-                task.id, r.id, self.sc.pools[task.pool].name, task.size, task.seq, now
+                task.id,
+                r.id,
+                self.sc.pools[task.pool].name,
+                task.size,
+                task.seq,
+                now,
+                priority=task.waiting.priority,
             )
 
     def _autoscale(self, t: int) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import heapq
 from bisect import insort
 from datetime import datetime, timedelta
+from operator import attrgetter
 
 from .budget import US_PER_S, period_bounds, us_between
 from .cloud import CloudPool
@@ -18,6 +19,7 @@ from .snapshot import PlacedTask, WaitingTask
 
 GPU_US_PER_HOUR = 1000 * 3600 * US_PER_S
 US_PER_HOUR = 3600 * US_PER_S
+WAITING_KEY = attrgetter("key")
 
 
 class SimState:
@@ -60,7 +62,9 @@ class SimState:
         self.reclaims: dict[int, list[int]] = {i: [] for i in self.capped}
         self.min_run_us = [f.min_runtime_s * US_PER_S for f in sc.profiles]
         self.cr_min_run = [self.min_run_us[self.prof_ix[r.profile]] for r in sc.resources]
-        self.unguard: list[int] = []  # when a minimum runtime or a reclaim in the sliding hour ends
+        self.unguard: list[int] = []  # when a minimum runtime, a reclaim in the sliding hour or a wait ends
+        starvation = [None if f.starvation_s is None else f.starvation_s * US_PER_S for f in sc.profiles]
+        self.cr_starvation_us = [starvation[self.prof_ix[r.profile]] for r in sc.resources]
 
         self.tasks: dict[str, SimTask] = {}
         self.queues: list[list[WaitingTask]] = [[] for _ in sc.resources]
@@ -203,9 +207,17 @@ class SimState:
             elif task.started_us is not None:
                 task.left_us -= end_us - task.started_us
             task.since_us = end_us
-            insort(self.queues[task.cr], task.waiting, key=lambda w: w.seq)
-            self.dirty_queues.add(task.cr)
+            self._enqueue(task)
             self.own_queued[p] += 1
+
+    def _enqueue(self, task: SimTask) -> None:
+        """Into its queue by key: higher priority first, then seq (a requeued task keeps both)."""
+        queue = self.queues[task.cr]
+        if not queue or queue[-1].key < task.waiting.key:
+            queue.append(task.waiting)
+        else:
+            insort(queue, task.waiting, key=WAITING_KEY)
+        self.dirty_queues.add(task.cr)
 
     def _integrate(self, t: int) -> None:
         dt = t - self.pool_mark

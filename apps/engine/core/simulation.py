@@ -141,15 +141,17 @@ class Simulation(SimPass, SimSummary):
             s.duration_us,
             s.checkpoint,
             self.seq,
-            WaitingTask(s.id, self.seq, s.size),
+            WaitingTask(s.id, self.seq, s.size, s.priority, self.at(t)),
         )
         task.left_us = s.duration_us
         task.since_us = t
         if s.kind == "session":
             task.session = SimSession(s.activity, self.sc.resources[task.cr].idle_limits)
         self.tasks[s.id] = task
-        self.queues[task.cr].append(task.waiting)
-        self.dirty_queues.add(task.cr)
+        self._enqueue(task)
+        starvation_us = self.cr_starvation_us[task.cr]
+        if starvation_us is not None:
+            heapq.heappush(self.unguard, t + starvation_us)
         self.own_queued[self.cr_pol[task.cr]] += 1
 
     def _change(self, c: Change, t: int) -> None:

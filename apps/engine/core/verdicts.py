@@ -16,6 +16,9 @@ All tasks of one size in one compute resource share a rule, so the rule is compu
   has room now while one had room when the pass began (work ahead of it in the pass order took
   it), or a pool has room and work ahead of it in its own queue, of the same or smaller size, is
   still stopping and goes first.
+- fair_share: a group of its chain, a child of a parent that lends "fair", would go above its fair
+  share of borrowed GPUs with it while no pool has room (`policy` names the group; `borrowed` and
+  `share` give the figures).
 - reclaim_held: it could take its reservation back only from work that is protected (minimum
   runtime or the victims' preemption cap): `cause` says which, `reset_at` when the last of the
   victims it needs is free, `pools` the pool.
@@ -23,6 +26,10 @@ All tasks of one size in one compute resource share a rule, so the rule is compu
   others (`pools` names them; `reset_at` is the earliest time one of them opens again to it, a
   pool opening when the last cap closing it resets; `policy` is that cap's id).
 - no_capacity: no pool of its list has had room for its size in this pass.
+
+Where the starvation guard holds pools (`pass_starvation`), a behind_higher_priority or no_capacity
+rule becomes starvation_hold for the tasks it keeps off a held pool, and starving for the holder
+itself (per task: `verdict_holds`).
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from typing import TYPE_CHECKING
 
 from .budget import period_bounds
 from .decisions import Verdict
+from .verdict_holds import held_rule, holder_rule
 
 if TYPE_CHECKING:
     from .pass_state import PassState
@@ -45,6 +53,7 @@ class VerdictBook:
         self.rooms: dict[tuple[int, int], tuple[str, ...]] = {}  # (profile, size) -> ``_room``
         self.placed: dict[int, list[int]] = {}
         self.where: dict[str, tuple[int, int]] | None = None
+        self.held_by: dict[str, int] | None = None  # a holder's task id -> the pool it holds
 
     def verdict(self, task_id: str) -> Verdict | None:
         if self.where is None:
@@ -61,7 +70,7 @@ class VerdictBook:
         if before < len(placed) and placed[before] == i:
             return None
         task = self.run.s.waiting[self.run.cr_id[c]][i]
-        return Verdict(task.id, self.run.cr_id[c], i + 1 - before, *self._rule(c, task.size))
+        return Verdict(task.id, self.run.cr_id[c], i + 1 - before, *self._task_rule(c, task))
 
     def verdicts(self) -> Iterator[Verdict]:
         run = self.run
@@ -75,7 +84,7 @@ class VerdictBook:
                 if i in placed:
                     continue
                 position += 1
-                yield Verdict(t.id, rid, position, *self._rule(c, t.size))
+                yield Verdict(t.id, rid, position, *self._task_rule(c, t))
 
     def group(self, resource_id: str, size: int) -> Verdict | None:
         """The verdict shared by the waiting tasks of one size in one compute resource (position
@@ -95,8 +104,30 @@ class VerdictBook:
     def _rule(self, c: int, size: int) -> tuple:
         got = self.rules.get((c, size))
         if got is None:
-            got = self.rules[(c, size)] = self._decide(c, size)
+            got = self._decide(c, size)
+            if self.run.hold:
+                got = held_rule(self.run, c, size, got)
+            got = self.rules[(c, size)] = got
         return got
+
+    def _task_rule(self, c: int, task) -> tuple:
+        """The task's group rule, or the holder's own (starving) when it holds a pool."""
+        if self.run.hold:
+            if self.held_by is None:
+                self.held_by = {holder: pi for pi, holder in self.run.hold.items()}
+            pi = self.held_by.get(task.id)
+            if pi is not None:
+                return holder_rule(self.run, pi, task.size, self._decide(c, task.size))
+        return self._rule(c, task.size)
+
+    def holders(self) -> tuple[Verdict, ...]:
+        """The verdicts of the tasks still holding a pool at the end of the pass, in pool order."""
+        got = []
+        for pi in sorted(self.run.hold):
+            v = self.verdict(self.run.hold[pi])
+            if v is not None:
+                got.append(v)
+        return tuple(got)
 
     def _decide(self, c: int, size: int) -> tuple:
         run = self.run
@@ -135,6 +166,12 @@ class VerdictBook:
         room = self._room(fi, size, reopens)
         if room:
             return ("behind_higher_priority", room)
+        if run.share:
+            for n in run.chain[p]:
+                share = run.share.get(n)
+                if share is not None and U[n] - run.res[n] + size > share:
+                    borrowed = max(0, U[n] - run.res[n])
+                    return ("fair_share", (), s.policies[n].id, None, None, None, None, borrowed, share)
         held = run.held.get((c, size))
         if held is not None:
             cause, until, pool = held

@@ -189,6 +189,7 @@ def compare(
         sides[name] = run_side(sc, wait_threshold_s, tick)
         if progress is not None:
             progress(name, 1.0)
+    _align_reasons(sides.values())
     return {
         "wait_threshold_s": plain(number(wait_threshold_s)),
         "changes": plain({k: changes[k] for k in CHANGE_KINDS if k in changes}),
@@ -196,6 +197,19 @@ def compare(
         "changed": sides["changed"],
         "difference": _difference(sides["base"], sides["changed"]),
     }
+
+
+def _align_reasons(sides) -> None:
+    """A reason seen on one side only (priority, fair_share) is counted as 0 on the other, so its
+    difference is a number."""
+    reasons = {r for side in sides for r in side["preemptions"]}
+    for side in sides:
+        for counts in [side["preemptions"], *(g["preemptions"] for g in side["groups"].values())]:
+            missing = reasons - counts.keys()
+            if missing:
+                merged = counts | dict.fromkeys(missing, 0)
+                counts.clear()
+                counts.update(sorted(merged.items()))
 
 
 def _difference(base, changed):

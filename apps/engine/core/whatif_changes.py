@@ -11,9 +11,19 @@ from decimal import Decimal
 
 from .scenario import parse
 from .scenario_model import Scenario, ScenarioError
-from .snapshot import PERIODS
+from .snapshot import LENDING, PERIODS
 
-CHANGE_KINDS = ("reservations", "limits", "budgets", "time_weights", "pool_order", "capacities")
+CHANGE_KINDS = (
+    "reservations",
+    "limits",
+    "budgets",
+    "time_weights",
+    "pool_order",
+    "capacities",
+    "lending",
+    "over_quota_weights",
+)
+BLAME_ORDER = ("limits", "reservations", "budgets", "time_weights", "pool_order", "capacities", "lending")
 AMOUNT_MAX = 10**12  # GPUs, hours or a time weight: far above any estate, far below Decimal's limits
 # The set_* events a change replaces: change kind -> (event kind, the event's target key).
 DROPPED = {
@@ -68,11 +78,23 @@ def changed_scenario(scenario: dict, changes: dict) -> tuple[dict, Scenario]:
             if name in changes.get("limits", {}):
                 raise WhatIfError(f"changes.limits.{name}: {_g(lim)} is below the reservation of {_g(res)}")
             raise WhatIfError(f"changes.reservations.{name}: {_g(res)} is above the limit of {_g(lim)}")
+        lendable = number(p.get("lendable"))
+        if lendable is not None and res is not None and lendable > res:
+            p["lendable"] = plain(res)  # lowered below its lendable part, it lends at most all of it
     for name, value in changes.get("budgets", {}).items():
         field = f"changes.budgets.{name}"
         p = _known(name, policy_by, field, "policy")
         p.pop("budget", None)
         p["budgets"] = _windows(value, field)
+    for name, value in changes.get("lending", {}).items():
+        field = f"changes.lending.{name}"
+        p = _known(name, policy_by, field, "policy")
+        if value not in LENDING:
+            raise WhatIfError(f'{field}: must be "priority" or "fair"')
+        p["lending"] = value
+    for name, value in changes.get("over_quota_weights", {}).items():
+        field = f"changes.over_quota_weights.{name}"
+        _known(name, policy_by, field, "policy")["over_quota_weight"] = plain(_milli(value, field))
     for name, value in changes.get("time_weights", {}).items():
         field = f"changes.time_weights.{name}"
         _known(name, profile_by, field, "profile")["time_weight"] = plain(_milli(value, field))
@@ -134,7 +156,7 @@ def _blame(message: str, changes: dict, out: dict, kept: list[int]) -> str:
         if int(m.group(2)) < len(items):
             names.insert(0, items[int(m.group(2))].get("name"))
     for name in names:
-        for key in ("limits", "reservations", "budgets", "time_weights", "pool_order", "capacities"):
+        for key in BLAME_ORDER:
             if name in changes.get(key, {}):
                 return f"changes.{key}.{name}: the changed scenario is refused: {message}"
     return f"changes: the changed scenario is refused: {message}"

@@ -16,8 +16,7 @@ from apps.portal.filters import (
     QuotaChangeFilter,
 )
 from apps.portal.forms import quota_forms
-from apps.portal.group_tables import QuotaChangeTable
-from apps.portal.it_tables import PolicyUseTable
+from apps.portal.group_tables import QuotaChangeTable, TeamUseTable
 from apps.portal.views.common import allow, group_or_404, kept, policy_of, render_page
 
 
@@ -41,7 +40,12 @@ def department(request, slug: str):
         "budgeted": sum(team.policy.budget_hours or 0 for team in teams),
         "waiting": sum(team.waiting for team in teams),
         "may_split": may_split_quota(request.user, group) and bool(teams),
-        "teams": PolicyUseTable(kept(teams, teams_filter, lambda t: t.policy.pk), prefix="teams-"),
+        "fair": policy.lending == ResourcePolicy.Lending.FAIR,
+        "teams": TeamUseTable(
+            kept(teams, teams_filter, lambda t: t.policy.pk),
+            prefix="teams-",
+            exclude=() if policy.lending == ResourcePolicy.Lending.FAIR else ("fair",),
+        ),
         "changes": QuotaChangeTable(changes_filter.qs),
         "teams_filter": teams_filter,
         "changes_filter": changes_filter,

@@ -7,7 +7,7 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect
 from django.views.decorators.http import require_POST
 
-from apps.policies.selectors import submittable_resources
+from apps.policies.selectors import priority_class_name, submittable_resources
 from apps.portal import charts, my_work, selectors, services
 from apps.portal.filters import (
     NotificationFilter,
@@ -133,6 +133,7 @@ def task_detail(request, pk: int):
     context = {
         "task": task,
         "place": queue_positions([task]).get(task.pk),
+        "priority_class": priority_class_name(task.priority),
         "borrowed": selectors.borrowed_gpus({task.compute_resource.policy_id}).get(task.pk),
         "may_cancel": may_cancel(request.user, task) and task.state not in Task.FINAL_STATES,
         "history": history,

@@ -11,13 +11,16 @@ from apps.accounts.models import Notification, User
 from apps.accounts.selectors import member_group_ids
 from apps.tasks.limits import size_errors
 from apps.tasks.models import Channel, Schedule, ScheduleRun
+from apps.tasks.services.priority import resolve_priority
 from apps.tasks.services.submission import check_fits, check_nodes, submit, task_size
 
 # Schedules: pipelines and unattended runs. Each due time of a schedule's cron expression (UTC)
 # submits one task as the owner through ``submit``. The run row and the task are written in one
 # transaction and a unique constraint on (schedule, due time) refuses a second one, so a due time
 # submits exactly once however many beats run. A schedule that missed due times while no beat
-# ran submits once, for the latest of them.
+# ran submits once, for the latest of them. A schedule keeps the priority it asks for (a number,
+# a class's name or None) and each run resolves it then, so the class's value, the default and
+# the maximum of that time apply; creating or changing a schedule checks it against today's.
 
 SCHEDULE_FIELDS = [
     "name",
@@ -29,6 +32,7 @@ SCHEDULE_FIELDS = [
     "project",
     "checkpoint",
     "spec",
+    "priority",
 ]
 
 
@@ -87,6 +91,10 @@ def _check_schedule(schedule: Schedule) -> None:
             check_fits(schedule.compute_resource, size, nodes)
         except ValidationError as size_error:
             errors.update(size_error.message_dict)
+        try:
+            resolve_priority(schedule.compute_resource, schedule.priority)
+        except ValidationError as priority_error:
+            errors.update(priority_error.message_dict)
     group = schedule.compute_resource.policy.group
     if schedule.project is not None and schedule.project.group_id != group.pk:
         errors["project"] = f"Project {schedule.project} does not belong to group {group}."
@@ -171,6 +179,7 @@ def _run_schedule(pk: int, now: datetime) -> bool:
                             project=schedule.project,
                             checkpoint=schedule.checkpoint,
                             spec=schedule.spec,
+                            priority=schedule.priority,
                             channel=Channel.SCHEDULE,
                         )
                 except ValidationError as error:

@@ -18,6 +18,7 @@ from apps.tasks import wake
 from apps.tasks.limits import nodes_error, size_errors
 from apps.tasks.models import Channel, Task, TaskEvent, counted_gpus
 from apps.tasks.services.agents import refusal as agent_refusal
+from apps.tasks.services.priority import resolve_priority
 
 
 def task_size(resource: ComputeResource, gpus) -> Decimal:
@@ -126,9 +127,11 @@ def check_submission(
     kind: str = Task.Kind.BATCH,
     largest: dict | None = None,
     agent: Agent | None = None,
+    priority=None,
 ) -> Task:
     """The rules every submission passes, whatever its channel: the unsaved task, or a
-    ValidationError naming the field (``largest``: see ``check_fits``)."""
+    ValidationError naming the field (``largest``: see ``check_fits``; ``priority``: what the
+    submitter asks for, see ``resolve_priority``)."""
     if not compute_resource.enabled:
         raise ValidationError(
             {"compute_resource": f"Compute resource {compute_resource} accepts no new tasks."}
@@ -142,6 +145,7 @@ def check_submission(
         raise ValidationError(
             {"project": f"Project {project} does not belong to group {compute_resource.policy.group}."}
         )
+    priority = resolve_priority(compute_resource, priority)
     size = task_size(compute_resource, gpus)
     nodes = check_nodes(compute_resource, size, nodes)
     check_fits(compute_resource, size, nodes, largest)
@@ -158,6 +162,7 @@ def check_submission(
         channel=channel,
         kind=kind,
         agent=agent,
+        priority=priority,
     )
 
 
@@ -182,6 +187,7 @@ def _create(tasks: list[Task]) -> list[Task]:
                     **({"nodes": task.nodes} if task.nodes > 1 else {}),
                     **({"kind": task.kind} if task.kind != Task.Kind.BATCH else {}),
                     **({"agent": task.agent.label} if task.agent_id else {}),
+                    **({"priority": task.priority} if task.priority else {}),
                 },
             )
             for task in tasks

@@ -49,7 +49,7 @@ class StartRunSerializer(serializers.Serializer):
     changes = serializers.DictField(
         default=dict,
         help_text="IT's changes, by kind: reservations, limits, budgets, time_weights, pool_order, "
-        'capacities (docs/whatif.md, "The changes").',
+        'capacities, lending, over_quota_weights (docs/whatif.md, "The changes").',
     )
     wait_threshold_s = PlainIntegerField(
         min_value=0,

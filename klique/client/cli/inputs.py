@@ -14,6 +14,26 @@ def whole_number(text: str) -> int:
     return int(text)
 
 
+def priority_value(text: str) -> int | str:
+    """``--priority``: a whole number (ASCII digits, optionally after -) goes as a number, anything
+    else as a priority class's name; the server checks both."""
+    if re.fullmatch(r"-?[0-9]+", text, re.ASCII):
+        return int(text)
+    if not text.strip():
+        raise argparse.ArgumentTypeError("give a whole number or a priority class's name")
+    return text.strip()
+
+
+def priority_option(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument(
+        "--priority",
+        type=priority_value,
+        metavar="VALUE",
+        help="a whole number or a priority class's name (e.g. low, normal, high): higher is placed "
+        "first within the group's queue; default: the compute resource's, at most its maximum",
+    )
+
+
 class BadInput(Exception):
     """A task file that cannot be read: the message names the item and what is wrong."""
 

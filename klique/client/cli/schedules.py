@@ -4,7 +4,7 @@ remove."""
 import sys
 
 from klique.client.cli.exits import OK, USAGE
-from klique.client.cli.inputs import task_template
+from klique.client.cli.inputs import priority_option, task_template
 from klique.client.cli.output import show, table, when
 from klique.client.sdk.client import Client
 
@@ -43,6 +43,7 @@ def cmd_schedule_add(args, client: Client) -> int:
         nodes=args.nodes,
         project=args.project,
         checkpoint=args.checkpoint,
+        priority=args.priority,
     )
     show(
         args,
@@ -84,6 +85,7 @@ def register(commands, command) -> None:
     add.add_argument("--cron", required=True, help="five fields, UTC, e.g. '0 2 * * *'")
     add.add_argument("--name", required=True)
     task_template(add)
+    priority_option(add)
     for name, handler in [
         ("pause", cmd_schedule_pause),
         ("resume", cmd_schedule_resume),

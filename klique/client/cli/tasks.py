@@ -5,7 +5,7 @@ import sys
 
 from klique.client.cli.bulk import submit_from
 from klique.client.cli.exits import FAILED, OK, TASK_CANCELED, USAGE
-from klique.client.cli.inputs import task_template, waiting, whole_number
+from klique.client.cli.inputs import priority_option, task_template, waiting, whole_number
 from klique.client.cli.output import REASONS, amount, describe, show, size, stopped, table, when
 from klique.client.sdk.client import Client
 from klique.client.sdk.tasks import Task
@@ -40,10 +40,10 @@ def wait_for(args, client: Client, task: Task) -> int:
 def cmd_submit(args, client: Client) -> int:
     if args.from_file is not None:
         template = (args.resource, args.command, args.gpus, args.nodes, args.project, args.name)
-        if any(template) or args.checkpoint or args.wait:
+        if any(template) or args.priority is not None or args.checkpoint or args.wait:
             print(
                 "klique submit --from FILE takes every field of each task from the file; give no "
-                "RESOURCE, command, --gpus, --nodes, --project, --name, --checkpoint or --wait",
+                "RESOURCE, command, --gpus, --nodes, --project, --name, --priority, --checkpoint or --wait",
                 file=sys.stderr,
             )
             return USAGE
@@ -68,6 +68,7 @@ def cmd_submit(args, client: Client) -> int:
         project=args.project,
         name=args.name,
         checkpoint=args.checkpoint,
+        priority=args.priority,
     )
     where = f"{task.compute_resource}" + (f" ({size(task)} GPUs)" if task.nodes > 1 else "")
     if args.wait:
@@ -110,6 +111,14 @@ def task_text(task: Task) -> str:
     ]
     if task.project:
         lines.append(f"  project           {task.project}")
+    priority = f"{task.priority} ({task.priority_class})" if task.priority_class else str(task.priority)
+    lines.append(f"  priority          {priority}")
+    if task.fair_share:
+        fair = task.fair_share
+        lines.append(
+            f"  fair share        {task.group} holds {amount(fair.borrowed)} of its fair "
+            f"{amount(fair.share)} borrowed GPUs ({fair.parent} shares fairly)"
+        )
     if task.verdict:
         lines.append(f"  why waiting       {task.verdict.rule}: {task.verdict.message}")
     if task.preemptions:
@@ -144,6 +153,7 @@ def register(commands, command) -> None:
     )
     task_template(submit, resource_nargs="?")
     submit.add_argument("--name", default="", help="a name for the task")
+    priority_option(submit)
     submit.add_argument(
         "--from",
         dest="from_file",

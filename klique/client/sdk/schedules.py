@@ -28,6 +28,7 @@ class Schedule:
     created_at: datetime
     spec: dict = dataclasses.field(default_factory=dict)
     nodes: int = 1
+    priority: int | str | None = None
 
     @classmethod
     def from_api(cls, data: dict) -> "Schedule":
@@ -55,9 +56,10 @@ class SchedulesApi:
         project: str | None = None,
         checkpoint: bool = False,
         spec: dict | None = None,
+        priority: int | str | None = None,
     ) -> Schedule:
-        """A schedule submitting the task at each due time of ``cron`` (five fields, UTC); ``gpus``
-        and ``nodes`` as for ``submit``."""
+        """A schedule submitting the task at each due time of ``cron`` (five fields, UTC); ``gpus``,
+        ``nodes`` and ``priority`` as for ``submit`` (the priority is resolved at each due time)."""
         body = {
             "name": name,
             "cron": cron,
@@ -68,6 +70,7 @@ class SchedulesApi:
             "project": project,
             "checkpoint": checkpoint,
             "spec": spec or {},
+            **({} if priority is None else {"priority": priority}),
         }
         return Schedule.from_api(self._request("POST", "schedules/", json=body))
 

@@ -34,6 +34,16 @@ class Preemption:
 
 
 @dataclass(frozen=True)
+class FairShare:
+    """Where the parent of a task's group lends fairly: the GPUs the group borrows above its
+    reservation and its fair share of them."""
+
+    parent: str
+    borrowed: Decimal
+    share: Decimal
+
+
+@dataclass(frozen=True)
 class Session:
     """A session's side of a task of kind ``session``: where it answers once ready, and its token
     (only for its owner). ``open_url`` is the URL with the token."""
@@ -84,6 +94,9 @@ class Task:
     nodes: int = 1
     kind: str = "batch"
     session: Session | None = None
+    priority: int = 0
+    priority_class: str | None = None
+    fair_share: FairShare | None = None
 
     @property
     def counted_gpus(self) -> Decimal:
@@ -103,8 +116,14 @@ class Task:
             verdict = Verdict(raw.get("rule", ""), raw.get("message", ""), details)
         preemptions = tuple(build(Preemption, p) for p in data.get("preemptions", ()))
         session = build(Session, data["session"]) if data.get("session") else None
+        fair = build(FairShare, data["fair_share"]) if data.get("fair_share") else None
         return build(
-            cls, {**data, "verdict": None}, verdict=verdict, preemptions=preemptions, session=session
+            cls,
+            {**data, "verdict": None},
+            verdict=verdict,
+            preemptions=preemptions,
+            session=session,
+            fair_share=fair,
         )
 
 
@@ -140,10 +159,12 @@ class TasksApi:
         name: str = "",
         checkpoint: bool = False,
         spec: dict | None = None,
+        priority: int | str | None = None,
     ) -> Task:
         """Submit a task; ``gpus`` (per node) only for a profile that takes the size from the task;
         ``nodes`` (left out: 1) only where the profile's pools run multi-node work. The task counts
-        GPUs x nodes against its group's reservation and limit."""
+        GPUs x nodes against its group's reservation and limit. ``priority``: a whole number or a
+        priority class's name (left out: the compute resource's default; at most its maximum)."""
         body = {
             "compute_resource": compute_resource,
             "command": command_text(command),
@@ -153,14 +174,15 @@ class TasksApi:
             "name": name,
             "checkpoint": checkpoint,
             "spec": spec or {},
+            **({} if priority is None else {"priority": priority}),
         }
         return Task.from_api(self._request("POST", "tasks/", json=body))
 
     def submit_many(self, items: Sequence[dict]) -> list[Task]:
         """Submit many tasks in one request, all or none (``POST tasks/bulk/``): each item is a
         task as ``POST tasks/`` takes it (``compute_resource``, ``command`` as text or a list of
-        words, ``gpus``, ``nodes``, ``project``, ``name``, ``checkpoint``, ``spec``). At most the
-        server's TASKS_BULK_MAX (1000 by default) per call. Returns the tasks in the items' order.
+        words, ``gpus``, ``nodes``, ``project``, ``name``, ``checkpoint``, ``spec``, ``priority``).
+        At most the server's TASKS_BULK_MAX (1000 by default) per call. Returns the tasks in the items' order.
         A refused item raises ``InvalidRequest`` whose ``errors`` name the item's index and field,
         ``{"tasks.3.gpus": [...]}``; nothing was created. A server without
         the bulk endpoint raises ``BulkUnsupported`` (no fallback to one submit per task)."""

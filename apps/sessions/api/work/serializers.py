@@ -6,11 +6,13 @@ from rest_framework import serializers
 from apps.accounts.models import Project
 from apps.core.fields import PlainIntegerField, StrictBooleanField, StrictCharField
 from apps.policies.api.serializers import gpus_field
-from apps.policies.models import ComputeResource
+from apps.policies.models import ComputeResource, PriorityClass, ResourcePolicy
 from apps.policies.selectors import may_submit, resource_is_visible
 from apps.sessions.api.serializers import SessionSerializer
+from apps.sessions.api.work.priority import PriorityField
 from apps.sessions.models import SessionKind
 from apps.sessions.selectors import session_view
+from apps.tasks.fair_share import fair_shares_now
 from apps.tasks.limits import MAX_COMMAND_CHARS, MAX_NODES, spec_error
 from apps.tasks.models import Schedule, Task, TaskEvent
 from apps.tasks.services.submission import BULK_MIN
@@ -21,8 +23,10 @@ VERDICT_HELP = (
     "behind_higher_priority, cloud_cap_reached (with reset_at), reclaim_held (reclaim waits for "
     "protected work, with cause min_runtime or max_preemptions and reset_at), never_fits (it is "
     "larger than every enabled pool of its profile, cause capacity, or no pool of its profile is "
-    "enabled, cause no_pool; pools names the largest enabled). Empty when it does not wait or no "
-    "pass has run yet."
+    "enabled, cause no_pool; pools names the largest enabled), starving (it waited past its profile's "
+    "starvation guard and holds pools for itself: it starts when needed GPUs are free there, with "
+    "needed and free), starvation_hold (pools is held for an older task, cause its id). Empty when it "
+    "does not wait or no pass has run yet."
 )
 
 
@@ -145,6 +149,7 @@ class TaskSerializer(serializers.ModelSerializer):
             "project",
             "gpus",
             "nodes",
+            "priority",
             "command",
             "channel",
             "state",
@@ -175,16 +180,47 @@ class TaskSerializer(serializers.ModelSerializer):
         return session_view(session, self.context["request"].user)
 
 
+class FairShareSerializer(serializers.Serializer):
+    parent = serializers.CharField(help_text="The parent group lending fairly (its slug).")
+    borrowed = gpus_field(help_text="GPUs the group holds above its reservation now.")
+    share = gpus_field(help_text="Its fair share of the GPUs its parent's children borrow.")
+
+
 class TaskDetailSerializer(TaskSerializer):
     preemptions = serializers.SerializerMethodField(help_text="Preemptions and requeues, with reasons.")
+    priority_class = serializers.SerializerMethodField(
+        help_text="The name IT gave the task's priority (a priority class), or null."
+    )
+    fair_share = serializers.SerializerMethodField(
+        help_text="When the parent of the task's group lends fairly: the GPUs the group borrows and "
+        "its fair share of them. Null otherwise."
+    )
 
     class Meta(TaskSerializer.Meta):
-        fields = [*TaskSerializer.Meta.fields, "spec", "preemptions"]
+        fields = [*TaskSerializer.Meta.fields, "spec", "preemptions", "priority_class", "fair_share"]
         read_only_fields = fields
 
     @extend_schema_field(PreemptionSerializer(many=True))
     def get_preemptions(self, task: Task):
         return PreemptionSerializer(self.context["preemptions"], many=True).data
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_priority_class(self, task: Task) -> str | None:
+        if "priority_classes" not in self.context:  # read once per request, shared by many tasks
+            self.context["priority_classes"] = dict(PriorityClass.objects.values_list("value", "name"))
+        return self.context["priority_classes"].get(task.priority)
+
+    @extend_schema_field(FairShareSerializer(allow_null=True))
+    def get_fair_share(self, task: Task) -> dict | None:
+        if "fair_shares" not in self.context:
+            self.context["fair_shares"] = fair_shares_now()
+        fair = self.context["fair_shares"].get(task.compute_resource.policy_id)
+        if fair is None:
+            return None
+        if "group_slugs" not in self.context:
+            self.context["group_slugs"] = dict(ResourcePolicy.objects.values_list("pk", "group__slug"))
+        parent = self.context["group_slugs"][fair.parent_id]
+        return FairShareSerializer({"parent": parent, "borrowed": fair.borrowed, "share": fair.share}).data
 
 
 class SessionKindField(StrictCharField):
@@ -228,6 +264,7 @@ class SubmitSerializer(serializers.Serializer):
         help_text="GPUs per node, only for a profile that takes the size from the task (else leave it out).",
     )
     nodes = nodes_field(default=1)
+    priority = PriorityField(required=False, allow_null=True)
     project = StrictCharField(
         required=False, allow_null=True, allow_blank=True, max_length=120, help_text="A project of the group."
     )
@@ -292,6 +329,12 @@ class ScheduleSerializer(serializers.ModelSerializer):
     gpus = gpus_field(required=False, allow_null=True)
     nodes = nodes_field(required=False)
     spec = serializers.DictField(required=False, validators=[spec_within_size])
+    priority = PriorityField(
+        required=False,
+        allow_null=True,
+        help_text="What each run asks for, resolved at its due time: a whole number or a priority "
+        "class's name; null: the compute resource's default then.",
+    )
     command = command_field()
     cron = StrictCharField(max_length=100, help_text="Five-field cron expression, evaluated in UTC.")
 
@@ -309,6 +352,7 @@ class ScheduleSerializer(serializers.ModelSerializer):
             "project",
             "checkpoint",
             "spec",
+            "priority",
             "active",
             "stopped_reason",
             "stopped_at",
