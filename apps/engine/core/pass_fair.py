@@ -6,14 +6,16 @@ child that is itself a fair parent shares out at most its own share). Then, in t
 - a fair lend: each fair child borrows at most its share (`fair_top`), so free GPUs go to those
   below their share first; the plain lend, last in the pass, gives what is left in queuing order,
   so idle GPUs never stay idle for fairness' sake;
-- fair reclaim: a child below its fair share whose waiting task still does not fit takes room from the
-  sibling furthest above its share (newest placed first), only while that sibling is further above
-  its share than the reclaimer would be with the task (so each move makes the two fairer and none
-  is undone by the next pass), never below the sibling's (or any of its descendants') reservation,
-  and sparing protected work (`pass_guards`); reason "fair_share".
+- fair reclaim: a child below its fair share whose waiting task still does not fit takes room from
+  the sibling furthest above its share (newest placed first), only while that sibling is above its
+  share and further above it than the reclaimer would be with the task (so each move makes the two
+  fairer and none is undone by the next pass), never below the sibling's (or any of its
+  descendants') reservation, and sparing protected work (`pass_guards`); reason "fair_share".
 """
 
 from __future__ import annotations
+
+from heapq import heapify, heappop, heappush
 
 from .fair import Claim, fair_shares
 from .pass_reclaim import ReclaimPhase
@@ -28,9 +30,12 @@ class FairPhase(ReclaimPhase):
         memo: dict[int, tuple] = {}
         for pi, fi in self.steps:
             ms, w = self.min_size[fi], self.weight[fi]
-            for c, pools in self._gainers(fi, ms, memo):
+            active, anywhere, by_pool = self._gainers(fi, ms, memo)
+            here = by_pool.get(pi)
+            for j in anywhere if not here else here if not anywhere else sorted(anywhere + here):
+                c = active[j]
                 p = self.cr_pol[c]
-                if (pools is not None and pi not in pools) or (self.closed[pi] and self.capped(pi, p)):
+                if self.closed[pi] and self.capped(pi, p):
                     continue
                 q = None
                 while True:
@@ -65,6 +70,7 @@ class FairPhase(ReclaimPhase):
         U, res, lim = self.U, self.res, self.lim
         free = sum(c - o for c, o, on in zip(self.cap, self.occ, self.enabled, strict=True) if on)
         top = list(lim)
+        waiting = self._waiting_by_policy()
         for a in sorted(self.fair_parents, key=lambda a: (len(self.chain[a]), a)):
             kids = self.children[a]
             borrowed = [max(0, U[k] - res[k]) for k in kids]
@@ -75,7 +81,7 @@ class FairPhase(ReclaimPhase):
                 if self._budget_stopped(k):
                     want = lent
                 else:
-                    want = max(0, U[k] + self._waiting_gpus(k, lim[k] - U[k]) - res[k])
+                    want = max(0, U[k] + sum(waiting[p] for p in self._subtree(k)) - res[k])
                 claims.append(Claim(self.s.policies[k].over_quota_weight, max(0, min(room, want))))
             for k, share in zip(kids, fair_shares(available, claims), strict=True):
                 self.share[k] = share
@@ -85,25 +91,21 @@ class FairPhase(ReclaimPhase):
     def _budget_stopped(self, k: int) -> bool:
         return any(self.rem[j] <= 0 for j in self.bchain[k])
 
-    def _waiting_gpus(self, k: int, bound: int) -> int:
-        """The GPUs of work still waiting in policy k's subtree, counted up to `bound`."""
-        if bound <= 0:
-            return 0
-        totals = self.__dict__.setdefault("_queue_gpus", {})
-        total = 0
-        for p in self._subtree(k):
-            for c in self._resources_of(p):
-                tasks = self.s.waiting.get(self.cr_id[c])
-                if not tasks:
-                    continue
-                whole = totals.get(c)
-                if whole is None:
-                    whole = totals[c] = sum(t.size for t in tasks)
-                q = self.queues.get(c)
-                total += whole - (sum(tasks[i].size for i in q.placed) if q and q.placed else 0)
-                if total >= bound:
-                    return bound
-        return total
+    def _waiting_by_policy(self) -> list[int]:
+        """The GPUs of work still waiting, by policy (of its own compute resources)."""
+        waiting = [0] * len(self.res)
+        profiles, queues, got = self.s.profiles, self.queues, self.s.waiting.get
+        for c, rid in enumerate(self.cr_id):
+            tasks = got(rid)
+            if not tasks:
+                continue
+            f = profiles[self.cr_prof[c]]
+            total = sum(t.size for t in tasks) if f.size_from_task else len(tasks) * f.size
+            q = queues.get(c)
+            if q is not None and q.placed:
+                total -= sum(tasks[i].size for i in q.placed)
+            waiting[self.cr_pol[c]] += total
+        return waiting
 
     def _resources_of(self, p: int) -> list[int]:
         by = getattr(self, "_by_policy_cr", None)
@@ -154,8 +156,8 @@ class FairPhase(ReclaimPhase):
         U, res, share = self.U, self.res, self.share
         parent = self.chain[n][1]
         after = U[n] - res[n] + s - share[n]  # how far above its share the reclaimer would end
-        if self._best_excess(parent) <= after:
-            return None  # no sibling is further above its share: taking would make nothing fairer
+        if self._best_excess(parent) <= max(after, 0):
+            return None  # no sibling is above its share and further above it than n would be
         reach = self.chain[parent]
         if any(U[a] + s > self.lim[a] for a in self.chain[p] if a not in reach):
             return None  # a limit below the parent binds: work outside it cannot make room
@@ -167,40 +169,58 @@ class FairPhase(ReclaimPhase):
             return None  # failed here already for a smaller task and a reclaimer further below
         lists = self._fair_lists(parent, None if short_above else pi)
         cursor = {m: len(ks) - 1 for m, ks in lists.items() if m != n}
+        heap = [(share[m] + res[m] - U[m], m) for m in cursor]  # furthest above its share first
+        heapify(heap)
         taken: list[int] = []
         took: dict[int, int] = {}
         while not self._room(pi, s, self.anc[p]):
-            open_ = [m for m, i in cursor.items() if i >= 0 and U[m] - res[m] - share[m] > after]
-            if not open_:
+            m = None
+            while heap:
+                key_m, m = heappop(heap)
+                if key_m != share[m] + res[m] - U[m]:
+                    heappush(heap, (share[m] + res[m] - U[m], m))
+                    m = None
+                    continue
+                if -key_m <= max(after, 0):  # only a sibling above its share, and above n after
+                    heap.clear()
+                    m = None
+                break
+            if m is None:
                 for k in taken:
                     self._take(k, +1)
                 failed[key] = (s, after)
                 return None
-            m = min(open_, key=lambda m: (share[m] - (U[m] - res[m]), m))
             k = self._fair_victim(m, lists[m], cursor, pi, s, short_above, took)
             if k < 0:
-                continue
+                continue  # m has nothing more that may go: it stays out of the heap
             self._take(k, -1)
             taken.append(k)
             q = self.cr_pol[self.run_cr[k]]
             took[q] = took.get(q, 0) + 1
+            heappush(heap, (share[m] + res[m] - U[m], m))
         for k in taken:
             self._take(k, +1)
         return taken
 
-    def _gainers(self, fi: int, size: int, memo: dict) -> list[tuple[int, set[int] | None]]:
-        """The profile's compute resources with waiting work that fair reclaim may serve, each with
-        the pools where it may find victims (None: any, a parent being at its limit). Found once
-        per pass: as the phase goes on, groups below their share only rise and those above only
-        fall, so the list can only hold more than it needs (each attempt checks again); a group
-        that a fair reclaim takes below its share waits for the next pass."""
+    def _gainers(self, fi: int, size: int, memo: dict) -> tuple[list[int], list[int], dict[int, list[int]]]:
+        """The profile's compute resources with waiting work (`_active`) and, by their place in it,
+        those fair reclaim may serve: those that may find victims on any pool (a parent at its
+        limit), and by pool those that may find them there, each in queuing order. Found once per
+        pass: as the phase goes on, groups below their share only rise and those above only fall,
+        so the lists can only hold more than they need (each attempt checks again); a group that a
+        fair reclaim takes below its share waits for the next pass."""
         got = memo.get(fi)
         if got is None:
-            got = memo[fi] = []
-            for c in self._active(fi):
+            anywhere: list[int] = []
+            by_pool: dict[int, list[int]] = {}
+            for j, c in enumerate(self._active(fi)):
                 pools = self._gain_pools(self.cr_pol[c], size)
-                if pools is None or pools:
-                    got.append((c, pools))
+                if pools is None:
+                    anywhere.append(j)
+                else:
+                    for pi in pools:
+                        by_pool.setdefault(pi, []).append(j)
+            got = memo[fi] = (self._active(fi), anywhere, by_pool)
         return got
 
     def _gain_pools(self, p: int, size: int) -> set[int] | None:
@@ -212,7 +232,7 @@ class FairPhase(ReclaimPhase):
         pools: set[int] = set()
         for n in self._fair_levels(p):
             parent = self.chain[n][1]
-            if self._best_excess(parent) > U[n] - res[n] + size - share[n]:
+            if self._best_excess(parent) > max(U[n] - res[n] + size - share[n], 0):
                 if U[parent] + size > self.lim[parent]:
                     return None
                 pools |= self._over_pools(parent)
@@ -224,13 +244,8 @@ class FairPhase(ReclaimPhase):
         cache = self.__dict__.setdefault("_over_at", {})
         got = cache.get(parent)
         if got is None:
-            U, res, share, gone, run_pool = self.U, self.res, self.share, self.gone, self.run_pool
-            by_policy = self._victims_of()
-            got = cache[parent] = set()
-            for m in self.children[parent]:
-                if m in share and U[m] - res[m] > share[m]:
-                    for q in self._subtree(m):
-                        got.update(run_pool[k] for k in by_policy.get(q, ()) if not gone[k])
+            index = self._fair_index()
+            got = cache[parent] = {pi for pi, by_parent in index.items() if parent in by_parent}
         return got
 
     def _mark(self) -> tuple[int, int]:
@@ -250,29 +265,48 @@ class FairPhase(ReclaimPhase):
         cache[parent] = (mark, best)
         return best
 
-    def _fair_lists(self, parent: int, pi: int | None) -> dict[int, list[int]]:
-        """The running work of each child of `parent`'s subtree, in placement order: on pool pi, or
-        on every pool (pi None). Built once per pass; work stopped since is skipped when read."""
-        cache = self.__dict__.setdefault("_fair_cache", {})
-        got = cache.get((parent, pi))
+    def _fair_index(self) -> dict[int, dict[int, dict[int, list[int]]]]:
+        """The running work of the children above their share when fair reclaim first needs it, by
+        pool, fair parent and child, in placement order (and on every pool, `_fair_everywhere`).
+        Children below their share are never victims, and one above it only falls in the phase."""
+        got = self.__dict__.get("_fair_by_pool")
         if got is None:
-            got = cache[(parent, pi)] = {}
-            source = self._victims_of() if pi is None else self._victims_on(pi)
-            for q, ks in source.items():
-                m = self._child_towards(parent, q)
-                if m is not None:
-                    got.setdefault(m, []).extend(ks)
-            for ks in got.values():
-                ks.sort()
+            got = self._fair_by_pool = {}
+            everywhere = self._fair_everywhere = {}
+            U, res, share, run_pool, run_size, gone = (
+                self.U,
+                self.res,
+                self.share,
+                self.run_pool,
+                self.run_size,
+                self.gone,
+            )
+            by_cr: list[list[int]] = [[] for _ in self.cr_id]
+            for k, c in enumerate(self.run_cr):
+                by_cr[c].append(k)
+            for parent in self.fair_parents:
+                for m in self.children[parent]:
+                    if m not in share or U[m] - res[m] <= share[m]:
+                        continue
+                    ks = sorted(
+                        k
+                        for q in self._subtree(m)
+                        for c in self._resources_of(q)
+                        for k in by_cr[c]
+                        if run_size[k] and not gone[k]
+                    )
+                    everywhere.setdefault(parent, {})[m] = ks
+                    for k in ks:
+                        got.setdefault(run_pool[k], {}).setdefault(parent, {}).setdefault(m, []).append(k)
         return got
 
-    def _child_towards(self, parent: int, q: int) -> int | None:
-        """The child of `parent` whose subtree holds policy q, or None."""
-        chain = self.chain[q]
-        for i in range(1, len(chain)):
-            if chain[i] == parent:
-                return chain[i - 1]
-        return None
+    def _fair_lists(self, parent: int, pi: int | None) -> dict[int, list[int]]:
+        """The running work of each child of `parent` above its share, in placement order: on pool
+        pi, or on every pool (pi None); work stopped since is skipped when read."""
+        index = self._fair_index()
+        if pi is None:
+            return self._fair_everywhere.get(parent, {})
+        return index.get(pi, {}).get(parent, {})
 
     def _fair_victim(self, m, ks, cursor, pi, s, short_above, took) -> int:
         """Sibling m's newest running task that helps the waiting task and keeps every reservation
