@@ -66,23 +66,24 @@ class FairPhase(ReclaimPhase):
 
     def _fair_split(self) -> None:
         """Each fair child's share of borrowed milli-GPUs (`share`) and its ceiling in the fair
-        lend (`fair_top`), parents nearest the root first."""
+        lend (`fair_top`), parents nearest the root first; for parents with work waiting below
+        them only."""
         U, res, lim = self.U, self.res, self.lim
         free = sum(c - o for c, o, on in zip(self.cap, self.occ, self.enabled, strict=True) if on)
         top = list(lim)
         waiting = self._waiting_by_policy()
+        children, bchain, policies = self.children, self.bchain, self.s.policies
         for a in sorted(self.fair_parents, key=lambda a: (len(self.chain[a]), a)):
-            kids = self.children[a]
+            kids = children[a]
+            wait = [sum(waiting[p] for p in self._subtree(k)) if children[k] else waiting[k] for k in kids]
+            if not any(wait):
+                continue  # nothing waits below it: no lend, reclaim or verdict needs its split
             borrowed = [max(0, U[k] - res[k]) for k in kids]
             available = sum(borrowed) + max(0, min(top[a] - U[a], free))
             claims = []
-            for k, lent in zip(kids, borrowed, strict=True):
-                room = lim[k] - res[k]
-                if self._budget_stopped(k):
-                    want = lent
-                else:
-                    want = max(0, U[k] + sum(waiting[p] for p in self._subtree(k)) - res[k])
-                claims.append(Claim(self.s.policies[k].over_quota_weight, max(0, min(room, want))))
+            for k, lent, more in zip(kids, borrowed, wait, strict=True):
+                want = lent if bchain[k] and self._budget_stopped(k) else U[k] + more - res[k]
+                claims.append(Claim(policies[k].over_quota_weight, max(0, min(lim[k] - res[k], want))))
             for k, share in zip(kids, fair_shares(available, claims), strict=True):
                 self.share[k] = share
                 top[k] = min(lim[k], res[k] + share)
