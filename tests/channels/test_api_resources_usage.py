@@ -23,6 +23,20 @@ def test_a_member_lists_only_their_groups_compute_resources(estate, api):
     assert by_name["vision/a100-any"]["size_from_task"] is True
 
 
+def test_a_compute_resource_shows_its_sharing_and_priority_settings(estate, api):
+    resource = estate.vision_a100
+    resource.profile.default_priority, resource.profile.max_priority = 100, 200
+    resource.profile.save()
+    resource.max_priority = 150
+    resource.save()
+    policy = resource.policy
+    policy.over_quota_weight, policy.lendable = Decimal("2.5"), Decimal("1")
+    policy.save()
+    got = api(estate.member).get(f"/api/v1/compute-resources/{resource.pk}/").json()
+    assert (got["lending"], got["over_quota_weight"], got["lendable"]) == ("priority", "2.500", "1.000")
+    assert (got["default_priority"], got["max_priority"], got["starvation_s"]) == (100, 150, 600)
+
+
 def test_another_groups_compute_resource_is_404(estate, api):
     assert api(estate.member).get(f"/api/v1/compute-resources/{estate.speech_a100.pk}/").status_code == 404
     assert api(estate.lead).get(f"/api/v1/compute-resources/{estate.speech_a100.pk}/").status_code == 200

@@ -3,12 +3,14 @@ profile, its policy's sizes and the work waiting and running in it now."""
 
 from django.db.models import Count, Q
 from django_filters import rest_framework as filters
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers, viewsets
 
 from apps.policies import selectors
 from apps.policies.api.serializers import GroupRefSerializer, gpus_field
 from apps.policies.models import ComputeResource
 from apps.tasks.models import Task
+from apps.tasks.services import priority
 
 
 class ComputeResourceSerializer(serializers.ModelSerializer):
@@ -45,6 +47,32 @@ class ComputeResourceSerializer(serializers.ModelSerializer):
         allow_null=True,
         help_text="Most of the group's tasks reclaim takes in any sliding hour; null: no cap.",
     )
+    lending = serializers.CharField(
+        source="policy.lending",
+        help_text='How the group\'s own child groups share what they borrow: "priority" or "fair".',
+    )
+    over_quota_weight = serializers.DecimalField(
+        source="policy.over_quota_weight",
+        max_digits=8,
+        decimal_places=3,
+        help_text='The group\'s weight when its parent lends "fair".',
+    )
+    lendable = gpus_field(
+        source="policy.lendable",
+        allow_null=True,
+        help_text="GPUs of the group's idle reservation that may be lent; null: all of it.",
+    )
+    starvation_s = serializers.IntegerField(
+        source="profile.starvation_s",
+        allow_null=True,
+        help_text="Seconds a queue head waits for free GPUs before it holds a pool; null: never.",
+    )
+    default_priority = serializers.SerializerMethodField(
+        help_text="The priority of a task sent here that asks for none."
+    )
+    max_priority = serializers.SerializerMethodField(
+        help_text="The highest priority a task sent here may ask for; null: no cap."
+    )
     waiting = serializers.IntegerField(help_text="Tasks waiting in this compute resource now.")
     running = serializers.IntegerField(help_text="Tasks placed, running or stopping now.")
 
@@ -65,10 +93,24 @@ class ComputeResourceSerializer(serializers.ModelSerializer):
             "reservation",
             "limit",
             "max_preemptions_per_hour",
+            "lending",
+            "over_quota_weight",
+            "lendable",
+            "starvation_s",
+            "default_priority",
+            "max_priority",
             "enabled",
             "waiting",
             "running",
         ]
+
+    @extend_schema_field(serializers.IntegerField())
+    def get_default_priority(self, resource: ComputeResource) -> int:
+        return priority.default_priority(resource)
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_max_priority(self, resource: ComputeResource) -> int | None:
+        return priority.max_priority(resource)
 
 
 class ComputeResourceFilter(filters.FilterSet):
