@@ -281,6 +281,21 @@ def kueue(step: str, staggered: bool) -> dict:
     }
 
 
+def fair_compare(tasks: int, passes: int) -> None:
+    """The same estate with lending "priority" and "fair" on every department, measured one after
+    the other, so that the ratio holds on a shared machine; the load average is printed."""
+    print(f"Machine: {machine()}; {passes} steady passes per estate; load {os.getloadavg()[0]:.1f}.")
+    print("\n" + HEADER + "\n" + "|---" * (HEADER.count("|") - 1) + "|")
+    plain = measure(f"{tasks // 1000}k", tasks, 2000, 200, 0.35, passes)
+    print(row(plain))
+    fair = measure(f"{tasks // 1000}k, fair", tasks, 2000, 200, 0.35, passes, fair=True)
+    print(row(fair))
+    print(
+        f"\nfair / priority, pass median: {fair['median_ms'] / plain['median_ms']:.2f}; "
+        f"load after: {os.getloadavg()[0]:.1f}"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="1k and 15k estates only, 10 steady passes")
@@ -288,10 +303,19 @@ def main() -> None:
     ap.add_argument("--no-kueue", action="store_true", help="skip the Kueue baseline replay")
     ap.add_argument("--write-docs", action="store_true", help="write the tables into docs/benchmarks.md")
     ap.add_argument("--smoke", action="store_true", help="1k estates only, 3 steady passes")
+    ap.add_argument(
+        "--fair-compare",
+        type=int,
+        metavar="TASKS",
+        help="only the 2,000-policy estate of TASKS tasks, without and with fair sharing, side by side",
+    )
     args = ap.parse_args()
     if args.smoke and args.write_docs:
         ap.error("--smoke figures do not go into the docs")
     passes = args.passes or (3 if args.smoke else 10 if args.quick else 60)
+    if args.fair_compare:
+        fair_compare(args.fair_compare, passes)
+        return
     sizes = (1_000,) if args.smoke else (1_000, 15_000) if args.quick else (1_000, 15_000, 60_000)
     lines: list[str] = []
     print_line = _collecting(lines)
