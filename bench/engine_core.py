@@ -157,6 +157,7 @@ class TimedLoop(Simulation):
         self.times: list[float] = []
         self.cpu: list[float] = []
         self.placed_counts: list[int] = []
+        self.stopped_counts: list[int] = []
         self.verdict_s: float | None = None
         self.verdicts = 0
         self.new = 0
@@ -181,6 +182,7 @@ class TimedLoop(Simulation):
         self.times.append(elapsed)
         self.cpu.append(cpu)
         self.placed_counts.append(len(d.placements))
+        self.stopped_counts.append(len(d.preemptions))
         if self.verdict_s is None and len(self.times) == 3:
             t0 = time.process_time()
             self.verdicts = sum(1 for _ in d.verdicts())
@@ -223,6 +225,7 @@ def measure(
         "placements_per_s": sum(placed) / sum(cpu) if sum(cpu) else 0,
         "verdicts": loop.verdicts,
         "verdict_ms": (loop.verdict_s or 0) * 1000,
+        "stopped": loop.stopped_counts,
     }
 
 
@@ -281,6 +284,24 @@ def kueue(step: str, staggered: bool) -> dict:
     }
 
 
+def fair_settle(tasks: int, passes: int) -> None:
+    """The fair estate with every task submitted at 0 and none ending: how many placements and
+    stops each pass makes, until it makes none (fair sharing settling)."""
+    sim = Simulation(parse(estate(tasks, 2000, 200, 0.35, fair=True)), 10**15)
+    sim._apply_events(0)
+    for n in range(passes):
+        d = allocate(sim.snapshot(n * sim.step))
+        sim.apply(d, n * sim.step)
+        sim.lines.clear()
+        reasons = [p.reason for p in d.preemptions]
+        print(
+            f"pass {n}: placed {len(d.placements)}, reclaim {reasons.count('reclaim')}, "
+            f"fair_share {reasons.count('fair_share')}"
+        )
+        if not d.placements and not d.preemptions:
+            break
+
+
 def fair_compare(tasks: int, passes: int) -> None:
     """The same estate with lending "priority" and "fair" on every department, measured one after
     the other, so that the ratio holds on a shared machine; the load average is printed."""
@@ -294,6 +315,8 @@ def fair_compare(tasks: int, passes: int) -> None:
         f"\nfair / priority, pass median: {fair['median_ms'] / plain['median_ms']:.2f}; "
         f"load after: {os.getloadavg()[0]:.1f}"
     )
+    for r in (plain, fair):
+        print(f"{r['name']}: work stopped per pass: {r['stopped']}")
 
 
 def main() -> None:
@@ -303,6 +326,12 @@ def main() -> None:
     ap.add_argument("--no-kueue", action="store_true", help="skip the Kueue baseline replay")
     ap.add_argument("--write-docs", action="store_true", help="write the tables into docs/benchmarks.md")
     ap.add_argument("--smoke", action="store_true", help="1k estates only, 3 steady passes")
+    ap.add_argument(
+        "--fair-settle",
+        type=int,
+        metavar="TASKS",
+        help="the fair estate of TASKS tasks held still (no completions): placements and stops per pass",
+    )
     ap.add_argument(
         "--fair-compare",
         type=int,
@@ -315,6 +344,9 @@ def main() -> None:
     passes = args.passes or (3 if args.smoke else 10 if args.quick else 60)
     if args.fair_compare:
         fair_compare(args.fair_compare, passes)
+        return
+    if args.fair_settle:
+        fair_settle(args.fair_settle, passes)
         return
     sizes = (1_000,) if args.smoke else (1_000, 15_000) if args.quick else (1_000, 15_000, 60_000)
     lines: list[str] = []
