@@ -199,3 +199,24 @@ def test_a_lending_limit_lends_more_as_the_group_uses_its_reservation():
     assert placed_by(allocate(with_a_running(8, 2)), "b") == 2  # 6 free - (6 idle - 2 lendable)
     assert placed_by(allocate(with_a_running(8, 6)), "b") == 2  # 2 free, 2 idle: all lendable
     assert placed_by(allocate(with_a_running(10, 2)), "b") == 0  # B already holds 2 of A's 8
+
+
+def test_fair_reclaim_hands_back_a_victim_that_turns_out_not_to_be_needed():
+    # Vision runs a 4-GPU task and, newer, a 1-GPU one on a full 5-GPU pool; Speech (weight 3, share
+    # 3.75 of the 5 borrowed) waits for 4 GPUs. Newest first takes the 1-GPU task, then the 4-GPU
+    # one; the 4 alone make room, so only it is stopped.
+    s = snapshot(
+        [pool("p", 5, ["any"])],
+        [profile("any", 1, ["p"], ["Vision", "Speech"], size_from_task=True)],
+        [
+            fair(policy("Research", 0, 16), lending="fair"),
+            fair(policy("Vision", 0, 16, parent="Research"), weight=1),
+            fair(policy("Speech", 0, 16, parent="Research"), weight=3),
+        ],
+        [cr("v", "Vision", "any"), cr("s", "Speech", "any")],
+        {"s": [waiting("s1", 10, 4)]},
+        [placed("A", "v", "p", 4, 1, ago_s=600), placed("B", "v", "p", 1, 2, ago_s=300)],
+    )
+    d = allocate(s)
+    assert [(p.task, p.reason) for p in d.preemptions] == [("A", "fair_share")]
+    assert [p.task for p in d.placements] == ["s1"]

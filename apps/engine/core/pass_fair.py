@@ -52,7 +52,7 @@ class FairPhase(ReclaimPhase):
                     if self.hold and self.hold.get(pi, task.id) != task.id:
                         break
                     if self._room(pi, task.size, self.anc[p]):
-                        break  # it fits: the fair lend places it
+                        break  # it fits: no need to stop anything, the lend places it
                     key = (pi, p)
                     if fair_failed.get(key, task.size + 1) <= task.size:
                         break
@@ -199,9 +199,15 @@ class FairPhase(ReclaimPhase):
             q = self.cr_pol[self.run_cr[k]]
             took[q] = took.get(q, 0) + 1
             heappush(heap, (share[m] + res[m] - U[m], m))
-        for k in taken:
+        needed = []  # hand back what turns out not to be needed, last taken first (as reclaim does)
+        for k in reversed(taken):
             self._take(k, +1)
-        return taken
+            if not self._room(pi, s, self.anc[p]):
+                self._take(k, -1)
+                needed.append(k)
+        for k in needed:
+            self._take(k, +1)
+        return needed
 
     def _gainers(self, fi: int, size: int, memo: dict) -> tuple[list[int], list[int], dict[int, list[int]]]:
         """The profile's compute resources with waiting work (`_active`) and, by their place in it,
