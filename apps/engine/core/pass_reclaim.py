@@ -193,25 +193,23 @@ class ReclaimPhase(FillPhase, ReclaimGuards):
         as it was. `honour`: skip protected work; the flag says whether any was skipped."""
         U, res = self.U, self.res
         ancestors = self.anc[p]
-        back = dict.fromkeys(ancestors, s)  # an ancestor's excess counts the task's own GPUs
-
-        def excess(q: int) -> int:
-            return U[q] + back.get(q, 0) - res[q]
-
+        # An ancestor's excess over its reservation counts the task's own GPUs, which stay in it.
+        back = dict.fromkeys(ancestors, s)
+        extra = back.get
         needy = [a for a in ancestors if U[a] + s > self.lim[a]]
         lists: dict[int, list[int]] = {}
         if self.occ[pi] + s > self.cap[pi]:
             for q, ks in self._victims_on(pi).items():
-                if excess(q) > 0:
+                if U[q] + extra(q, 0) > res[q]:
                     lists[q] = ks
         for a in needy:
             by_policy = self._victims_of()
             for q in self._subtree(a):
-                if excess(q) > 0 and q in by_policy:
+                if U[q] + extra(q, 0) > res[q] and q in by_policy:
                     lists[q] = by_policy[q]
         if self.guarded:
             lists = {q: ks for q, ks in lists.items() if q not in self.never_victim}
-        heap = [(-excess(q), q) for q in lists]
+        heap = [(res[q] - U[q] - extra(q, 0), q) for q in lists]
         heapify(heap)
         cursor = {q: len(ks) - 1 for q, ks in lists.items()}
         taken: list[int] = []
@@ -223,9 +221,10 @@ class ReclaimPhase(FillPhase, ReclaimGuards):
                     self._take(k, +1)
                 return None, skipped[0]
             key, q = heappop(heap)
-            if key != -excess(q):
-                if excess(q) > 0:
-                    heappush(heap, (-excess(q), q))
+            now = res[q] - U[q] - extra(q, 0)
+            if key != now:
+                if now < 0:
+                    heappush(heap, (now, q))
                 continue
             guard = (took, skipped) if honour and self.guarded else None
             k = self._victim(q, lists[q], cursor, pi, s, self.chain[p], needy, guard)
@@ -234,8 +233,9 @@ class ReclaimPhase(FillPhase, ReclaimGuards):
             self._take(k, -1)
             taken.append(k)
             took[q] = took.get(q, 0) + 1
-            if excess(q) > 0:
-                heappush(heap, (-excess(q), q))
+            now = res[q] - U[q] - extra(q, 0)
+            if now < 0:
+                heappush(heap, (now, q))
         needed = []
         for k in reversed(taken):
             self._take(k, +1)
