@@ -284,6 +284,47 @@ def kueue(step: str, staggered: bool) -> dict:
     }
 
 
+def phases(tasks: int, passes: int, fair: bool) -> None:
+    """CPU time of each phase of `allocate()`, run by hand in its order, on the snapshot after
+    `passes` steady passes; three times, to show the spread."""
+    from apps.engine.core.allocator import _Pass
+    from apps.engine.core.pass_state import FILL, LEND
+
+    loop = TimedLoop(estate(tasks, 2000, 200, 0.35, fair=fair), seed=7)
+    loop.run_passes(passes)
+    snap = loop.snapshot(loop.step * (len(loop.cpu) + 1))
+    for _ in range(3):
+        spent: dict[str, float] = {}
+
+        def timed(name, step, *args, spent=spent):
+            gc.disable()
+            t0 = time.process_time()
+            step(*args)
+            spent[name] = spent.get(name, 0) + (time.process_time() - t0) * 1000
+            gc.enable()
+
+        run = _Pass(snap)
+        timed("budget stops", run._budget_stops)
+        run.occ_start = list(run.occ)
+        timed("starvation", run._hold_starving)
+        timed("fill", run._fill_or_lend, FILL)
+        stops = len(run.preemptions)
+        timed("reclaim", run._reclaim_phase)
+        if run.fair_parents:
+            if len(run.preemptions) > stops:
+                timed("fill", run._fill_or_lend, FILL)
+                stops = len(run.preemptions)
+            timed("fair split", run._fair_split)
+            timed("fair lend", run._fill_or_lend, LEND, True)
+            timed("fair reclaim", run._fair_reclaim_phase)
+        timed("priority", run._priority_phase)
+        if len(run.preemptions) > stops:
+            timed("fill", run._fill_or_lend, FILL)
+        timed("lend", run._fill_or_lend, LEND)
+        parts = ", ".join(f"{name} {ms:.1f}" for name, ms in spent.items())
+        print(f"{'fair' if fair else 'plain'}: {parts}; phases {sum(spent.values()):.1f} ms (ms of CPU)")
+
+
 def fair_settle(tasks: int, passes: int) -> None:
     """The fair estate with every task submitted at 0 and none ending: how many placements and
     stops each pass makes, until it makes none (fair sharing settling)."""
@@ -333,6 +374,12 @@ def main() -> None:
         help="the fair estate of TASKS tasks held still (no completions): placements and stops per pass",
     )
     ap.add_argument(
+        "--phases",
+        type=int,
+        metavar="TASKS",
+        help="CPU time of each phase of one pass after --passes steady ones, 2,000 policies, plain and fair",
+    )
+    ap.add_argument(
         "--fair-compare",
         type=int,
         metavar="TASKS",
@@ -344,6 +391,10 @@ def main() -> None:
     passes = args.passes or (3 if args.smoke else 10 if args.quick else 60)
     if args.fair_compare:
         fair_compare(args.fair_compare, passes)
+        return
+    if args.phases:
+        for fair in (False, True):
+            phases(args.phases, passes, fair)
         return
     if args.fair_settle:
         fair_settle(args.fair_settle, passes)

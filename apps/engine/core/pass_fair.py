@@ -169,7 +169,20 @@ class FairPhase(ReclaimPhase):
         if last is not None and last[0] <= s and last[1] <= after:
             return None  # failed here already for a smaller task and a reclaimer further below
         lists = self._fair_lists(parent, None if short_above else pi)
-        cursor = {m: len(ks) - 1 for m, ks in lists.items() if m != n}
+        floor = max(after, 0)  # a victim's group must stay above this, before the victim goes
+        cursor = {m: len(ks) - 1 for m, ks in lists.items() if m != n and U[m] - res[m] - share[m] > floor}
+        if not cursor:
+            failed[key] = (s, after)
+            return None
+        if not short_above:
+            # The most each sibling could give: what it holds above the floor, plus one task.
+            largest = self.__dict__.get("_largest")
+            if largest is None:
+                largest = self._largest = max(self.run_size, default=0)
+            most = sum(U[m] - res[m] - share[m] - floor + largest for m in cursor)
+            if self.cap[pi] - self.occ[pi] + most < s:
+                failed[key] = (s, after)
+                return None
         heap = [(share[m] + res[m] - U[m], m) for m in cursor]  # furthest above its share first
         heapify(heap)
         taken: list[int] = []
@@ -182,7 +195,7 @@ class FairPhase(ReclaimPhase):
                     heappush(heap, (share[m] + res[m] - U[m], m))
                     m = None
                     continue
-                if -key_m <= max(after, 0):  # only a sibling above its share, and above n after
+                if -key_m <= floor:  # only a sibling above its share, and above n after
                     heap.clear()
                     m = None
                 break
