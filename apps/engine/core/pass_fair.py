@@ -69,7 +69,7 @@ class FairPhase(ReclaimPhase):
         lend (`fair_top`), parents nearest the root first; for parents with work waiting below
         them only."""
         U, res, lim = self.U, self.res, self.lim
-        free = sum(c - o for c, o, on in zip(self.cap, self.occ, self.enabled, strict=True) if on)
+        free = self.free_gpus()
         top = list(lim)
         waiting = self._waiting_by_policy()
         children, bchain, policies = self.children, self.bchain, self.s.policies
@@ -109,9 +109,9 @@ class FairPhase(ReclaimPhase):
         return waiting
 
     def _resources_of(self, p: int) -> list[int]:
-        by = getattr(self, "_by_policy_cr", None)
+        by = self.resources_by_policy
         if by is None:
-            by = self._by_policy_cr = {}
+            by = self.resources_by_policy = {}
             for c, q in enumerate(self.cr_pol):
                 by.setdefault(q, []).append(c)
         return by.get(p, [])
@@ -163,7 +163,7 @@ class FairPhase(ReclaimPhase):
         if any(U[a] + s > self.lim[a] for a in self.chain[p] if a not in reach):
             return None  # a limit below the parent binds: work outside it cannot make room
         short_above = any(U[a] + s > self.lim[a] for a in reach)
-        failed = self.__dict__.setdefault("_fair_failed", {})
+        failed = self.fair_failed
         key = (pi, parent, short_above)
         last = failed.get(key)
         if last is not None and last[0] <= s and last[1] <= after:
@@ -176,9 +176,9 @@ class FairPhase(ReclaimPhase):
             return None
         if not short_above:
             # The most each sibling could give: what it holds above the floor, plus one task.
-            largest = self.__dict__.get("_largest")
+            largest = self.largest
             if largest is None:
-                largest = self._largest = max(self.run_size, default=0)
+                largest = self.largest = max(self.run_size, default=0)
             most = sum(U[m] - res[m] - share[m] - floor + largest for m in cursor)
             if self.cap[pi] - self.occ[pi] + most < s:
                 failed[key] = (s, after)
@@ -261,7 +261,7 @@ class FairPhase(ReclaimPhase):
     def _over_pools(self, parent: int) -> set[int]:
         """The pools where the parent's children above their share ran work when the pass began
         its fair reclaim (a superset of where victims can be found later in it)."""
-        cache = self.__dict__.setdefault("_over_at", {})
+        cache = self.over_at
         got = cache.get(parent)
         if got is None:
             index = self._fair_index()
@@ -275,7 +275,7 @@ class FairPhase(ReclaimPhase):
     def _best_excess(self, parent: int) -> int:
         """The largest excess over its fair share among the parent's children, cached until work
         is placed or stopped (a selection that fails leaves the state as it was)."""
-        cache = self.__dict__.setdefault("_excess_at", {})
+        cache = self.excess_at
         mark = self._mark()
         got = cache.get(parent)
         if got is not None and got[0] == mark:
@@ -287,12 +287,12 @@ class FairPhase(ReclaimPhase):
 
     def _fair_index(self) -> dict[int, dict[int, dict[int, list[int]]]]:
         """The running work of the children above their share when fair reclaim first needs it, by
-        pool, fair parent and child, in placement order (and on every pool, `_fair_everywhere`).
+        pool, fair parent and child, in placement order (and on every pool, `fair_everywhere`).
         Children below their share are never victims, and one above it only falls in the phase."""
-        got = self.__dict__.get("_fair_by_pool")
+        got = self.fair_by_pool
         if got is None:
-            got = self._fair_by_pool = {}
-            everywhere = self._fair_everywhere = {}
+            got = self.fair_by_pool = {}
+            everywhere = self.fair_everywhere
             U, res, share, run_pool, run_size, gone = (
                 self.U,
                 self.res,
@@ -325,7 +325,7 @@ class FairPhase(ReclaimPhase):
         pi, or on every pool (pi None); work stopped since is skipped when read."""
         index = self._fair_index()
         if pi is None:
-            return self._fair_everywhere.get(parent, {})
+            return self.fair_everywhere.get(parent, {})
         return index.get(pi, {}).get(parent, {})
 
     def _fair_victim(self, m, ks, cursor, pi, s, short_above, took) -> int:

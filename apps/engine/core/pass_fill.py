@@ -18,7 +18,7 @@ class FillPhase(BudgetRules):
         max(0, idle reservation - lendable); a kept amount nested in a keeping ancestor's counts
         once (the larger of the ancestor's own and its keeping descendants' sum). Policy p's own
         chain keeps nothing from p: the group's own arrivals are what is kept for."""
-        free = sum(c - o for c, o, on in zip(self.cap, self.occ, self.enabled, strict=True) if on)
+        free = self.free_gpus()
         U, res, lendable, mine = self.U, self.res, self.lendable, set(self.chain[p])
         kept: dict[int, int] = {}
         for q in self.keeps:

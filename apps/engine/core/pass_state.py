@@ -140,6 +140,14 @@ class PassState:
             i for i, p in enumerate(policies) if p.lendable is not None and p.lendable < p.reservation
         ]
         self.hold: dict[int, str] = {}
+        # Fair reclaim's per-pass indexes and memos (`pass_fair`), built on first use.
+        self.fair_by_pool: dict[int, dict[int, dict[int, list[int]]]] | None = None
+        self.fair_everywhere: dict[int, dict[int, list[int]]] = {}
+        self.fair_failed: dict[tuple[int, int, bool], tuple[int, int]] = {}
+        self.over_at: dict[int, set[int]] = {}
+        self.excess_at: dict[int, tuple[tuple[int, int], int]] = {}
+        self.resources_by_policy: dict[int, list[int]] | None = None
+        self.largest: int | None = None
 
     def _binding(self, budgets) -> tuple[int, str]:
         """The budget left in the window with the least left, and the period of the window that
@@ -161,6 +169,10 @@ class PassState:
         while parent[chain[-1]] >= 0:
             chain.append(parent[chain[-1]])
         return tuple(chain)
+
+    def free_gpus(self) -> int:
+        """Free GPUs over the estate's enabled pools now."""
+        return sum(c - o for c, o, on in zip(self.cap, self.occ, self.enabled, strict=True) if on)
 
     def capped(self, pi: int, p: int) -> list[SpendCap]:
         """The reached spend caps that keep policy p's new work off pool pi."""
