@@ -5,6 +5,8 @@ import os
 
 import pytest
 
+pytest_plugins = ["tests.backend_neutral"]
+
 
 def _fail_or_skip(reason: str) -> None:
     if os.environ.get("CI"):
