@@ -1,7 +1,7 @@
 """Benchmark of the worker API: 2,000 simulated worker daemons polling gunicorn and PostgreSQL.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/klique_workers_bench .venv/bin/python bench/worker_poll.py
-    DATABASE_URL=... .venv/bin/python bench/worker_poll.py --smoke   # 50 workers, 2,000 tasks, 3 s runs
+    DATABASE_URL=... .venv/bin/python bench/worker_poll.py --smoke   # 50 workers, 2,000 tasks, 6 s runs
 
 The database named in DATABASE_URL is dropped and created afresh with one pool, 2,000 enrolled
 workers (each with its own worker token) and 60,000 placed tasks to claim (``--workers``,
@@ -227,10 +227,10 @@ def main() -> None:
     parser.add_argument("--gunicorn-workers", type=int, default=3)
     parser.add_argument("--threads", type=int, default=4, help="threads per gunicorn worker")
     parser.add_argument("--tasks", type=int, default=TASKS, help="placed tasks to claim")
-    parser.add_argument("--smoke", action="store_true", help="50 workers, 2,000 tasks, 3 s runs")
+    parser.add_argument("--smoke", action="store_true", help="50 workers, 2,000 tasks, 6 s runs")
     args = parser.parse_args()
     if args.smoke:
-        parser.set_defaults(workers=50, tasks=2000, duration=3, poll_ms=500)
+        parser.set_defaults(workers=50, tasks=2000, duration=6, poll_ms=500)
         args = parser.parse_args()
         os.environ.update({f"THROTTLE_{scope}": "1000000/min" for scope in ("WORKER", "HEARTBEAT", "SYNC")})
     url = os.environ.get("DATABASE_URL", "")

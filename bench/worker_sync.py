@@ -1,7 +1,7 @@
 """Benchmark of ``POST /api/v1/workers/sync``: simulated worker daemons syncing with gunicorn and PostgreSQL.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/klique_sync_bench .venv/bin/python bench/worker_sync.py
-    DATABASE_URL=... .venv/bin/python bench/worker_sync.py --smoke   # 50 daemons, 20 calls, one 3 s run each
+    DATABASE_URL=... .venv/bin/python bench/worker_sync.py --smoke   # 50 daemons, 20 calls, one 8 s run each
     DATABASE_URL=... .venv/bin/python bench/worker_sync.py --nginx   # behind nginx, as production runs it
     DATABASE_URL=... .venv/bin/python bench/worker_sync.py --nginx --spread   # a running estate, no burst
 
@@ -194,10 +194,14 @@ def main() -> None:
     parser.add_argument(
         "--spread", action="store_true", help="first polls spread over an interval (no start-up burst)"
     )
-    parser.add_argument("--smoke", action="store_true", help="50 daemons, 20 calls, one 3 s run of each")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="50 daemons, 20 calls, one 8 s run of each (short runs went unanswered)",
+    )
     args = parser.parse_args()
     if args.smoke:
-        parser.set_defaults(workers=50, poll_ms=1000, duration=3, repeat=1, calls=20)
+        parser.set_defaults(workers=50, poll_ms=1000, duration=8, repeat=1, calls=20)
         args = parser.parse_args()
         os.environ.update({f"THROTTLE_{scope}": "1000000/min" for scope in ("WORKER", "HEARTBEAT", "SYNC")})
     url = os.environ.get("DATABASE_URL", "")

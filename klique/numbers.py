@@ -7,6 +7,7 @@ tables and in the ``klique`` CLI's tables. No Django here (``klique/client`` imp
 - Hours left of a budget: "used up" at or below zero, never "-0.014".
 - Money: two decimals with the currency's symbol ("€45,239.00"), or its code where it has none
   ("1,200.00 SEK").
+- Durations (time limits): "90 s", "45 min", "2 h 30 min", "3 d 4 h".
 - Thousands separated by "," in every figure.
 
 Exports (CSV, XLSX) write each column in one fixed format whatever the database returned (an
@@ -127,3 +128,21 @@ def exact_count(value) -> str:
 def exact_money(value) -> str:
     """Money in an export: "45239.00" (the currency is a column of its own)."""
     return exact(value, 2)
+
+
+def duration(seconds) -> str:
+    """A duration in seconds as a person reads a time limit: "90 s", "45 min", "2 h 30 min",
+    "3 d 4 h" (whole units, rounded down below the largest)."""
+    if seconds is None:
+        return NONE
+    seconds = int(seconds)
+    if seconds < 120:
+        return f"{seconds:,} s"
+    minutes = seconds // 60
+    if minutes < 120:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    days, hours = divmod(hours, 24)
+    return f"{days:,} d {hours} h" if hours else f"{days:,} d"

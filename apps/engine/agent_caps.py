@@ -57,6 +57,7 @@ def held_tasks() -> dict[int, dict]:
         return {}
     rows = (
         Task.objects.filter(agent_id__in=capped, state__in=[Task.State.QUEUED, *Task.ACTIVE_STATES])
+        .exclude(state=Task.State.QUEUED, waits_on__gt=0)
         .annotate(milli=counted_milli())
         .order_by("-priority", "queue_seq", "pk")
         .values_list("pk", "agent_id", "state", "milli")

@@ -3,12 +3,16 @@
 Rows are locked and their state checked again, since users, workers and sweeps change tasks
 between the load and the apply: a task canceled meanwhile is not placed, work that ended
 meanwhile is not preempted. Skipping is always safe; the next pass sees the new state.
+
+Work stopped at its time limit (reason ``time_limit``) is stopped as a preemption is, but it is
+no preemption: it is not counted against a group's preemptions, no preemption notice goes out, and
+it ends ``timed_out`` once its worker reports the stop (``apps.tasks.services.lifecycle``). The
+verdicts' words are ``apps.engine.verdict_words``'.
 """
 
 import json
 from collections import defaultdict
-from dataclasses import dataclass
-from decimal import Decimal
+from dataclasses import dataclass, replace
 
 from django.db import connection, transaction
 
@@ -17,20 +21,12 @@ from apps.core import events
 from apps.core.sql import array_literal as _array
 from apps.engine import core
 from apps.engine.loader import Loaded
+from apps.engine.verdict_words import REASON_WORDS, dependency_key, verdict_json, window_adjective
 from apps.pools.models import Pool
 from apps.tasks import services as tasks
 from apps.tasks.models import Task, TaskEvent
-from klique import numbers
 
-REASON_WORDS = {
-    "reclaim": "its GPUs were reclaimed for another group's reservation",
-    "budget": "its group's time budget is used up",
-    "priority": "a higher-priority task of its own group needed its GPUs",
-    "fair_share": (
-        "its group held more than its fair share of borrowed GPUs and a group beside it, below its own, "
-        "needed them"
-    ),
-}
+TIME_LIMIT = Task.StopReason.TIME_LIMIT.value
 
 
 @dataclass(frozen=True)
@@ -44,169 +40,7 @@ class Applied:
     preemptions: tuple = ()
 
 
-WAITING_FOR_ROOM = {"no_capacity", "behind_higher_priority"}
 CHUNK = 900  # rows per statement off PostgreSQL, within SQLite's limit of bound parameters
-
-
-def verdict_json(verdict: core.Verdict, loaded: Loaded) -> dict:
-    """The verdict as stored on the task (without its place in line, which is read live).
-
-    ``key`` identifies the verdict whole, so the applier compares short strings, not documents.
-    """
-    pools = [loaded.pool_names.get(p, p) for p in verdict.pools]
-    group = loaded.group_names.get(verdict.policy, verdict.policy) if verdict.policy else None
-    data: dict = {"rule": verdict.rule}
-    if pools:
-        data["pools"] = pools
-    if group:
-        data["group"] = group
-    if verdict.rule == "no_capacity":
-        message = (
-            f"No room for its size in its pools ({', '.join(pools)}): their declared capacity is in use."
-        )
-    elif verdict.rule == "policy_limit":
-        message = f"{group} is at its limit: this task would take it above the most GPUs it may hold at once."
-    elif verdict.rule == "ancestor_limit":
-        message = f"{group}, above this group, is at its limit."
-    elif verdict.rule == "budget_start_check":
-        # Tenths of an hour: the figures move as the group's work burns budget, and finer ones
-        # would rewrite the verdict of every waiting task of the group every few seconds.
-        data["hours_left"] = round(verdict.hours_left, 1)
-        data["hours_needed"] = round(verdict.hours_needed, 1)
-        data["window"] = verdict.cause
-        message = (
-            f"The {_window(verdict.cause)}time budget of {group} has {data['hours_left']} h left; starting "
-            f"needs {data['hours_needed']} h (the low watermark at the group's rate with this task)."
-        )
-    elif verdict.rule == "cloud_cap_reached":
-        data["reset_at"] = verdict.reset_at.isoformat()
-        message = (
-            f"Cloud spend cap reached for {group}: no new work goes to {', '.join(pools)} until it resets "
-            f"at {verdict.reset_at:%Y-%m-%d %H:%M} UTC."
-        )
-    elif verdict.rule == "budget_used_up":
-        data["reset_at"] = verdict.reset_at.isoformat()
-        data["window"] = verdict.cause
-        message = (
-            f"The {_window(verdict.cause)}time budget of {group} is used up; it resets at "
-            f"{verdict.reset_at:%Y-%m-%d %H:%M} UTC."
-        )
-    elif verdict.rule == "reclaim_held":
-        data["reset_at"] = verdict.reset_at.isoformat()
-        data["cause"] = verdict.cause
-        protected = (
-            "minimum runtime"
-            if verdict.cause == "min_runtime"
-            else "their group's cap on preemptions per hour"
-        )
-        message = (
-            f"Reclaim waits: the work it would take back in {', '.join(pools)} is protected by "
-            f"{protected} until {verdict.reset_at:%H:%M} UTC."
-        )
-    elif verdict.rule == "fair_share":
-        data["borrowed"] = numbers.gpus(Decimal(verdict.borrowed) / 1000)
-        data["share"] = numbers.gpus(Decimal(verdict.share) / 1000)
-        message = (
-            f"{group} holds {data['borrowed']} of its fair {data['share']} borrowed GPUs: idle GPUs go "
-            f"to the groups beside it that hold less than their fair share."
-        )
-    elif verdict.rule == "starving":
-        data["needed"], data["free"] = _gpus(verdict.needed), _gpus(verdict.free)
-        message = (
-            f"Waited past its profile's starvation guard: {pools[0]} holds new starts for it. "
-            f"Expected start: when {data['needed']} GPUs are free on {pools[0]} ({data['free']} free now)."
-        )
-    elif verdict.rule == "starvation_hold":
-        data["cause"] = verdict.cause
-        message = (
-            f"{pools[0]} holds new starts for an older task (task {verdict.cause}) that has waited past "
-            "its profile's starvation guard; other work starts there once it has started."
-        )
-    elif verdict.rule == "never_fits":
-        data["cause"] = verdict.cause
-        if verdict.cause == "no_pool":
-            message = "Never fits now: no pool of its profile is enabled. IT must enable or add a pool."
-        else:
-            message = (
-                f"Never fits now: it is larger than the largest enabled pool of its profile "
-                f"({', '.join(pools)}). IT must raise a pool's capacity or add a larger pool."
-            )
-    else:
-        message = f"Room in {', '.join(pools)} goes to higher-priority work first."
-    data["message"] = message
-    rule_class = "room" if verdict.rule in WAITING_FOR_ROOM else verdict.rule
-    data["key"] = "|".join(
-        str(part)
-        for part in (
-            rule_class,
-            "" if rule_class == "room" else ",".join(pools),
-            group or "",
-            data.get("hours_left", ""),
-            data.get("hours_needed", ""),
-            data.get("reset_at", ""),
-            data.get("window", data.get("cause", "")),
-        )
-    )
-    if "share" in data:
-        data["key"] += f"|{data['borrowed']}|{data['share']}"
-    return data
-
-
-# Each verdict rule in a few words (a table cell) and in a sentence (its hover text); the
-# messages above say the same at length, with the task's figures.
-RULE_WORDS = {
-    "budget_used_up": (
-        "time budget used up",
-        "The time budget of its policy or one above it is used up until the reset.",
-    ),
-    "policy_limit": ("at its limit", "Its group holds the most GPUs its resource policy allows at once."),
-    "ancestor_limit": (
-        "a group above at its limit",
-        "A group above its own holds the most GPUs its policy allows.",
-    ),
-    "budget_start_check": (
-        "too little budget left to start",
-        "The budget hours left would not last the low watermark at the group's rate with this task.",
-    ),
-    "behind_higher_priority": (
-        "behind higher-priority work",
-        "Room in its pools goes to higher-priority work first.",
-    ),
-    "cloud_cap_reached": (
-        "cloud spend cap reached",
-        "A cloud spend cap keeps new work off the cloud pools until it resets.",
-    ),
-    "reclaim_held": (
-        "reclaim held",
-        "Taking its reservation back waits: the work it would stop is protected for now.",
-    ),
-    "fair_share": (
-        "at its fair share",
-        "Its group already borrows its fair share; idle GPUs go to groups beside it below theirs.",
-    ),
-    "starving": (
-        "holds a pool (starvation guard)",
-        "It waited past its profile's starvation guard: a pool holds new starts until enough GPUs are "
-        "free for it.",
-    ),
-    "starvation_hold": (
-        "pool held for an older task",
-        "A pool of its profile holds new starts for an older task that waited past the starvation guard.",
-    ),
-    "no_capacity": ("no room in its pools", "Every pool of its profile has its declared capacity in use."),
-    "never_fits": ("never fits", "It is larger than every enabled pool of its profile, or none is enabled."),
-    "agent_cap": ("its agent at its cap", "Its agent holds the most GPUs at once its caps allow."),
-}
-
-
-def _gpus(milli: int | None) -> str:
-    """Milli-GPUs as GPUs for a message: 4000 -> "4", 500 -> "0.5"."""
-    return f"{(milli or 0) / 1000:g}"
-
-
-def _window(period: str | None) -> str:
-    """The window's adjective with its space ("daily "), or nothing for an unnamed window."""
-    return {"day": "daily ", "week": "weekly ", "month": "monthly "}.get(period or "", "")
 
 
 def apply(loaded: Loaded, decisions: core.Decisions, now) -> Applied:
@@ -247,6 +81,8 @@ def _preempt(preemptions, now) -> list[Task]:
             by_reason[(preemption.reason, preemption.window)].append(task)
     for (reason, window), group in by_reason.items():
         tasks.request_stop_many(group, reason, now, detail={"window": window} if window else None)
+        if reason == TIME_LIMIT:
+            continue  # no preemption: its end (timed out) is the task's own event
         Notification.objects.bulk_create(
             Notification(
                 user_id=task.user_id,
@@ -268,7 +104,14 @@ def _preempted_notices(by_reason) -> None:
 
     if not events.anyone_listening():
         return
-    stopped = [(task, reason, window) for (reason, window), group in by_reason.items() for task in group]
+    stopped = [
+        (task, reason, window)
+        for (reason, window), group in by_reason.items()
+        if reason != TIME_LIMIT
+        for task in group
+    ]
+    if not stopped:
+        return
     resources = {task.compute_resource_id for task, _, _ in stopped}
     group_of = dict(ComputeResource.objects.filter(pk__in=resources).values_list("pk", "policy__group_id"))
     per_group = defaultdict(list)
@@ -291,7 +134,7 @@ def _preempted_message(task: Task, reason: str, window: str | None = None) -> st
     never requeued: it ends, and its user may start another."""
     words = REASON_WORDS[reason]
     if reason == "budget" and window:
-        words = f"its group's {_window(window)}time budget is used up"
+        words = f"its group's {window_adjective(window)}time budget is used up"
     if task.kind == Task.Kind.SESSION:
         return f"Session {task} is being stopped and will end: {words}."
     return f"Task {task} was preempted and requeued at the front of its queue: {words}."
@@ -334,7 +177,10 @@ def _verdicts(loaded: Loaded, decisions: core.Decisions, now, requeued: list[int
     index_of: dict[int, int] = {}  # a verdict shown (by id) -> its place in ``written``
     written: list[dict] = []
     updates: list[tuple[int, int, bool]] = []
-    holders = {int(v.task): v for v in decisions.holders()}  # the starvation guard's, per task
+    # Tasks with a verdict of their own over their group's: a holder of the starvation guard, a task
+    # its array's max_running holds (that rule first when both).
+    own = {int(v.task): v for v in decisions.holders()}
+    own.update((int(v.task), v) for v in decisions.array_verdicts())
     groups = loaded.verdict_keys
     if requeued:
         groups = {group: dict(stored) for group, stored in groups.items()}
@@ -367,27 +213,38 @@ def _verdicts(loaded: Loaded, decisions: core.Decisions, now, requeued: list[int
         for old, ids in stored.items():
             if old != key:
                 noted = (old or "").split("|", 1)[0] != rule_class
-                updates.extend((pk, index, noted) for pk in ids if pk not in holders)
-    if holders:
-        _holder_verdicts(loaded, holders, groups, written, updates)
+                updates.extend((pk, index, noted) for pk in ids if pk not in own)
+    if own:
+        old_of = {
+            pk: old for stored in groups.values() for old, ids in stored.items() for pk in ids if pk in own
+        }
+        _own_verdicts(loaded, own, old_of, written, updates)
+    held = decisions.held_verdicts() if loaded.snapshot.held else ()
+    if held:
+        _own_verdicts(loaded, {int(v.task): v for v in held}, loaded.held_keys, written, updates)
     if not updates:
         return 0
     return _store_verdicts(written, updates, now)
 
 
-def _holder_verdicts(loaded: Loaded, holders: dict, groups: dict, written: list, updates: list) -> None:
-    """A task that holds a pool for itself (the starvation guard) has its own verdict, not its
-    group's: written where its stored one differs, so that it is not rewritten every pass."""
-    old_of = {
-        pk: old for stored in groups.values() for old, ids in stored.items() for pk in ids if pk in holders
-    }
-    for pk, verdict in holders.items():
-        new = verdict_json(verdict, loaded)
+def _own_verdicts(loaded: Loaded, own: dict, old_of: dict, written: list, updates: list) -> None:
+    """Tasks with a verdict of their own (a holder of the starvation guard, a task its array's cap
+    holds, a task waiting for its dependencies): written where its stored key (``old_of``) differs,
+    so that it is not rewritten every pass. Tasks with the same verdict share its document."""
+    documents: dict[core.Verdict, int] = {}  # a verdict less its task -> its place in ``written``
+    for pk, verdict in own.items():
+        if verdict.rule == "dependency" and old_of.get(pk) == dependency_key(verdict.waits_for):
+            continue
+        shape = replace(verdict, task="", resource="", position=0)
+        index = documents.get(shape)
+        if index is None:
+            index = documents[shape] = len(written)
+            written.append(verdict_json(verdict, loaded))
+        new = written[index]
         old = old_of.get(pk)
         if old == new["key"]:
             continue
-        updates.append((pk, len(written), (old or "").split("|", 1)[0] != new["rule"]))
-        written.append(new)
+        updates.append((pk, index, (old or "").split("|", 1)[0] != new["rule"]))
 
 
 def _agent_verdicts(loaded: Loaded, now) -> int:

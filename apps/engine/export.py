@@ -4,7 +4,9 @@ simulator's replay of it matches the record ("Fidelity"). Reads only.
 The estate is taken as it stands now, with each policy's quota wound back to the period's start
 through its audit trail (``PolicyChange``); the changes inside the period become events. Pools are
 exported at their declared capacity at the period's start, from their capacity history
-(``PoolCapacityChange``), and each change inside the period is a ``set_capacity`` event.
+(``PoolCapacityChange``), and each change inside the period is a ``set_capacity`` event. Profiles
+and compute resources carry their default and maximum time limits as now; the tasks' submits and
+cancels, with their time limits, dependencies and capped arrays, are ``export_tasks``'.
 """
 
 from __future__ import annotations
@@ -21,16 +23,16 @@ from apps.core.gpus import to_milli
 from apps.engine.core import scenario as scenarios
 from apps.engine.core.scenario_model import Submit
 from apps.engine.core.simulation import Simulation
+from apps.engine.export_tasks import TaskEvents, database_ids
 from apps.engine.models import DisabledWindow
 from apps.ledger.models import UsageInterval
 from apps.policies.models import BudgetWindow, ComputeResource, PolicyChange, ProfilePool, ResourcePolicy
 from apps.policies.selectors import parent_policy_ids
 from apps.pools.models import Pool
 from apps.pools.selectors import capacity_history
-from apps.tasks.models import Task, TaskEvent
+from apps.tasks.models import TaskEvent
 
 US = timedelta(microseconds=1)
-OWNER_STOPS = ("", Task.StopReason.CANCELED)
 
 
 class ExportError(ValueError):
@@ -66,6 +68,12 @@ def _milli_num(milli: int) -> int | float:
     return _num(Decimal(milli) / 1000)
 
 
+def _time_limits(row) -> dict:
+    """A profile's or compute resource's default and maximum time limits, those set."""
+    limits = {"default_time_limit_s": row.default_time_limit_s, "max_time_limit_s": row.max_time_limit_s}
+    return {key: value for key, value in limits.items() if value is not None}
+
+
 def _dec(text) -> Decimal | None:
     return None if text in (None, "") else Decimal(str(text))
 
@@ -89,7 +97,7 @@ class _Quota:
     further: dict[str, Decimal]
 
 
-class _Export:
+class _Export(TaskEvents):
     def __init__(self, start: datetime, end: datetime, scope: set[int] | None):
         self.start, self.end, self.scope = start, end, scope
         self.notes: list[str] = []
@@ -153,7 +161,8 @@ class _Export:
             "profiles": [f["row"] for f in profiles.values()],
             "policies": policy_rows,
             "compute_resources": [
-                {"name": r.name, "policy": r.policy.group.slug, "profile": r.profile.name} for r in resources
+                {"name": r.name, "policy": r.policy.group.slug, "profile": r.profile.name} | _time_limits(r)
+                for r in resources
             ],
             "execution_order": dict(execution),
             "queuing_order": dict(queuing),
@@ -189,6 +198,7 @@ class _Export:
                 row["min_runtime_s"] = f.min_runtime_s
             if f.starvation_s is not None:
                 row["starvation_s"] = f.starvation_s
+            row |= _time_limits(f)
             out[f.pk] = {"row": row, "size": to_milli(f.gpus), "pools": [p.pk for p in links[f.pk]]}
         return out
 
@@ -344,89 +354,17 @@ class _Export:
             if w.end is not None and w.end < self.end:
                 self.event(w.end, 0, {"engine": "enable"})
 
-    def _tasks(self, resources) -> list[Task]:
-        """In scope: submitted in the period, or before it and not ended at its start."""
-        return list(
-            Task.objects.filter(compute_resource__in=resources, submitted_at__lt=self.end)
-            .exclude(ended_at__lte=self.start)
-            .select_related("compute_resource", "user", "project")
-            .order_by("submitted_at", "pk")
-        )
-
-    def _task_events(self, tasks: list[Task], from_task: dict[int, bool]) -> None:
-        intervals = defaultdict(list)
-        rows = (
-            UsageInterval.objects.filter(task__in=tasks)
-            .order_by("start", "pk")
-            .values_list("task_id", "start", "end")
-        )
-        for task_id, start, end in rows:
-            intervals[task_id].append((start, end))
-        too_large = empty = 0
-        for t in tasks:
-            submitted = max(t.submitted_at, self.start)
-            size = to_milli(t.counted_gpus)
-            if size > self._limit_at(t.compute_resource.policy_id, submitted):
-                too_large += 1
-                continue
-            if size == 0 and from_task[t.compute_resource.profile_id]:
-                empty += 1  # the simulator takes a size from a task only above 0
-                continue
-            body = {"id": str(t.pk), "resource": t.compute_resource.name, "gpus": _milli_num(size)}
-            body["duration_s"] = _num(
-                Decimal(self._duration(t, intervals[t.pk], submitted) // US) / 1_000_000
-            )
-            body["user"] = t.user.username
-            if t.project_id:
-                body["project"] = t.project.name
-            if t.kind == Task.Kind.SESSION:
-                body["kind"] = "session"
-                if not body["duration_s"]:
-                    del body["duration_s"]  # a session's is > 0 or left out (it runs until stopped)
-            else:
-                body["checkpoint"] = t.checkpoint
-            if t.priority:
-                body["priority"] = t.priority
-            self.event(submitted, 1, {"submit": body})
-            if self._canceled(t, intervals[t.pk]) and t.ended_at < self.end:
-                self.event(t.ended_at, 2, {"cancel": str(t.pk)})
-        if too_large:
-            self.notes.append(f"{too_large} task(s) larger than their policy's limit at their submit")
-        if empty:
-            self.notes.append(f"{empty} task(s) of no GPUs on a profile that takes sizes from its tasks")
-
     def _limit_at(self, policy_id: int, when: datetime) -> int:
         """The policy's limit as the exported events stand at ``when``."""
         at = self.at(when)
         return next(limit for since, limit in reversed(self.limits[policy_id]) if since <= at)
 
-    @staticmethod
-    def _canceled(t: Task, runs) -> bool:
-        """Ended without finishing: canceled by its owner, or ended (failed) before it ever ran."""
-        if t.ended_at is None:
-            return False
-        if t.state == Task.State.CANCELED and t.stop_reason in OWNER_STOPS:
-            return True
-        return not runs and t.state in Task.FINAL_STATES
-
-    def _duration(self, t: Task, runs, submitted: datetime) -> timedelta:
-        """Its run time: the last interval's length (all of them for checkpointed work), less what
-        ran before the period. Canceled or never-ran work: from its submit to its end (the cancel
-        stops it there). Work not ended when the period ends: to the period's end."""
-        if self._canceled(t, runs):
-            return t.ended_at - submitted
-        if t.state not in Task.FINAL_STATES or not runs or runs[-1][1] is None:
-            return self.end - submitted
-        counted = runs if t.checkpoint and t.kind != Task.Kind.SESSION else runs[-1:]
-        total = sum(((end - start) for start, end in counted), timedelta())
-        before = sum(
-            ((min(end, self.start) - start) for start, end in counted if start < self.start), timedelta()
-        )
-        return max(total - before, timedelta())
-
 
 def dumps(data: dict) -> str:
     return json.dumps(data, indent=1) + "\n"
+
+
+ENDS = ("preempted", "completed", "canceled", "stopped", "timed_out")  # a replayed task's run ends
 
 
 def fidelity(data: dict) -> dict:
@@ -447,21 +385,24 @@ def fidelity(data: dict) -> dict:
         if line.get("event") == "placed":
             replayed_at.setdefault(task, at)
             running[task] = at
-        elif task in running and line.get("event") in ("preempted", "completed", "canceled", "stopped"):
+        elif task in running and line.get("event") in ENDS:
             replayed_ms += sizes[task] * (min(at, Decimal(sc.duration_us) / 1_000_000) - running.pop(task))
     for task, at in running.items():
         replayed_ms += sizes[task] * (Decimal(sc.duration_us) / 1_000_000 - at)
 
-    ids = [int(task) for task in sizes]
+    db_ids = database_ids(sizes, start)
+    sizes = {task: size for task, size in sizes.items() if task in db_ids}
+    exported = {pk: task for task, pk in db_ids.items()}
+    ids = list(exported)
     recorded_at: dict[str, Decimal] = {}
     placed = TaskEvent.objects.filter(task_id__in=ids, kind=TaskEvent.Kind.PLACED, at__gte=start, at__lt=end)
     for task_id, at in placed.order_by("at", "pk").values_list("task_id", "at"):
-        recorded_at.setdefault(str(task_id), Decimal((at - start) // US) / 1_000_000)
+        recorded_at.setdefault(exported[task_id], Decimal((at - start) // US) / 1_000_000)
     recorded_ms = Decimal(0)
     intervals = UsageInterval.objects.filter(task_id__in=ids, start__lt=end).exclude(end__lte=start)
     for task_id, gpus, i_start, i_end in intervals.values_list("task_id", "gpus", "start", "end"):
         if i_start < start:
-            recorded_at.setdefault(str(task_id), Decimal(0))
+            recorded_at.setdefault(exported[task_id], Decimal(0))
         span = min(i_end or end, end) - max(i_start, start)
         recorded_ms += to_milli(gpus) * Decimal(span // US) / 1_000_000
     step = Decimal(sc.step_us) / 1_000_000

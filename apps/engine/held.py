@@ -8,6 +8,9 @@ any estate change or deleted task, when the log no longer reaches back to its la
 process pruned it, or the database was flushed or restored), when the triggers are missing, and on
 demand (``forget``). Its snapshot is the one a full load would read from the same view of the
 database: ``tests/engine_live/test_held_snapshot.py`` checks that on random change streams.
+
+A queued task moves between its queue and ``held`` (waiting for dependencies) as its row's
+``waits_on`` changes; a dependency's end rewrites its dependants' rows, so they are read again.
 """
 
 import logging
@@ -16,7 +19,7 @@ from dataclasses import dataclass, field
 
 from django.db.models.expressions import RawSQL
 
-from apps.engine import changes, loader
+from apps.engine import changes, loader, task_rows
 from apps.tasks.models import Task
 
 log = logging.getLogger("klique.engine")
@@ -29,6 +32,11 @@ class Held:
     position: changes.Position
     estate: loader.Estate
     waiting: dict[int, tuple] = field(default_factory=dict)  # task id -> row
+    # queued tasks waiting for dependencies: task id -> (order, core.HeldTask, stored verdict key)
+    held: dict[int, tuple] = field(default_factory=dict)
+    held_tuple: tuple | None = None
+    arrays: Counter = field(default_factory=Counter)  # capped array -> its tasks waiting
+    caps: dict[str, int] = field(default_factory=dict)  # capped array -> max_running
     placed: dict[int, tuple] = field(default_factory=dict)  # task id -> (order, core.PlacedTask)
     # compute resource -> task id -> (order, core.WaitingTask), and its queue in order
     members: dict[str, dict[int, tuple]] = field(default_factory=dict)
@@ -41,6 +49,9 @@ class Held:
     passes: int = 0
 
     def take(self, rows) -> None:
+        """Bring the tasks of ``rows`` (``task_rows.task_rows``) up to date: those held for their
+        dependencies cost one more query, for what they wait for."""
+        needs = task_rows.waits_for([row[0] for row in rows if row[1] == QUEUED and task_rows.is_held(row)])
         for row in rows:
             pk, state = row[0], row[1]
             old = self.waiting.pop(pk, None)
@@ -48,20 +59,33 @@ class Held:
                 self._unqueue(old)
             if self.placed.pop(pk, None) is not None:
                 self.placed_tuple = None
-            if state == QUEUED:
+            if self.held.pop(pk, None) is not None:
+                self.held_tuple = None
+            if state == QUEUED and task_rows.is_held(row):
+                task = task_rows.held_task(row, needs.get(pk, ()))
+                self.held[pk] = (task_rows.held_order(row), task, row[7])
+                self.held_tuple = None
+            elif state == QUEUED:
                 self.waiting[pk] = row
                 self._queue(row)
             elif state in ACTIVE:
-                self.placed[pk] = (loader.placed_order(row), loader.placed_task(row))
+                self.placed[pk] = (task_rows.placed_order(row), task_rows.placed_task(row))
                 self.placed_tuple = None
 
     def _queue(self, row) -> None:
         resource = str(row[2])
         self.dirty.add(resource)
-        self.members.setdefault(resource, {})[row[0]] = (loader.waiting_order(row), loader.waiting_task(row))
+        self.members.setdefault(resource, {})[row[0]] = (
+            task_rows.waiting_order(row),
+            task_rows.waiting_task(row),
+        )
         self.keys.setdefault((resource, row[4]), {}).setdefault(row[7], set()).add(row[0])
         if row[8] > 1:
             self.multi_node[row[2]] += 1
+        array = task_rows.capped_array(row)
+        if array is not None:
+            self.arrays[array] += 1
+            self.caps[array] = row[16]
 
     def _unqueue(self, row) -> None:
         resource = str(row[2])
@@ -77,8 +101,14 @@ class Held:
             self.multi_node[row[2]] -= 1
             if not self.multi_node[row[2]]:
                 del self.multi_node[row[2]]
+        array = task_rows.capped_array(row)
+        if array is not None:
+            self.arrays[array] -= 1
+            if not self.arrays[array]:
+                del self.arrays[array]
+                del self.caps[array]
 
-    def tasks(self) -> loader.Tasks:
+    def tasks(self) -> task_rows.Tasks:
         for resource in self.dirty:
             members = self.members.get(resource)
             if members:
@@ -89,11 +119,16 @@ class Held:
         self.dirty.clear()
         if self.placed_tuple is None:
             self.placed_tuple = tuple(task for _, task in sorted(self.placed.values(), key=_first))
-        return loader.Tasks(
+        if self.held_tuple is None:
+            self.held_tuple = tuple(task for _, task, _ in sorted(self.held.values(), key=_first))
+        return task_rows.Tasks(
             waiting=dict(self.queues),
             verdict_keys={group: dict(stored) for group, stored in self.keys.items()},
             multi_node_resources=set(self.multi_node),
             placed=self.placed_tuple,
+            held=self.held_tuple,
+            held_keys={pk: key for pk, (_, _, key) in self.held.items()},
+            arrays={array: self.caps[array] for array in self.arrays},
         )
 
 
@@ -134,7 +169,7 @@ def _caught_up(held: Held | None, position: changes.Position) -> bool:
         return False
     condition, params = changes.since(held.position)
     changed = RawSQL(f"SELECT task_id FROM engine_change WHERE task_id IS NOT NULL AND {condition}", params)
-    held.take(loader.task_rows(Task.objects.filter(pk__in=changed)))
+    held.take(task_rows.task_rows(Task.objects.filter(pk__in=changed)))
     held.position = position
     held.passes += 1
     return True
@@ -150,7 +185,7 @@ def _read_all(position: changes.Position | None) -> Held | None:
             _warned = True
         return None
     held = Held(position=position, estate=loader.load_estate())
-    held.take(loader.task_rows(Task.objects.filter(state__in=[QUEUED, *ACTIVE])))
+    held.take(task_rows.task_rows(Task.objects.filter(state__in=[QUEUED, *ACTIVE])))
     return held
 
 

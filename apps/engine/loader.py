@@ -6,10 +6,11 @@ priority is the task's own (``Task.priority``). Queues come out of the database 
 order, higher task priority first and then the queue rank, and placed work in placement order, as
 the core expects.
 
-A waiting task's ``since`` is its ``submitted_at``. The task table keeps no time of its last
-requeue (only its events do, and reading them would cost a query each pass), and a preempted task
-goes back to its old place in its queue (it keeps its queue seq), so its wait counts from its
-submit: the simulator's rule too (a requeued task keeps its first submit time).
+A waiting task's ``since`` is its ``submitted_at``, or its ``released_at`` when it waited for
+dependencies (the moment the last of them ended: the simulator's rule). The task table keeps no
+time of its last requeue (only its events do, and reading them would cost a query each pass), and
+a preempted task goes back to its old place in its queue (it keeps its queue seq), so its wait
+counts from its submit: the simulator's rule too (a requeued task keeps its first submit time).
 
 Reached cloud spend caps (``apps.cloud.caps.reached_caps_now``, a reading reused for
 ``CLOUD_CAP_CHECK_S``) come in as ``core.SpendCap``: every autoscaled cloud pool closed to the
@@ -30,65 +31,36 @@ carries the times of its own tasks' reclaim preemptions in the last hour (``_rec
 Sharing: policies carry their lending rule, over-quota weight (milli-weights) and lendable part of
 their reservation (milli-GPUs, None: all of it); profiles their starvation guard (seconds, None:
 off). All are estate fields: a change reloads the estate (``apps.engine.changes``).
+
+Time limits, dependencies and arrays (issue 35): a running task with a time limit carries its
+``deadline``, its start plus the running seconds its limit leaves after earlier runs (``ran_s``).
+A queued task that still waits for dependencies (``waits_on`` > 0) is not in its queue but in
+``held``, with the ids of its dependencies that have not ended (one query for all of them). A task
+of an array with ``max_running`` carries the array's id, and ``arrays`` caps the arrays that have
+work waiting. A task's row is rewritten whenever one of these changes (a dependency's end lowers
+its dependants' ``waits_on``), so the held snapshot reads them as it reads the rest of the row.
+The task rows and the core's tasks built from them are ``apps.engine.task_rows``'.
 """
 
 from collections import defaultdict
-from collections.abc import Collection
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import connection
-from django.db.models import BigIntegerField, F, Func
-from django.db.models.fields.json import KT
 
 from apps.cloud.caps import reached_caps_now
 from apps.cloud.models import CloudPool
 from apps.core.gpus import to_milli
 from apps.engine import agent_caps, core
+from apps.engine.task_rows import Tasks, read_tasks
 from apps.ledger.budgets import budget_units_used
 from apps.policies.models import ComputeResource, Profile, ProfilePool, ResourcePolicy
 from apps.policies.selectors import budget_windows, parent_policy_ids
 from apps.pools.models import Pool
 from apps.pools.selectors import daemon_gpus, effective_capacity
-from apps.tasks.models import Task, TaskEvent, counted_milli
-from apps.tasks.selectors import with_queue_rank
+from apps.tasks.models import Task, TaskEvent
 
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 RECLAIM_CAP_WINDOW = timedelta(seconds=3600)
-
-
-class EpochMicros(Func):
-    """A timestamp as integer microseconds since the epoch, computed by PostgreSQL: parsing tens
-    of thousands of timestamps in Python costs more than the rest of the load."""
-
-    template = "CAST(EXTRACT(EPOCH FROM %(expressions)s) * 1000000 AS BIGINT)"
-    output_field = BigIntegerField()
-
-
-def _instant(field: str):
-    return EpochMicros(F(field)) if connection.vendor == "postgresql" else F(field)
-
-
-def _as_datetime(value) -> datetime:
-    return value if isinstance(value, datetime) else EPOCH + timedelta(microseconds=value)
-
-
-def _rows(queryset, names: tuple[str, ...]):
-    """The rows of a values() query as tuples in the order of ``names``.
-
-    On PostgreSQL the ORM's SQL runs on a plain cursor: the columns are already plain ints and
-    strings, and skipping Django's per-value converters halves the load of a large queue."""
-    if connection.vendor != "postgresql":
-        return list(queryset.values_list(*names))
-    sql, params = queryset.values(*names).query.sql_with_params()
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        columns = [column.name for column in cursor.description]
-        order = [columns.index(name) for name in names]
-        if order == list(range(len(names))):
-            return cursor.fetchall()
-        return [tuple(row[i] for i in order) for row in cursor.fetchall()]
 
 
 @dataclass(frozen=True)
@@ -101,6 +73,8 @@ class Loaded:
     group_names: dict[str, str]
     # Waiting tasks an agent's GPUs-at-once cap holds out of the queues (``agent_caps``): id -> Hold.
     agent_held: dict = field(default_factory=dict)
+    # The stored verdict key of each task held for its dependencies (``Snapshot.held``).
+    held_keys: dict[int, str | None] = field(default_factory=dict)
 
 
 def _spend_caps(reached: list, pools: list[dict], autoscaled: set[int], policies) -> tuple:
@@ -216,19 +190,9 @@ def load_estate() -> Estate:
     )
 
 
-@dataclass(frozen=True)
-class Tasks:
-    """The waiting and placed tasks as the core takes them, with what the applier needs."""
-
-    waiting: dict[str, tuple[core.WaitingTask, ...]]
-    verdict_keys: dict[tuple[str, int], dict[str | None, Collection[int]]]
-    multi_node_resources: Collection[int]
-    placed: tuple[core.PlacedTask, ...]
-
-
 def load(now) -> Loaded:
     """The whole snapshot, read afresh."""
-    return assemble(now, load_estate(), _tasks())
+    return assemble(now, load_estate(), read_tasks())
 
 
 def assemble(now, estate: Estate, tasks: Tasks) -> Loaded:
@@ -265,6 +229,8 @@ def assemble(now, estate: Estate, tasks: Tasks) -> Loaded:
         waiting=tasks.waiting,
         placed=tasks.placed,
         caps=_spend_caps(reached, estate.pool_rows, autoscaled, policies),
+        held=tasks.held,
+        arrays=tasks.arrays,
     )
     group_names = dict(estate.group_names)
     group_names.update({f"cap:{cap.cap_id}": cap.group for cap in reached})
@@ -275,6 +241,7 @@ def assemble(now, estate: Estate, tasks: Tasks) -> Loaded:
         pool_names=estate.pool_names,
         group_names=group_names,
         agent_held=agent_held,
+        held_keys=tasks.held_keys,
     )
 
 
@@ -306,7 +273,8 @@ def _policies(estate: Estate, used: dict, reclaims: dict) -> tuple[core.Policy, 
 def _reclaims(policies, now) -> dict[int, tuple[datetime, ...]]:
     """For each policy with a cap on preemptions per hour, the times of the reclaim and fair-share
     preemptions of its own tasks (those of its compute resources) in the sliding hour before ``now``, oldest
-    first. One query on the ``task_event_kind_at_idx`` range; none when no policy has a cap."""
+    first (a stop at a time limit is no preemption, and not counted). One query on the
+    ``task_event_kind_at_idx`` range; none when no policy has a cap."""
     capped = [p.pk for p in policies if p.max_preemptions_per_hour is not None]
     if not capped:
         return {}
@@ -325,97 +293,3 @@ def _reclaims(policies, now) -> dict[int, tuple[datetime, ...]]:
     for policy_id, at in rows:
         times[policy_id].append(at)
     return {policy_id: tuple(at) for policy_id, at in times.items()}
-
-
-# The task rows, as (id, state, compute resource, pool, counted milli-GPUs, queue rank, placed at,
-# verdict key, nodes, priority, submitted at): one shape for the whole load and for the held
-# snapshot's changed rows.
-TASK_COLUMNS = (
-    "id",
-    "state",
-    "compute_resource_id",
-    "pool_id",
-    "milli",
-    "queue_rank",
-    "instant",
-    "key",
-    "nodes",
-    "priority",
-    "since",
-)
-
-
-def task_rows(queryset, *order: str) -> list[tuple]:
-    annotated = with_queue_rank(queryset).annotate(
-        milli=counted_milli(),
-        instant=_instant("placed_at"),
-        key=KT("verdict__key"),
-        since=_instant("submitted_at"),
-    )
-    return _rows(annotated.order_by(*order), TASK_COLUMNS)
-
-
-def waiting_task(row) -> core.WaitingTask:
-    return core.WaitingTask(
-        id=str(row[0]), seq=row[5], size=row[4], priority=row[9], since=_as_datetime(row[10])
-    )
-
-
-def placed_task(row) -> core.PlacedTask:
-    return core.PlacedTask(
-        id=str(row[0]),
-        resource=str(row[2]),
-        pool=str(row[3]),
-        size=row[4],
-        seq=row[5],
-        placed_at=_as_datetime(row[6]),
-        preempting=row[1] == Task.State.STOPPING,
-        priority=row[9],
-    )
-
-
-def placed_order(row) -> tuple:
-    """Placement order: placed first, then queue rank, then id (the database's order too)."""
-    return (row[6], row[5], row[0])
-
-
-def waiting_order(row) -> tuple:
-    """Queue order: compute resource, higher priority first, queue rank, id (the database's too)."""
-    return (row[2], -row[9], row[5], row[0])
-
-
-def verdict_groups(rows) -> tuple[dict, set[int]]:
-    """The waiting tasks of each (compute resource, counted size) by the key of their stored
-    verdict (the applier writes only the tasks whose key differs from the new verdict's, without
-    reading them again), and the compute resources with multi-node work waiting."""
-    keys: dict[tuple[str, int], dict[str | None, list[int]]] = defaultdict(dict)
-    multi_node = set()
-    for row in rows:
-        keys[(str(row[2]), row[4])].setdefault(row[7], []).append(row[0])
-        if row[8] > 1:
-            multi_node.add(row[2])
-    return dict(keys), multi_node
-
-
-def _tasks() -> Tasks:
-    """The queues in queue order (higher priority first, then queue rank) and work on pools in
-    placement order (a task being stopped is marked ``preempting``), read in two queries.
-
-    Sizes come out of the database as integer milli-GPUs and verdicts as their short key, so that
-    tens of thousands of waiting tasks load without building a Decimal or a JSON document each."""
-    waiting_rows = task_rows(
-        Task.objects.filter(state=Task.State.QUEUED), "compute_resource_id", "-priority", "queue_rank", "pk"
-    )
-    placed_rows = task_rows(
-        Task.objects.filter(state__in=Task.ACTIVE_STATES), "placed_at", "queue_rank", "pk"
-    )
-    queues: dict[str, list[core.WaitingTask]] = defaultdict(list)
-    for row in waiting_rows:
-        queues[str(row[2])].append(waiting_task(row))
-    keys, multi_node = verdict_groups(waiting_rows)
-    return Tasks(
-        waiting={resource: tuple(queue) for resource, queue in queues.items()},
-        verdict_keys=keys,
-        multi_node_resources=multi_node,
-        placed=tuple(placed_task(row) for row in placed_rows),
-    )

@@ -99,6 +99,8 @@ class ProfileAdmin(admin.ModelAdmin):
         "size_from_task",
         "time_weight",
         "min_runtime_s",
+        "default_time_limit_s",
+        "max_time_limit_s",
         "constraints",
         "pool_order",
     ]
@@ -402,6 +404,8 @@ class ComputeResourceAdmin(PolicyScoped, admin.ModelAdmin):
         "queuing_rank",
         "default_priority",
         "max_priority",
+        "default_time_limit_s",
+        "max_time_limit_s",
         "enabled",
     ]
     list_filter = ["enabled", ("profile", admin.RelatedOnlyFieldListFilter)]

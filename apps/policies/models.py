@@ -126,6 +126,20 @@ class Profile(models.Model):
         help_text="The highest priority a user may ask for on this profile (a compute resource may set "
         "its own). Empty: no cap.",
     )
+    default_time_limit_s = models.PositiveIntegerField(
+        "default time limit (s)",
+        null=True,
+        blank=True,
+        help_text="The time limit of a batch task sent to this profile that asks for none (a compute "
+        "resource may set its own). Empty: no limit.",
+    )
+    max_time_limit_s = models.PositiveIntegerField(
+        "maximum time limit (s)",
+        null=True,
+        blank=True,
+        help_text="The longest time limit a task may ask for on this profile; with a maximum, every "
+        "batch task has a limit (the default, else the maximum). Empty: no cap.",
+    )
     pools = models.ManyToManyField(Pool, through="ProfilePool", related_name="profiles")
 
     # Set by a form that checks every pool link of the profile itself, as submitted (the admin's
@@ -352,6 +366,18 @@ class ComputeResource(models.Model):
         null=True,
         blank=True,
         help_text="The highest priority a user may ask for here. Empty: the profile's.",
+    )
+    default_time_limit_s = models.PositiveIntegerField(
+        "default time limit (s)",
+        null=True,
+        blank=True,
+        help_text="The time limit of a batch task sent here that asks for none. Empty: the profile's.",
+    )
+    max_time_limit_s = models.PositiveIntegerField(
+        "maximum time limit (s)",
+        null=True,
+        blank=True,
+        help_text="The longest time limit a task may ask for here. Empty: the profile's.",
     )
 
     extra_checks = Checks()  # apps.policies.rules and apps.tasks.checks register here

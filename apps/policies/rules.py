@@ -11,6 +11,7 @@ from django.core.exceptions import ValidationError
 
 from apps.core.gpus import gpu_amount_error, gpu_size_error
 from apps.policies.fit import pool_fit, related
+from klique.numbers import duration
 
 Errors = dict[str, list[str]]
 
@@ -44,6 +45,9 @@ def profile_errors(profile) -> Errors:
                 f"of {resource.policy}, which compute resource {resource.name} connects to this profile."
             )
     for field, message in priority_errors(profile.default_priority, profile.max_priority):
+        errors[field].append(message)
+    limits = time_limit_errors(profile.default_time_limit_s, profile.max_time_limit_s)
+    for field, message in zero_time_limit_errors(profile) + limits:
         errors[field].append(message)
     for field, messages in profile_links_errors(profile).items():
         errors[field].extend(messages)
@@ -287,6 +291,34 @@ def priority_errors(default: int | None, maximum: int | None) -> list[tuple[str,
     return []
 
 
+TIME_LIMIT_ZERO = "A time limit is at least 1 second; leave it empty for none."
+
+
+def zero_time_limit_errors(item) -> list[tuple[str, str]]:
+    """A time limit of 0 would stop work at once: refused on the field (empty means none)."""
+    return [
+        (name, TIME_LIMIT_ZERO)
+        for name in ("default_time_limit_s", "max_time_limit_s")
+        if getattr(item, name) == 0
+    ]
+
+
+def time_limit_errors(default: int | None, maximum: int | None) -> list[tuple[str, str]]:
+    """A default time limit above the longest a user may ask for is refused (on the default)."""
+    if default and maximum and default > maximum:
+        message = (
+            f"Default time limit ({duration(default)}) cannot exceed the maximum time limit "
+            f"({duration(maximum)})."
+        )
+        return [("default_time_limit_s", message)]
+    return []
+
+
+def _own_or_profiles(resource, name: str):
+    own = getattr(resource, name)
+    return getattr(resource.profile, name) if own is None else own
+
+
 def compute_resource_errors(resource) -> Errors:
     errors: Errors = defaultdict(list)
     if resource.policy_id is None or resource.profile_id is None:
@@ -297,6 +329,13 @@ def compute_resource_errors(resource) -> Errors:
     for field, message in priority_errors(default, maximum):
         if resource.default_priority is None:
             field, message = "max_priority", f"{message} (the default is the profile's)"
+        errors[field].append(message)
+    limits = [_own_or_profiles(resource, f"{which}_time_limit_s") for which in ("default", "max")]
+    for field, message in time_limit_errors(*limits):
+        if resource.default_time_limit_s is None:
+            field, message = "max_time_limit_s", f"{message} (the default is the profile's)"
+        errors[field].append(message)
+    for field, message in zero_time_limit_errors(resource):
         errors[field].append(message)
     if profile.gpus > policy.limit:
         errors["profile"].append(

@@ -6,7 +6,9 @@ from apps.accounts.models import Group, Project, User
 from apps.cloud.models import CAP_KINDS
 from apps.core.fields import PLAIN_INTEGER, GpuAmountFormField, PlainDecimalFormField, PlainIntegerFormField
 from apps.policies.models import PriorityClass, ResourcePolicy
+from apps.portal.task_runs import limits_text
 from apps.tasks.limits import MAX_COMMAND_CHARS, MAX_NODES
+from klique.durations import DurationError, parse_duration
 
 
 def gpu_field(label: str, **kwargs) -> forms.DecimalField:
@@ -118,6 +120,28 @@ class SubmitForm(forms.Form):
     checkpoint = forms.BooleanField(
         required=False, help_text="The work checkpoints, so a preempted run resumes."
     )
+    time_limit_s = forms.CharField(
+        label="Time limit",
+        max_length=40,
+        required=False,
+        help_text="Running time after which the work is stopped and the task ends timed out, e.g. 2h30m, "
+        "90m or 3600 (seconds). Empty: the compute resource's default.",
+    )
+    after = forms.CharField(
+        label="Runs after",
+        max_length=1000,
+        required=False,
+        help_text="Ids of your tasks it waits for, separated by commas; if one does not succeed, this "
+        "task is canceled.",
+    )
+    after_any = forms.BooleanField(
+        label="Whatever their end",
+        required=False,
+        help_text="Run after them even if they fail, are canceled or time out.",
+    )
+
+    # The service's fields that this form shows under another name.
+    SHOWN_AS = {"after_ok": "after", "after_any": "after"}
 
     def __init__(self, *args, resources, projects, **kwargs):
         super().__init__(*args, **kwargs)
@@ -126,6 +150,37 @@ class SubmitForm(forms.Form):
         classes = ", ".join(f"{c.name} ({c.value})" for c in PriorityClass.objects.order_by("value"))
         if classes:
             self.fields["priority"].help_text += f" Classes: {classes}."
+        limits = [f"{r.name}: {limits_text(r)}" for r in resources.select_related("profile").order_by("name")]
+        if limits:
+            self.fields["time_limit_s"].help_text += f" Default and maximum: {'; '.join(limits)}."
+
+    def clean_time_limit_s(self) -> int | None:
+        text = self.cleaned_data["time_limit_s"].strip()
+        if not text:
+            return None
+        try:
+            return parse_duration(text)
+        except DurationError as error:
+            raise forms.ValidationError(str(error)) from error
+
+    def clean_after(self) -> list[int]:
+        words = [word.strip() for word in self.cleaned_data["after"].replace(" ", ",").split(",")]
+        words = [word for word in words if word]
+        if not all(PLAIN_INTEGER.fullmatch(word) and int(word) > 0 for word in words):
+            raise forms.ValidationError("Give task ids (whole numbers) separated by commas, e.g. 12, 15.")
+        return [int(word) for word in words]
+
+    def submission(self) -> dict:
+        """The service's fields (``apps.tasks.services.submit``)."""
+        data = dict(self.cleaned_data)
+        after, whatever = data.pop("after"), data.pop("after_any")
+        data["after_any" if whatever else "after_ok"] = after or None
+        return data
+
+    def field_of(self, name: str) -> str | None:
+        """The field of this form that shows the service's ``name``, or None (the whole form)."""
+        name = self.SHOWN_AS.get(name, name)
+        return name if name in self.fields else None
 
     def clean_priority(self) -> int | str | None:
         """A whole number as a number, a class's name as text, empty as None (the default); the

@@ -2,13 +2,13 @@
 verdict's rule, a notification's kind, a policy field), each with a sentence for the hover: the
 one owner of what a table cell says instead of a raw code. The words come from where each code
 is defined: a stop reason's label on ``Task.StopReason``, a verdict rule's from the verdict
-wording (``apps.engine.apply.RULE_WORDS``)."""
+wording (``apps.engine.verdict_words.RULE_WORDS``)."""
 
 from django.core.exceptions import FieldDoesNotExist
 from django.utils.html import format_html
 
 from apps.accounts.models import Notification
-from apps.engine.apply import RULE_WORDS
+from apps.engine.verdict_words import RULE_WORDS
 from apps.policies.models import ResourcePolicy
 from apps.tasks.models import Task, TaskEvent
 
@@ -28,6 +28,13 @@ STOP_REASONS = {
     Task.StopReason.FAIR_SHARE: (
         "Its group borrowed more than its fair share while a group beside it, below its own, waited; "
         "it went back to its queue."
+    ),
+    Task.StopReason.TIME_LIMIT: (
+        "It ran for its time limit (running time, across requeues) and ended timed out."
+    ),
+    Task.StopReason.DEPENDENCY_FAILED: (
+        "A task it runs after (after_ok) did not succeed, so it was canceled, and so were the tasks that "
+        "run after it."
     ),
 }
 OTHER_REASONS = {

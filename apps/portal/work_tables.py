@@ -21,6 +21,7 @@ from apps.portal.tables import (
     task_gpus,
     when,
 )
+from apps.portal.task_runs import limits_text
 from apps.tasks.models import Task
 
 
@@ -31,6 +32,10 @@ def work_state(task: Task) -> str:
     if task.state == Task.State.PLACED:
         return "starting"
     return task.get_state_display().lower()
+
+
+# Ends the "Why / where" cell explains in words rather than by an exit code.
+ENDED_BY = (Task.StopReason.TIME_LIMIT, Task.StopReason.DEPENDENCY_FAILED)
 
 
 class TaskTable(tables.Table):
@@ -93,6 +98,8 @@ class TaskTable(tables.Table):
             return message
         if record.state in Task.ACTIVE_STATES:
             return f"on {record.pool}"
+        if record.stop_reason in ENDED_BY:
+            return words.stop_reason(record.stop_reason)[0]
         if record.exit_code is not None:
             return f"exit code {record.exit_code}"
         return "—"
@@ -113,6 +120,7 @@ class ResourceTable(tables.Table):
     profile = tables.Column(verbose_name="Profile", accessor="0__profile__name")
     size = tables.Column(verbose_name="GPU size", accessor="0__profile__gpus", attrs=NUM)
     budget = tables.Column(verbose_name="Budget", accessor="1", empty_values=(), orderable=False)
+    time_limit = tables.Column(verbose_name="Time limit", accessor="0", empty_values=(), orderable=False)
 
     class Meta(Grid):
         prefix = "resources-"
@@ -126,6 +134,9 @@ class ResourceTable(tables.Table):
 
     def value_profile(self, value):
         return value
+
+    def render_time_limit(self, value):
+        return limits_text(value)
 
     def render_budget(self, value):
         css = "badge over" if value.held else ("badge exempt" if value.exempt else "")

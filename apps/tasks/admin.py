@@ -7,7 +7,8 @@ from apps.core.formsets import CappedInline
 from apps.core.parsers import JSONFormField
 from apps.engine.core.decisions import RULES
 from apps.tasks import services
-from apps.tasks.models import Channel, Schedule, ScheduleRun, Task, TaskEvent
+from apps.tasks.models import Channel, Schedule, ScheduleRun, Task, TaskDependency, TaskEvent
+from apps.tasks.services.time_limits import resolve_time_limit
 
 
 class TaskEventInline(CappedInline, admin.TabularInline):
@@ -20,6 +21,51 @@ class TaskEventInline(CappedInline, admin.TabularInline):
 
     def has_add_permission(self, request, obj=None):
         return False
+
+
+class DependencyInline(CappedInline, admin.TabularInline):
+    """The tasks this one runs after (read-only: dependencies are set at submission)."""
+
+    model = TaskDependency
+    fk_name = "task"
+    fields = ["needs", "kind", "needs_state"]
+    readonly_fields = fields
+    ordering = ["needs_id"]
+    extra = 0
+    can_delete = False
+    verbose_name = "task it runs after"
+    verbose_name_plural = "tasks it runs after"
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("needs")
+
+    @admin.display(description="its state")
+    def needs_state(self, link: TaskDependency) -> str:
+        return link.needs.get_state_display()
+
+
+class DependantInline(DependencyInline):
+    """The tasks that run after this one."""
+
+    fk_name = "needs"
+    fields = ["task", "kind", "task_state"]
+    readonly_fields = fields
+    ordering = ["task_id"]
+    verbose_name = "task that runs after it"
+    verbose_name_plural = "tasks that run after it"
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("task")
+
+    @admin.display(description="its state")
+    def task_state(self, link: TaskDependency) -> str:
+        return link.task.get_state_display()
 
 
 class TaskAdminForm(forms.ModelForm):
@@ -38,6 +84,7 @@ class TaskAdminForm(forms.ModelForm):
             "spec",
             "channel",
             "checkpoint",
+            "time_limit_s",
         ]
         field_classes = {"spec": JSONFormField}  # the API's limits on JSON (apps/core/parsers.py)
 
@@ -58,6 +105,7 @@ class TaskAdminForm(forms.ModelForm):
                 data["gpus"] = services.task_size(resource, data.get("gpus"))
                 data["nodes"] = services.check_nodes(resource, data["gpus"], data.get("nodes"))
                 services.check_fits(resource, data["gpus"], data["nodes"])
+                data["time_limit_s"] = resolve_time_limit(resource, data.get("time_limit_s"))
             except ValidationError as error:
                 self.add_error(None, error)
         return data
@@ -94,6 +142,8 @@ class TaskAdmin(admin.ModelAdmin):
         "queue_seq",
         "channel",
         "preemption_count",
+        "time_limit_s",
+        "array",
         "submitted_at",
     ]
     list_filter = [
@@ -105,7 +155,7 @@ class TaskAdmin(admin.ModelAdmin):
         "last_preemption_reason",
     ]
     search_fields = ["name", "command", "user__username", "compute_resource__name"]
-    list_select_related = ["user", "compute_resource", "pool"]
+    list_select_related = ["user", "compute_resource", "pool", "array"]
     autocomplete_fields = ["user", "project", "compute_resource"]
     readonly_fields = [
         "state",
@@ -117,9 +167,17 @@ class TaskAdmin(admin.ModelAdmin):
         "preemption_count",
         "last_preemption_reason",
         "exit_code",
+        "ran_s",
+        "waits_on",
+        "array",
+        "array_index",
     ]
-    inlines = [TaskEventInline]
+    inlines = [DependencyInline, DependantInline, TaskEventInline]
     date_hierarchy = "submitted_at"
+
+    def get_inlines(self, request, obj):
+        """A task's dependencies are set at submission: shown on a submitted task's page only."""
+        return self.inlines if obj is not None else [TaskEventInline]
 
     def get_readonly_fields(self, request, obj=None):
         """A submitted task changes only through its lifecycle (placement, stops, cancel), never by
@@ -142,6 +200,7 @@ class TaskAdmin(admin.ModelAdmin):
             project=obj.project,
             checkpoint=obj.checkpoint,
             spec=obj.spec,
+            time_limit_s=obj.time_limit_s,
             channel=Channel.ADMIN,
         )
         obj.pk = submitted.pk
@@ -180,7 +239,16 @@ class ScheduleAdmin(admin.ModelAdmin):
 
     formfield_overrides = PLAIN_NUMBERS
 
-    list_display = ["name", "owner", "cron", "compute_resource", "active", "next_run_at", "stopped_reason"]
+    list_display = [
+        "name",
+        "owner",
+        "cron",
+        "compute_resource",
+        "time_limit_s",
+        "active",
+        "next_run_at",
+        "stopped_reason",
+    ]
     list_filter = ["active"]
     search_fields = ["name", "owner__username", "compute_resource__name"]
     list_select_related = ["owner", "compute_resource"]

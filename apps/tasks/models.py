@@ -56,9 +56,10 @@ class Task(models.Model):
         SUCCEEDED = "succeeded", "Succeeded"
         FAILED = "failed", "Failed"
         CANCELED = "canceled", "Canceled"
+        TIMED_OUT = "timed_out", "Timed out"
 
     ACTIVE_STATES = (State.PLACED, State.RUNNING, State.STOPPING)
-    FINAL_STATES = (State.SUCCEEDED, State.FAILED, State.CANCELED)
+    FINAL_STATES = (State.SUCCEEDED, State.FAILED, State.CANCELED, State.TIMED_OUT)
 
     class StopReason(models.TextChoices):
         RECLAIM = "reclaim", "Reclaimed for a reservation"
@@ -72,6 +73,8 @@ class Task(models.Model):
         CLOUD_CAP = "cloud_cap", "Back to its queue: a cloud spend cap was reached before a node took it"
         PRIORITY = "priority", "Preempted for a higher-priority task of its own group"
         FAIR_SHARE = "fair_share", "Taken back for a group below its fair share"
+        TIME_LIMIT = "time_limit", "Stopped at its time limit"
+        DEPENDENCY_FAILED = "dependency_failed", "A task it runs after did not succeed"
 
     class Kind(models.TextChoices):
         BATCH = "batch", "Batch"
@@ -161,6 +164,41 @@ class Task(models.Model):
     checkpoint = models.BooleanField(
         default=False, help_text="The task checkpoints, so a preempted run resumes where it was."
     )
+    time_limit_s = models.PositiveIntegerField(
+        "time limit (s)",
+        null=True,
+        blank=True,
+        help_text="Running time after which its work is stopped and the task ends timed out; it "
+        "counts running time only, across requeues. Empty: no limit.",
+    )
+    ran_s = models.PositiveIntegerField(
+        "ran (s)",
+        default=0,
+        help_text="Running time of its earlier runs (before a preemption or a lost worker), counted "
+        "against its time limit.",
+    )
+    waits_on = models.PositiveIntegerField(
+        default=0,
+        help_text="How many of the tasks it runs after (after_ok, after_any) have not ended; the "
+        "engine places it only at 0.",
+    )
+    released_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When the last of the tasks it runs after ended: its wait in its queue counts "
+        "from then (the starvation guard), not from its submit.",
+    )
+    array = models.ForeignKey(
+        "tasks.TaskArray",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="tasks",
+        help_text="The array it belongs to (one spec submitted N times).",
+    )
+    array_index = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Its index in its array (KLIQUE_ARRAY_INDEX), from 0."
+    )
     submitted_at = models.DateTimeField(auto_now_add=True)
     placed_at = models.DateTimeField(null=True, blank=True)
     claimed_at = models.DateTimeField(null=True, blank=True)
@@ -197,6 +235,48 @@ class Task(models.Model):
         return counted_gpus(self.gpus, self.nodes)
 
 
+class TaskArray(models.Model):
+    """Tasks of one spec submitted together (``--array N``): each has its index, and at most
+    ``max_running`` of them hold GPUs at once."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    size = models.PositiveIntegerField(help_text="How many tasks the array has.")
+    max_running = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="At most this many of its tasks placed or running at once. Empty: no cap.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-pk"]
+
+    def __str__(self) -> str:
+        return f"array {self.pk} ({self.size} tasks)"
+
+
+class TaskDependency(models.Model):
+    """``task`` runs after ``needs`` ends: ``after_ok`` only when it succeeded (else the task is
+    canceled, reason dependency_failed), ``after_any`` whatever its end."""
+
+    class Kind(models.TextChoices):
+        AFTER_OK = "after_ok", "After it succeeds"
+        AFTER_ANY = "after_any", "After it ends"
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="needs_links")
+    needs = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="dependant_links")
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+
+    class Meta:
+        ordering = ["task", "needs"]
+        constraints = [
+            models.UniqueConstraint(fields=["task", "needs"], name="one_dependency_per_pair"),
+        ]
+
+    def __str__(self) -> str:
+        return f"task {self.task_id} {self.kind} task {self.needs_id}"
+
+
 class TaskEvent(models.Model):
     """One change of a task: who or what did it, when, where and why."""
 
@@ -212,8 +292,9 @@ class TaskEvent(models.Model):
         FAILED = "failed", "Failed"
         CANCEL_REQUESTED = "cancel_requested", "Cancel requested"
         CANCELED = "canceled", "Canceled"
-        STOP_REQUESTED = "stop_requested", "Stop requested (session idle limit)"
+        STOP_REQUESTED = "stop_requested", "Stop requested (idle or time limit)"
         ENDED = "ended", "Session ended"
+        TIMED_OUT = "timed_out", "Timed out"
         VERDICT = "verdict", "Why waiting changed"
 
     task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="events")
@@ -258,6 +339,9 @@ class Schedule(models.Model):
     )
     checkpoint = models.BooleanField(default=False)
     spec = models.JSONField(default=dict, blank=True, validators=[validate_spec_size])
+    time_limit_s = models.PositiveIntegerField(
+        "time limit (s)", null=True, blank=True, help_text="Each run's time limit. Empty: the default."
+    )
     priority = models.JSONField(
         null=True,
         blank=True,

@@ -1,12 +1,14 @@
 """Reads of tasks and queues."""
 
+from dataclasses import dataclass, field
+
 from django.db import connection
 from django.db.models import BigIntegerField, Count, ExpressionWrapper, F, Q, Value, Window
 from django.db.models.functions import Coalesce
 
 from apps.accounts.models import User
 from apps.accounts.selectors import cancellable_group_ids, managed_group_ids
-from apps.tasks.models import Schedule, Task, TaskEvent
+from apps.tasks.models import Schedule, Task, TaskDependency, TaskEvent
 
 # Where a task is in the portal's words (a developer's "My work"), beside the model's states.
 WORK_STATES = {
@@ -128,3 +130,44 @@ def never_fits():
         .select_related("compute_resource__policy__group", "compute_resource__profile", "user")
         .order_by("queue_seq")
     )
+
+
+@dataclass(frozen=True)
+class Link:
+    """A dependency seen from one end: the other task's id, name and state, and the link's kind."""
+
+    task: int
+    kind: str
+    state: str
+    name: str = ""
+
+
+@dataclass
+class TaskLinks:
+    """A task's ``needs`` (the tasks it runs after) and ``dependants`` (the tasks that run after it)."""
+
+    needs: list[Link] = field(default_factory=list)
+    dependants: list[Link] = field(default_factory=list)
+
+
+LINKS_CHUNK = 900  # ids per query, within SQLite's limit of bound parameters
+
+
+def task_links(task_ids) -> dict[int, TaskLinks]:
+    """The dependencies and dependants of each task, with the other tasks' states: two queries per
+    ``LINKS_CHUNK`` tasks."""
+    ids = list(task_ids)
+    found = {pk: TaskLinks() for pk in ids}
+    for start in range(0, len(ids), LINKS_CHUNK):
+        chunk = ids[start : start + LINKS_CHUNK]
+        needs = TaskDependency.objects.filter(task_id__in=chunk).order_by("task_id", "needs_id")
+        for task_id, other, kind, state, name in needs.values_list(
+            "task_id", "needs_id", "kind", "needs__state", "needs__name"
+        ):
+            found[task_id].needs.append(Link(other, kind, state, name))
+        dependants = TaskDependency.objects.filter(needs_id__in=chunk).order_by("needs_id", "task_id")
+        for task_id, other, kind, state, name in dependants.values_list(
+            "needs_id", "task_id", "kind", "task__state", "task__name"
+        ):
+            found[task_id].dependants.append(Link(other, kind, state, name))
+    return found

@@ -24,7 +24,10 @@ INSTRUCTIONS = (
     "says why it waits. preemptions tells when it was requeued and why. Usage shows the user's groups' "
     "GPUs in use and time budgets (used, left, burn rate, projected run-out, reset). A session (a "
     "notebook or IDE server on GPUs) is started with start_session; get_session gives its link once "
-    "ready; it stops by itself when idle past its limits."
+    "ready; it stops by itself when idle past its limits. A task may carry a time limit (time_limit_s: "
+    "running seconds, after which it ends timed_out) and run after other tasks of the user (after_ok: "
+    "only if they succeed, else it is canceled; after_any: whatever their end); array submits N tasks "
+    "of one spec, each with KLIQUE_ARRAY_INDEX set."
 )
 TaskId = Annotated[int, Field(gt=0, description="The task's id.")]
 # A priority as the API takes it (apps.sessions.api.work.priority states the same bounds).
@@ -38,7 +41,19 @@ Priority = Annotated[
         "its maximum."
     ),
 ]
-States = Literal["queued", "placed", "running", "stopping", "succeeded", "failed", "canceled"]
+States = Literal["queued", "placed", "running", "stopping", "succeeded", "failed", "canceled", "timed_out"]
+# The bounds the API states (apps.sessions.api.work.limits and serializers; TASKS_BULK_MAX's default).
+TimeLimit = Annotated[
+    int | None,
+    Field(
+        ge=1,
+        le=2**31 - 1,
+        description="Time limit in running seconds: the work is stopped there and the task ends timed_out. "
+        "Left out: the compute resource's default (list_compute_resources: default_time_limit_s); at most "
+        "its max_time_limit_s.",
+    ),
+]
+TaskIds = Annotated[list[Annotated[int, Field(gt=0)]], Field(max_length=100)]
 
 
 @contextmanager
@@ -86,24 +101,53 @@ def build_server(client: Client) -> MCPServer:
         name: Annotated[str, Field(max_length=200)] = "",
         checkpoint: Annotated[bool, Field(description="The task checkpoints and can resume.")] = False,
         priority: Priority = None,
+        time_limit_s: TimeLimit = None,
+        after_ok: Annotated[
+            TaskIds | None,
+            Field(description="Ids of the user's tasks it runs after if they succeed (else it is canceled)."),
+        ] = None,
+        after_any: Annotated[
+            TaskIds | None, Field(description="Ids of the user's tasks it runs after, whatever their end.")
+        ] = None,
+        array: Annotated[
+            int | None,
+            Field(
+                ge=1,
+                description="Submit this many tasks of the spec (at most the server's TASKS_BULK_MAX), each "
+                "with KLIQUE_ARRAY_INDEX set (0 to N-1).",
+            ),
+        ] = None,
+        max_running: Annotated[
+            int | None, Field(ge=1, description="With array: at most this many of them running at once.")
+        ] = None,
     ) -> dict[str, Any]:
-        """Submit a task as the user. Returns the task, with its place in line and priority."""
+        """Submit a task as the user (or, with array, N tasks of one spec). Returns the task, with its
+        place in line, priority and time limit; for an array, its id and its tasks."""
+        if max_running is not None and array is None:
+            raise ToolError("max_running caps an array: give array too.")
+        fields = {
+            "gpus": gpus,
+            "nodes": nodes,
+            "project": project,
+            "name": name,
+            "checkpoint": checkpoint,
+            "priority": priority,
+            "time_limit_s": time_limit_s,
+            "after_ok": after_ok,
+            "after_any": after_any,
+        }
         with tool_errors():
-            task = client.submit(
-                compute_resource,
-                command,
-                gpus=gpus,
-                nodes=nodes,
-                project=project,
-                name=name,
-                checkpoint=checkpoint,
-                priority=priority,
-            )
-            return as_json(task)
+            if array is not None:
+                submitted = client.submit_array(
+                    compute_resource, command, size=array, max_running=max_running, **fields
+                )
+                return as_json(submitted)
+            return as_json(client.submit(compute_resource, command, **fields))
 
     @server.tool()
     def get_task(task_id: TaskId) -> dict[str, Any]:
-        """A task: state, pool, place in line, why it waits (verdict) and its preemptions."""
+        """A task: state, pool, place in line, why it waits (verdict), its preemptions, its time limit
+        and time left, and the tasks it runs after (dependencies, with their states)."""
         with tool_errors():
             return as_json(client.task(task_id))
 

@@ -13,6 +13,7 @@ import time
 from decimal import Decimal
 
 from klique.worker.client import Refused, Rejected, Unreachable, Untrusted
+from klique.worker.runs import time_limit_s
 from klique.worker.work import Held
 
 log = logging.getLogger("klique.worker")
@@ -59,15 +60,17 @@ class Enrolment:
         runner remove the rest of what it found of this pool (or of no pool), never another
         pool's. A task the daemon cannot read is not followed but removed: left out of the next
         heartbeat, it goes back to its queue."""
-        followed = []
+        followed, now = [], self.clock()
         for task in tasks:
             try:
                 size = self.size(task)
+                time_limit_s(task)
             except ValueError as error:
                 fields = {"task": task.get("id"), "error": str(error)}
                 log.error("cannot follow an adopted task; removing its work", extra={"fields": fields})
                 continue
-            self.held[task["id"]] = Held(task, self.book(task, size), size, started=True)
+            held = self.held[task["id"]] = Held(task, self.book(task, size), size, started=True)
+            self.time_from(held, now)  # its time_limit_s is what is left of this run's limit
             followed.append(task)
         adopted = {task["id"] for task in followed}
         ours = ("", str(self.pool_id))

@@ -34,6 +34,7 @@ class ProcessRunner:
     multi_node = False
     sessions = True  # runs session servers on this host (klique/worker/sessions.py)
     concurrent_starts = True  # ``start`` may run in several threads at once (klique/worker/starts.py)
+    limits_time = False  # the daemon stops work at its time limit (klique/worker/work.py)
 
     def __init__(self, state_dir: Path, checkpoint_root: Path):
         self.state_dir, self.checkpoint_root = state_dir, checkpoint_root

@@ -32,6 +32,7 @@ class Change:
     exit_code: int | None = None
     detail: dict = field(default_factory=dict)
     at: str = ""  # when the runner saw it happen (ISO 8601, UTC), where it knows; else the report's time
+    timed_out: bool = False  # the pool's scheduler ended it at its time limit (Slurm TIMEOUT, a pod deadline)
 
 
 class Runner(Protocol):
@@ -40,7 +41,9 @@ class Runner(Protocol):
     ``claims_total``: the pool's scheduler picks the GPUs (Slurm, Kubernetes), so the daemon claims
     with a plain free total; otherwise it claims per-GPU slots and hands the runner the devices.
     ``multi_node``: it can run a task over ``nodes`` > 1. ``whole_gpus``: a fraction takes a whole
-    GPU here (Slurm). ``poll`` never blocks: it returns what happened since the last call."""
+    GPU here (Slurm). ``limits_time``: the pool's scheduler stops work at its time limit (Slurm's
+    ``--time``), so the daemon keeps no timer of its own. ``poll`` never blocks: it returns what
+    happened since the last call."""
 
     mode: ClassVar[str]
     claims_total: ClassVar[bool]
@@ -135,7 +138,35 @@ def task_variables(task: dict, checkpoint_dir: Path) -> dict[str, str]:
         KLIQUE_CHECKPOINT_DIR=str(checkpoint_dir),
         KLIQUE_PREEMPTION_COUNT=str(task.get("preemption_count", 0)),
     )
+    try:
+        limit, index = time_limit_s(task), array_index(task)
+    except ValueError as error:
+        raise StartFailed(str(error), recurs=True) from None
+    if limit is not None:
+        variables["KLIQUE_TIME_LIMIT_S"] = str(limit)
+    if index is not None:
+        variables["KLIQUE_ARRAY_INDEX"] = str(index)
     return variables
+
+
+def _whole(task: dict, name: str, least: int) -> int | None:
+    value = task.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ValueError(f"{name} {value!r} is not a whole number of at least {least}")
+    return value
+
+
+def time_limit_s(task: dict) -> int | None:
+    """The running seconds the task's work has left before its time limit (None: no limit);
+    ValueError when the claim's ``time_limit_s`` is not a whole number of at least 1."""
+    return _whole(task, "time_limit_s", 1)
+
+
+def array_index(task: dict) -> int | None:
+    """The task's index in its array (None: not in one); ValueError when it cannot be read."""
+    return _whole(task, "array_index", 0)
 
 
 def exit_code(status: int) -> int:

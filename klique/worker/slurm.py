@@ -8,7 +8,11 @@ While the job waits in Slurm the task stays ``placed``, and a placed task is cou
 policy's reservation and limit and the pool's capacity, and charged from its placement (DESIGN
 section 4: waiting for a node counts). The pending timeout bounds that: a job kept waiting is
 counted and charged for at most the claim latency plus ``pending_timeout_s`` (and one poll),
-then released and its usage interval closed."""
+then released and its usage interval closed.
+
+A task with a time limit is submitted with ``--time`` (the seconds it has left, which Slurm
+rounds up to whole minutes): Slurm stops the job there (state TIMEOUT), and the end is reported as
+an exit that timed out."""
 
 import logging
 import math
@@ -18,7 +22,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from klique.worker.runs import Change, clean_environ, env, start_failure, tail, task_variables
+from klique.worker.runs import (
+    Change,
+    clean_environ,
+    env,
+    start_failure,
+    tail,
+    task_variables,
+    time_limit_s,
+)
 
 log = logging.getLogger("klique.worker")
 
@@ -60,6 +72,7 @@ class SlurmRunner:
     claims_total = True  # Slurm picks the GPUs
     multi_node = True  # sbatch --nodes=N
     whole_gpus = True  # Slurm allocates whole GPUs, so a fraction takes one
+    limits_time = True  # sbatch --time: Slurm stops the job at its time limit
 
     def __init__(
         self,
@@ -164,7 +177,11 @@ class SlurmRunner:
         args += [f"--output={output}", f"--chdir={folder}"]
         args += [f"--gres=gpu:{gpus}"] if gpus else []
         args += [f"--partition={self.partition}"] if self.partition else []
-        args += [*self.extra_args, str(script)]
+        args += [*self.extra_args]
+        # After --sbatch-arg (the last --time wins): an IT default applies to tasks without a limit.
+        limit = time_limit_s(task)
+        args += [f"--time={slurm_time(limit)}"] if limit is not None else []
+        args += [str(script)]
         try:
             job_id = _run(args, env=clean_environ()).strip().split(";")[0]
         except (OSError, subprocess.SubprocessError) as error:
@@ -200,12 +217,16 @@ class SlurmRunner:
             _run(["scancel", job.job_id], check=False)
             error = f"Slurm will never run this job as asked: it pends with reason {reason}"
             return [Change(task_id, "failed", detail={**detail, "error": error})]
+        timed_out = state == "TIMEOUT"
+        if timed_out and not status:  # Slurm's SIGTERM at the limit; sacct may record it as 0:0
+            status = 143
         if state in ALLOCATED or (state in RAN and not job.allocated):
             started = [] if job.allocated else [Change(task_id, "running", detail=detail)]
             job.allocated = True
-            return started + ([Change(task_id, "exited", status, detail)] if state in RAN else [])
+            ended = [Change(task_id, "exited", status, detail, timed_out=timed_out)] if state in RAN else []
+            return started + ended
         if state in ENDED:
-            return [Change(task_id, "exited", status, detail)]
+            return [Change(task_id, "exited", status, detail, timed_out=timed_out)]
         if state in LOST or job.allocated or now - job.submitted > self.pending_timeout_s:
             _run(["scancel", job.job_id], check=False)
             return [Change(task_id, "released", detail=detail)]
@@ -261,6 +282,15 @@ class SlurmRunner:
             (self.state_dir / "tasks" / str(task_id)).glob("slurm-*.out"), key=lambda p: p.stat().st_mtime
         )
         return tail(logs[-1]) if logs else ""
+
+
+def slurm_time(seconds: int) -> str:
+    """``seconds`` as sbatch's ``--time``: HH:MM:SS, or D-HH:MM:SS from a day on."""
+    minutes, secs = divmod(max(1, seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    days, hours = divmod(hours, 24)
+    clock = f"{hours:02d}:{minutes:02d}:{secs:02d}"
+    return f"{days}-{clock}" if days else clock
 
 
 def _wait_status(status: int) -> int:

@@ -17,13 +17,19 @@ checkpoint directory, and no report of the old run lands on the new claim.
 A claimed task with a ``session`` object runs a notebook or IDE server (``sessions.Sessions``):
 the daemon builds its command on a free port, reports its URL once it answers and what it measures
 in each heartbeat (``sessions``); the control plane decides when it is idle and stops it as any task.
+
+A task with a time limit (the claim's ``time_limit_s``: the running seconds it has left) is stopped
+by the daemon itself once it has run that long, counted from its start, whether or not the control
+plane answers: SIGTERM, then SIGKILL after its grace, as a preemption; its end is reported as an
+exit with ``timed_out``. Where the pool's scheduler enforces the limit (``limits_time``: Slurm's
+``--time``) the daemon only reports the end the scheduler made.
 """
 
 import logging
 from collections import deque
 from dataclasses import dataclass
 
-from klique.worker.runs import StartFailed, utc_now
+from klique.worker.runs import StartFailed, time_limit_s, utc_now
 from klique.worker.text import storable
 
 log = logging.getLogger("klique.worker")
@@ -46,6 +52,8 @@ class Held:
     ended: bool = False
     waiting: bool = False  # claimed again while an orphaned run of the same task still ends
     starting: bool = False  # its start runs in a thread of its own (klique/worker/starts.py)
+    limit_at: float | None = None  # when it reaches its time limit, on the daemon's clock
+    timed_out: bool = False  # stopped by the daemon at its time limit
 
     @property
     def slots(self) -> list[int]:
@@ -80,23 +88,30 @@ class Holding:
                 continue
             if change.kind == "running":
                 held.started = True
+                self.time_from(held, now)
                 self.queue(held, "started", {"at": change.at or utc_now(), "detail": change.detail})
                 log.info("started", extra={"fields": {"task": change.task_id, **change.detail}})
                 continue
             self.release_gpus(held)
             held.ended = True
+            timed_out = held.timed_out or (change.timed_out and not held.stop)
             fields = {
                 "task": change.task_id,
                 "how": change.kind,
                 "exit_code": change.exit_code,
-                "stop": held.stop,
+                "stop": held.stop or ("time_limit" if timed_out else ""),
             }
             log.info("ended", extra={"fields": fields})
             body = {"at": change.at or utc_now(), "log_tail": storable(self.runner.log_tail(change.task_id))}
-            if change.kind == "exited" and not held.stop:
+            if timed_out:
+                # Stopped at its limit: an exit whatever the runner saw (143: as SIGTERM ends it).
+                code = 143 if change.exit_code is None else change.exit_code
+                self.queue(held, "exited", {**body, "exit_code": code, "timed_out": True})
+            elif change.kind == "exited" and not held.stop:
                 self.queue(held, "exited", {**body, "exit_code": change.exit_code})
             else:
                 self.queue(held, "stopped", body)
+        self.stop_timed_out(now)
         for task_id, held in [*self.orphans.items(), *self.held.items()]:
             if held.waiting or held.starting or held.ended or held.kill_at is None or now < held.kill_at:
                 continue
@@ -124,6 +139,26 @@ class Holding:
         if self.sessions.watch(self.held, self.runner, now, self.nvml):
             self.next_heartbeat = now  # a session that has just come up is reported at once
 
+    def time_from(self, held: Held, now: float) -> None:
+        """Start the task's time limit timer (its work runs from ``now``), unless the pool's
+        scheduler enforces the limit itself."""
+        limit = time_limit_s(held.task)  # read at launch: a bad one never started
+        if limit is not None and not getattr(self.runner, "limits_time", False):
+            held.limit_at = now + limit
+
+    def stop_timed_out(self, now: float) -> None:
+        """Stop the work that has reached its time limit, as a preemption is stopped (SIGTERM, then
+        SIGKILL after its grace); its end is reported as an exit that timed out."""
+        for task_id, held in self.held.items():
+            if held.limit_at is None or now < held.limit_at or held.timed_out or held.stop or held.ended:
+                continue
+            held.timed_out = True
+            grace = (held.task.get("runtime") or {}).get("grace_s")
+            grace = self.settings.shutdown_grace_s if grace is None else float(grace)
+            held.kill_at = now + grace
+            log.info("time limit reached, stopping", extra={"fields": {"task": task_id, "grace_s": grace}})
+            self.runner.terminate(task_id, grace)
+
     def stop(self, task_id: int, reason: str, grace_s: float, now: float) -> None:
         held = self.held.get(task_id)
         if held is None or held.ended:
@@ -132,6 +167,8 @@ class Holding:
             self.orphan(task_id, grace_s, now)
             return
         if held.stop:
+            return
+        if held.timed_out:  # already stopped at its limit, with its grace: it ends timed out
             return
         held.stop, held.kill_at = reason, now + grace_s
         log.info("stopping", extra={"fields": {"task": task_id, "reason": reason, "grace_s": grace_s}})
@@ -164,6 +201,7 @@ class Holding:
             self.orphan(task["id"], self.settings.shutdown_grace_s, now)
         try:
             size = self.size(task)
+            time_limit_s(task)
         except ValueError as error:
             held = self.held[task["id"]] = Held(task, {}, 0, ended=True)
             log.error("cannot read the task", extra={"fields": {"task": task["id"], "error": str(error)}})

@@ -14,7 +14,7 @@ from tests.channels.live import KLIQUE, klique, logged_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-STATES = "queued, placed, running, stopping, succeeded, failed, canceled, waiting, requeued, done"
+STATES = "queued, placed, running, stopping, succeeded, failed, canceled, timed_out, waiting, requeued, done"
 
 
 @pytest.fixture

@@ -117,6 +117,12 @@ CANNOT_STATE = [
     r"^Unknown (compute resource|session kind|group|project|user|pool|GPU type|priority class) ",
     # the compute resource's maximum priority
     r"^Priority -?\d+ is above the maximum: ",
+    # the compute resource's maximum time limit; tasks a task runs after: yours, ended how, earlier
+    # items of a bulk request, both lists together (issue 35)
+    r"^Time limit .* is above the maximum on ",
+    r"^Task \d+ (is unknown \(or not yours\)\.|is named twice\.|ended .*, so this task could never run\.)$",
+    r"^Item \d+ (is not an earlier item of this request|is named twice)|^Name earlier items ",
+    r"^At most \d+ dependencies per task\.$|^Sessions are started one at a time\.$",
     r"^No project .* in group |^Object with (slug|name)=.* does not exist\.$|^No prices in ",
     # NUL or a lone surrogate inside free-form JSON (spec, detail, gpu_stats) or an unknown key
     r"holds (a NUL character|a lone surrogate)",

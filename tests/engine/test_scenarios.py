@@ -244,3 +244,25 @@ def test_a_lending_limit_keeps_part_of_an_idle_reservation_for_the_groups_own_wo
     ]
     assert not [e for e in lines if e.get("event") == "preempted"]
     assert [e["task"] for e in lines if e.get("at") == 50 and e["event"] == "placed"] == ["b6", "b7", "b8"]
+
+
+def test_time_limits_stop_work_at_its_running_time_limit_across_requeues():
+    lines = check("time_limits")
+    assert [(at, task) for at, task, _ in events(lines, "timed_out")] == [(120, "v1"), (130, "s3")]
+    assert lines[-1]["summary"]["tasks"]["s3"] == {"state": "timed_out", "preemptions": 1, "wait_s": 30}
+    assert lines[-1]["summary"]["ends"] == {"timed_out": 2, "dependency_failed": 0}
+
+
+def test_dependencies_after_ok_cancels_down_the_chain_after_any_runs_and_a_held_task_waits():
+    lines = check("dependencies")
+    failed = [(e["at"], e["task"]) for e in lines if e.get("reason") == "dependency_failed"]
+    assert failed == [(15, "clean"), (15, "index"), (30, "eval")]
+    assert (31, "report", "placed") in events(lines) and (15, "notify", "placed") in events(lines)
+    assert lines[-1]["summary"]["tasks"]["later"]["waits_for"] == ["late"]
+
+
+def test_arrays_run_at_most_max_running_at_once_and_block_nothing_behind_them():
+    lines = check("arrays")
+    hp = [(at, task) for at, task, ev in events(lines, "placed") if task.startswith("hp")]
+    assert hp == [(0, "hp[0]"), (0, "hp[1]"), (10, "hp[2]"), (10, "hp[3]"), (20, "hp[4]"), (20, "hp[5]")]
+    assert (0, "solo", "placed") in events(lines) and (30, "collect", "placed") in events(lines)

@@ -4,7 +4,8 @@ database. Its event lines can be compared with the pure simulator's.
 
 Every setting a scenario gives is carried to the database, the issue-34 ones too: a policy's
 lending, over-quota weight and lendable part, a profile's starvation guard (a scenario without one
-has it off, although a new profile on the database guards after 600 s) and a submit's priority."""
+has it off, although a new profile on the database guards after 600 s) and a submit's priority.
+Issue 35's time limits, dependencies and arrays: ``db_scenario_issue35``."""
 
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -23,6 +24,7 @@ from apps.pools import services as pools
 from apps.pools.models import GpuType
 from apps.tasks import services as tasks
 from apps.tasks.models import Task, TaskEvent
+from tests.engine_live.db_scenario_issue35 import Issue35Replay
 from tests.factories import UserFactory
 
 US = 1_000_000
@@ -32,7 +34,7 @@ def _hours(units: int) -> Decimal:
     return (Decimal(units) / UNITS_PER_HOUR).quantize(Decimal("0.001"))
 
 
-class DatabaseReplay:
+class DatabaseReplay(Issue35Replay):
     def __init__(self, sc: Scenario):
         self.sc = sc
         self.user = UserFactory(username="scenario")
@@ -101,6 +103,7 @@ class DatabaseReplay:
         }
         for profile, order in sc.queuing_order.items():
             policies.set_queuing_order(self.profiles[profile], [self.policies[name] for name in order])
+        self._time_limits(self.profiles, self.resources)
         self.ids: dict[int, str] = {}
         self.remaining: dict[int, int] = {}
         self.checkpoint: dict[int, bool] = {}
@@ -119,7 +122,10 @@ class DatabaseReplay:
                 self._complete(t, now)
                 while events and events[0].at_us <= t:
                     self._apply(events.pop(0).what, now)
+                self._report_stops(now)
                 record = engine.run_pass(now=now)
+                self._start_limited(now)
+                self._report_stops(now)
                 self._keep_checkpoints(now)
             t = self._next(t, events, record)
         return self.lines()
@@ -132,6 +138,7 @@ class DatabaseReplay:
         if events:
             due.append(events[0].at_us)
         due.extend(self._completion_times())
+        due.extend(self._deadlines())
         due.extend(self._reclaim_release_times())
         due.extend(self._starvation_times(t))
         for p in self.sc.policies:
@@ -150,7 +157,7 @@ class DatabaseReplay:
 
     def _completion_times(self) -> list[int]:
         times = []
-        for task in Task.objects.filter(state=Task.State.PLACED):
+        for task in Task.objects.filter(state__in=(Task.State.PLACED, Task.State.RUNNING)):
             placed_us = (task.placed_at - self.sc.start) // timedelta(microseconds=1)
             times.append(placed_us + self.remaining[task.pk])
         return times
@@ -177,7 +184,8 @@ class DatabaseReplay:
         return [at for at in times if at > t]
 
     def _complete(self, t: int, now) -> None:
-        for task in Task.objects.filter(state=Task.State.PLACED).order_by("placed_at", "queue_seq"):
+        running = Task.objects.filter(state__in=(Task.State.PLACED, Task.State.RUNNING))
+        for task in running.order_by("placed_at", "queue_seq"):
             placed_us = (task.placed_at - self.sc.start) // timedelta(microseconds=1)
             if placed_us + self.remaining[task.pk] <= t:
                 tasks.finish(task, exit_code=0, at=now)
@@ -191,25 +199,34 @@ class DatabaseReplay:
 
     def _apply(self, what, now) -> None:
         if isinstance(what, Submit):
+            fields = {
+                "compute_resource": self.resources[what.resource],
+                "command": what.id,
+                "gpus": from_milli(what.size),
+                "checkpoint": what.checkpoint,
+                "priority": what.priority,
+                **self._submit_fields(what),
+            }
+            names = [what.id] if what.array is None else self.arrays[what.array]
             try:
-                task = tasks.submit(
-                    user=self.user,
-                    compute_resource=self.resources[what.resource],
-                    command=what.id,
-                    gpus=from_milli(what.size),
-                    checkpoint=what.checkpoint,
-                    priority=what.priority,
-                )
+                if what.array is None:
+                    made = [tasks.submit(user=self.user, **fields)]
+                else:
+                    made = self._submit_array(what, **fields)
             except ValidationError as refused:
                 if not any("never fit" in message for message in refused.messages):
                     raise
                 seconds = (now - self.sc.start) / timedelta(seconds=1)
                 at = int(seconds) if seconds == int(seconds) else seconds
-                self.rejected.append({"at": at, "task": what.id, "event": "rejected", "reason": "never_fits"})
+                rejected = {"at": at, "event": "rejected", "reason": "never_fits"}
+                self.rejected.extend({**rejected, "task": name} for name in names)
                 return
-            self.ids[task.pk] = what.id
-            self.remaining[task.pk] = what.duration_us
-            self.checkpoint[task.pk] = what.checkpoint
+            if made is None:  # a later task of an array, submitted with its first
+                return
+            for task, name in zip(made, names, strict=True):
+                self.ids[task.pk] = name
+                self.remaining[task.pk] = what.duration_us
+                self.checkpoint[task.pk] = what.checkpoint
         elif what.kind == "cancel":
             pk = next(pk for pk, name in self.ids.items() if name == what.target)
             tasks.cancel(Task.objects.get(pk=pk), at=now)
@@ -236,7 +253,9 @@ class DatabaseReplay:
             TaskEvent.Kind.PREEMPTED: "preempted",
             TaskEvent.Kind.SUCCEEDED: "completed",
             TaskEvent.Kind.CANCELED: "canceled",
+            TaskEvent.Kind.TIMED_OUT: "timed_out",
         }
+        ranks: dict[int, int] = {}
         out = []
         events = TaskEvent.objects.filter(kind__in=kinds).select_related(
             "pool", "task__compute_resource__policy__group"
@@ -255,6 +274,9 @@ class DatabaseReplay:
                 window = (event.detail or {}).get("window")
                 if window and self.named_window[event.task.compute_resource.policy.group.name]:
                     line["window"] = window
-            out.append(line)
+            if event.reason == Task.StopReason.DEPENDENCY_FAILED:
+                line["reason"] = event.reason
+            out.append((line, self._rank(line, event, ranks)))
         # a submit is refused before the pass of its instant: first among the lines of that time
-        return sorted(self.rejected + out, key=lambda line: line["at"])
+        out.sort(key=lambda pair: (pair[0]["at"], pair[1]))
+        return sorted(self.rejected + [line for line, _ in out], key=lambda line: line["at"])

@@ -1,12 +1,15 @@
 """The held snapshot (``apps.engine.held``) is the snapshot a full load reads: random streams of
 submits, passes, finishes, cancels, verdict rewrites, task priority changes, estate edits (lending
 settings too), deletes, prunes by another process and flushed change logs, each in a transaction of
-its own, compared after every step with a fresh load at the same instant. On the embedded SQLite
-default and on PostgreSQL."""
+its own, compared after every step with a fresh load at the same instant. Issue 35's: submits that
+run after other tasks (held until they end, released or canceled by their ends, failures too),
+capped arrays, and running work with time limits stopped at them and ended timed out. On the
+embedded SQLite default and on PostgreSQL."""
 
 import dataclasses
 import random
 import threading
+from datetime import timedelta
 from decimal import Decimal
 
 import pytest
@@ -25,7 +28,7 @@ from apps.pools.models import Pool
 from apps.tasks import services as tasks
 from apps.tasks.models import Task
 from tests.engine_live.test_crash_safety import churn_estate
-from tests.factories import GroupFactory, UserFactory
+from tests.factories import GroupFactory, UserFactory, WorkerFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -45,6 +48,11 @@ STEPS = (
     "delete",
     "prune_elsewhere",
     "flush_log",
+    "submit_after",
+    "submit_array",
+    "fail",
+    "start",
+    "stopped",
 )
 
 
@@ -52,7 +60,7 @@ def _normal(loaded: loader.Loaded):
     keys = {
         group: {key: set(ids) for key, ids in stored.items()} for group, stored in loaded.verdict_keys.items()
     }
-    return loaded.snapshot, keys, loaded.pool_names, loaded.group_names
+    return loaded.snapshot, keys, loaded.pool_names, loaded.group_names, loaded.held_keys
 
 
 def assert_held_is_fresh() -> None:
@@ -114,7 +122,9 @@ def _step(name: str, rng: random.Random, user, project) -> None:
             lendable=rng.choice([None, Decimal(0), policy.reservation]),
         )
     elif name == "delete":
-        never_ran = Task.objects.filter(state=Task.State.QUEUED, intervals__isnull=True).order_by("?")
+        never_ran = Task.objects.filter(
+            state=Task.State.QUEUED, intervals__isnull=True, dependant_links__isnull=True
+        ).order_by("?")
         Task.objects.filter(pk__in=never_ran.values("pk")[:1]).delete()
     elif name == "prune_elsewhere":
         with transaction.atomic():
@@ -124,6 +134,41 @@ def _step(name: str, rng: random.Random, user, project) -> None:
     elif name == "flush_log":
         Change.objects.all().delete()
         ChangeEpoch.objects.all().delete()
+    else:
+        _issue_35_step(name, rng, user, resources, now)
+
+
+def _issue_35_step(name: str, rng: random.Random, user, resources, now) -> None:
+    if name == "submit_after":
+        mine = list(Task.objects.filter(user=user).order_by("?").values_list("pk", flat=True)[:2])
+        kind = rng.choice(["after_ok", "after_any"])
+        try:
+            tasks.submit(
+                user=user,
+                compute_resource=rng.choice(resources),
+                command="x",
+                time_limit_s=rng.choice([None, 1, 3600]),
+                **{kind: mine},
+            )
+        except ValidationError:  # after_ok on a task that did not succeed
+            pass
+    elif name == "submit_array":
+        tasks.submit_array(
+            user=user,
+            size=rng.randint(2, 4),
+            max_running=rng.choice([None, 1, 2]),
+            compute_resource=rng.choice(resources),
+            command="x",
+        )
+    elif name == "fail":
+        for task in Task.objects.filter(state=Task.State.PLACED).order_by("?")[:1]:
+            tasks.finish(task, exit_code=1, at=now)
+    elif name == "start":  # claimed and started a while ago: a limit of 1 s is past
+        for task in Task.objects.filter(state=Task.State.PLACED, worker=None).order_by("?")[:2]:
+            tasks.claim_many(WorkerFactory(pool=task.pool, gpus=64), [task], now)
+            tasks.mark_started(Task.objects.get(pk=task.pk), now - timedelta(seconds=rng.choice([0, 5])))
+    elif name == "stopped":
+        tasks.stopped_many(list(Task.objects.filter(state=Task.State.STOPPING).order_by("?")[:2]), now)
 
 
 @pytest.fixture

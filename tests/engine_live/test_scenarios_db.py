@@ -53,6 +53,9 @@ MIRRORED = [
     "lendable",
     "priority_classes",
     "starvation",
+    "time_limits",
+    "dependencies",
+    "arrays",
 ]
 
 

@@ -20,6 +20,7 @@ from .decisions import Decisions, Placement, Preemption, Verdict
 from .snapshot import (
     Budget,
     ComputeResource,
+    HeldTask,
     PlacedTask,
     Policy,
     Pool,
@@ -36,6 +37,7 @@ __all__ = [
     "Budget",
     "ComputeResource",
     "Decisions",
+    "HeldTask",
     "PlacedTask",
     "Placement",
     "Policy",

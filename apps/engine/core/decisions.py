@@ -10,12 +10,14 @@ from typing import Protocol
 from .budget import units_to_hours
 
 PHASES = ("fill", "reclaim", "priority", "lend")
-REASONS = ("reclaim", "budget", "fair_share", "priority")
+REASONS = ("reclaim", "budget", "fair_share", "priority", "time_limit")
 RULES = (
+    "dependency",
     "budget_used_up",
     "policy_limit",
     "ancestor_limit",
     "budget_start_check",
+    "array_limit",
     "behind_higher_priority",
     "cloud_cap_reached",
     "reclaim_held",
@@ -38,7 +40,8 @@ class Placement:
 @dataclass(frozen=True, slots=True)
 class Preemption:
     """Stop placed work and requeue it; `for_task` is the task a reclaim made room for; `window`
-    the period of the used-up budget window that stopped it (reason budget)."""
+    the period of the used-up budget window that stopped it (reason budget). Reason time_limit
+    (its `deadline` reached) stops it for good: it is not requeued, it ends timed out."""
 
     task: str
     resource: str
@@ -65,7 +68,9 @@ class Verdict:
     fair share; `borrowed` and `share` are its borrowed GPUs and its fair share, in milli-GPUs.
     starving (the task holds `pools` for itself, the starvation guard): `needed` is its size and
     `free` the GPUs free there now, in milli-GPUs; starvation_hold: `pools` is a pool held for an
-    older task, `cause` that task's id.
+    older task, `cause` that task's id. dependency (a task of `Snapshot.held`): `waits_for` names
+    the tasks it waits for, and `position` is 0 (it is not in line). array_limit: `cause` is its
+    array, `max_running` the array's cap, which its placed tasks have reached.
     """
 
     task: str
@@ -82,6 +87,8 @@ class Verdict:
     share: int | None = None
     needed: int | None = None
     free: int | None = None
+    waits_for: tuple[str, ...] = ()
+    max_running: int | None = None
 
     @property
     def hours_left(self) -> float | None:
@@ -101,10 +108,15 @@ class VerdictSource(Protocol):
 
     def holders(self) -> tuple[Verdict, ...]: ...
 
+    def held(self) -> tuple[Verdict, ...]: ...
+
+    def array_limited(self) -> tuple[Verdict, ...]: ...
+
 
 @dataclass(frozen=True)
 class Decisions:
-    """Placements in the order they were made, preemptions likewise (budget ones first).
+    """Placements in the order they were made, preemptions likewise (time-limit stops first, then
+    budget ones).
 
     Verdicts are derived lazily, so that a pass does not cost in proportion to queue depth.
     """
@@ -114,11 +126,13 @@ class Decisions:
     source: VerdictSource = field(compare=False, repr=False)
 
     def verdict(self, task_id: str) -> Verdict | None:
-        """The verdict of a task that was waiting and is still waiting; None otherwise."""
+        """The verdict of a task that was waiting and is still waiting, or of a held task; None
+        otherwise."""
         return self.source.verdict(task_id)
 
     def verdicts(self) -> Iterator[Verdict]:
-        """Every task still waiting, by compute resource (snapshot order), then queue order."""
+        """Every task still waiting, by compute resource (snapshot order), then queue order; then
+        the held tasks, in snapshot order."""
         return self.source.verdicts()
 
     def group_verdict(self, resource_id: str, size: int) -> Verdict | None:
@@ -130,3 +144,14 @@ class Decisions:
         """The verdicts of the tasks that hold a pool for themselves (the starvation guard), which
         differ from their group's: a loader that stores verdicts per group writes these over it."""
         return self.source.holders()
+
+    def held_verdicts(self) -> tuple[Verdict, ...]:
+        """The verdicts (rule dependency) of the snapshot's held tasks, in its order; also given by
+        `verdict()` and, after the waiting tasks', by `verdicts()`."""
+        return self.source.held()
+
+    def array_verdicts(self) -> tuple[Verdict, ...]:
+        """The verdicts of the waiting tasks that their array's `max_running` holds (rule
+        array_limit), which differ from their group's: a loader that stores verdicts per group
+        writes these over it. Reads the queues, only when the snapshot caps an array."""
+        return self.source.array_limited()

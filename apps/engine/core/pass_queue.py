@@ -70,3 +70,31 @@ class TaskQueue:
         else:
             self.heads[task.size].popleft()
         self.placed.append(i)
+
+
+class ArrayQueue(TaskQueue):
+    """A queue in a pass whose snapshot caps arrays (`Snapshot.arrays`): a task whose array has no
+    room left (`left[array] <= 0`) is passed over for the rest of the pass, so it blocks nothing
+    behind it; its verdict is array_limit. Room left only falls while tasks are placed (a task that
+    reclaim, fair share or priority stops keeps its place in the count until the next pass), so
+    a task passed over would be passed over again."""
+
+    __slots__ = ("left",)
+
+    def __init__(self, tasks, fixed, stopping, left: dict[str, int]):
+        super().__init__(tasks, fixed, stopping)
+        self.left = left
+
+    def peek(self, bound: int) -> int:
+        left = self.left
+        while True:
+            i = super().peek(bound)
+            if i < 0:
+                return i
+            t = self.tasks[i]
+            if t.array is None or left.get(t.array, 1) > 0:
+                return i
+            if self.fixed is not None:
+                self.cursor += 1
+            else:
+                self.heads[t.size].popleft()

@@ -8,7 +8,9 @@ ancestors' limits and budgets allow, but that no enabled pool of its list open t
 holds the pool of its list (open to it, large enough for it, not yet held) with the most free GPUs,
 ties in list order. Older heads (since, then seq, then resource order) choose first. On a held
 pool fill, fair reclaim, priority and lend start only the holder; reclaim, which restores
-reservations, is not held back. A hold ends when its holder is placed. See docs/engine.md.
+reservations, is not held back. A hold ends when its holder is placed. A task that its array's cap
+holds (`Snapshot.arrays`) is not a head: the first task behind it that is not is. See
+docs/engine.md.
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ class StarvationGuard(BudgetRules):
             if wait_s is None:
                 continue
             for c in self.waiting_by_profile[fi]:
-                t = s.waiting[self.cr_id[c]][0]
-                if t.since is not None and (s.now - t.since).total_seconds() >= wait_s:
+                t = self._head(c)
+                if t is not None and t.since is not None and (s.now - t.since).total_seconds() >= wait_s:
                     heads.append((t.since, t.seq, c, t))
         heads.sort(key=lambda h: h[:3])
         cap, occ, U, lim, enabled = self.cap, self.occ, self.U, self.lim, self.enabled
@@ -48,3 +50,11 @@ class StarvationGuard(BudgetRules):
             free = [pi for pi in open_pools if pi not in self.hold]
             if free:
                 self.hold[max(free, key=lambda pi: (cap[pi] - occ[pi], -free.index(pi)))] = t.id
+
+    def _head(self, c: int):
+        """The first task of compute resource c's queue that its array's cap does not hold."""
+        queue = self.s.waiting[self.cr_id[c]]
+        left = self.array_left
+        if not left:
+            return queue[0]
+        return next((t for t in queue if t.array is None or left.get(t.array, 1) > 0), None)

@@ -9,10 +9,10 @@ from datetime import datetime, timedelta
 
 from .budget import US_PER_S, period_bounds
 from .decisions import Placement, Preemption
-from .pass_queue import TaskQueue
+from .pass_queue import ArrayQueue, TaskQueue
 from .snapshot import Snapshot, SpendCap, WaitingTask
 
-FILL, RECLAIM, LEND = "fill", "reclaim", "lend"
+FILL, RECLAIM, LEND, TIME_LIMIT = "fill", "reclaim", "lend", "time_limit"
 HOUR = timedelta(hours=1)
 
 
@@ -73,13 +73,17 @@ class PassState:
         self.run_cr = run_cr = [cr_ix[t.resource] for t in placed]
         self.run_pool = run_pool = [pool_ix[t.pool] for t in placed]
         self.run_size = run_size = [t.size for t in placed]
-        self.gone = gone = bytearray(t.preempting for t in placed)
+        self.gone = gone = bytearray([t.preempting for t in placed])
+        deadlines = [t.deadline for t in placed]
+        self.timed = deadlines.count(None) != len(deadlines)  # some placed work has a time limit
         self.stopping: dict[int, list[tuple[tuple[int, int], int]]] = {}
         use = [0] * len(resources)
         count = [0] * len(resources)
         for k, (c, pi, size, stopping) in enumerate(zip(run_cr, run_pool, run_size, gone, strict=True)):
             if stopping:
-                self.stopping.setdefault(c, []).append(((-placed[k].priority, placed[k].seq), size))
+                t = placed[k]
+                if t.deadline is None or t.deadline > s.now:  # stopped at its limit: it does not return
+                    self.stopping.setdefault(c, []).append(((-t.priority, t.seq), size))
                 continue
             use[c] += size
             count[c] += 1
@@ -101,6 +105,14 @@ class PassState:
                 self.waiting_by_profile[self.cr_prof[c]].append(c)
         self.active: dict[int, list[int]] = {}
         self.steps = self._steps()
+
+        # Arrays' caps (`Snapshot.arrays`): each capped array's room left, at no cost unless used.
+        self.array_left: dict[str, int] = {}
+        if s.arrays:
+            self.array_left = dict(s.arrays)
+            for t in placed:
+                if t.array is not None and not t.preempting and t.array in self.array_left:
+                    self.array_left[t.array] -= 1
 
         self.queues: dict[int, TaskQueue] = {}
         self.placements: list[Placement] = []
@@ -198,11 +210,12 @@ class PassState:
         q = self.queues.get(c)
         if q is None:
             f = self.s.profiles[self.cr_prof[c]]
-            q = TaskQueue(
-                self.s.waiting[self.cr_id[c]],
-                None if f.size_from_task else f.size,
-                self.stopping.setdefault(c, []),
-            )
+            tasks, fixed = self.s.waiting[self.cr_id[c]], None if f.size_from_task else f.size
+            stopping = self.stopping.setdefault(c, [])
+            if self.array_left:
+                q = ArrayQueue(tasks, fixed, stopping, self.array_left)
+            else:
+                q = TaskQueue(tasks, fixed, stopping)
             self.queues[c] = q
         return q
 
@@ -213,6 +226,8 @@ class PassState:
             self.hold = {h: tid for h, tid in self.hold.items() if tid != t.id}
         p = self.cr_pol[c]
         self.occ[pi] += t.size
+        if self.array_left and t.array in self.array_left:
+            self.array_left[t.array] -= 1
         U = self.U
         for j in self.chain[p]:
             U[j] += t.size
@@ -246,5 +261,8 @@ class PassState:
                 self.rw[j] -= w
         if reason in (RECLAIM, "fair_share"):  # both count against max_preemptions_per_hour
             self.reclaimed[self.cr_pol[c]] += 1
-        self.stopping.setdefault(c, []).append(((-t.priority, t.seq), t.size))
+        if self.array_left and reason in (TIME_LIMIT, "budget") and t.array in self.array_left:
+            self.array_left[t.array] += 1  # before any placement; later stops free it next pass
+        if reason != TIME_LIMIT:  # work stopped at its time limit ends: it does not return
+            self.stopping.setdefault(c, []).append(((-t.priority, t.seq), t.size))
         self.preemptions.append(Preemption(t.id, t.resource, t.pool, reason, for_task, window))

@@ -1,6 +1,7 @@
 """The estate of a scenario: pools (cloud pools and their instance types), profiles (idle limits
-included), policies (time budget windows included), compute resources and the execution and queuing
-orders, each parsed and checked against the others.
+and time limits included), policies (time budget windows included), compute resources (their own
+idle and time limits) and the execution and queuing orders, each parsed and checked against the
+others.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from .scenario_values import (
     read_name,
     read_object,
     read_size,
+    read_time_limit,
     read_us,
     unique_names,
 )
@@ -36,6 +38,7 @@ from .snapshot import LENDING, PERIODS
 
 MAX_LIMIT_US = 30 * 24 * 3600 * US_PER_S
 LIVE_IDLE_LIMITS = ("cpu_idle_s", "gpu_idle_s", "net_idle_s", "jupyter_idle_s")
+TIME_LIMITS = ("default_time_limit_s", "max_time_limit_s")
 
 
 def parse_pool(v, field: str) -> PoolSpec:
@@ -109,7 +112,7 @@ def parse_profile(v, field: str, pool_names: set[str]) -> ProfileSpec:
         v,
         field,
         ("name", "gpus", "pools"),
-        ("time_weight", "size_from_task", "idle_limits", "min_runtime_s", "starvation_s"),
+        ("time_weight", "size_from_task", "idle_limits", "min_runtime_s", "starvation_s", *TIME_LIMITS),
     )
     pools = tuple(
         read_name(p, f"{field}.pools[{i}]") for i, p in enumerate(read_list(o["pools"], f"{field}.pools"))
@@ -128,6 +131,15 @@ def parse_profile(v, field: str, pool_names: set[str]) -> ProfileSpec:
         _idle_limits(o.get("idle_limits"), f"{field}.idle_limits", NO_LIMITS),
         read_count(o.get("min_runtime_s", 0), f"{field}.min_runtime_s"),
         None if o.get("starvation_s") is None else read_count(o["starvation_s"], f"{field}.starvation_s"),
+        *_time_limits(o, field, (None, None)),
+    )
+
+
+def _time_limits(o: dict, field: str, default: tuple) -> tuple[int | None, int | None]:
+    """(default_time_limit_s, max_time_limit_s): each given (not null) or else `default`'s."""
+    return tuple(
+        read_time_limit(o[key], f"{field}.{key}") if o.get(key) is not None else fallback
+        for key, fallback in zip(TIME_LIMITS, default, strict=True)
     )
 
 
@@ -238,22 +250,20 @@ def check_parents(policies: tuple[PolicySpec, ...], by: dict[str, PolicySpec]) -
 def parse_resource(
     v, field: str, policies: dict[str, PolicySpec], profiles: dict[str, ProfileSpec]
 ) -> ResourceSpec:
-    o = read_object(v, field, ("name", "policy", "profile"), ("idle_limits",))
-    r = ResourceSpec(
-        read_name(o["name"], f"{field}.name"),
-        read_name(o["policy"], f"{field}.policy"),
-        read_name(o["profile"], f"{field}.profile"),
-    )
-    if r.policy not in policies:
-        raise ScenarioError(f"{field}.policy: unknown policy {r.policy!r}")
-    if r.profile not in profiles:
-        raise ScenarioError(f"{field}.profile: unknown profile {r.profile!r}")
+    o = read_object(v, field, ("name", "policy", "profile"), ("idle_limits", *TIME_LIMITS))
+    name = read_name(o["name"], f"{field}.name")
+    policy_name = read_name(o["policy"], f"{field}.policy")
+    profile_name = read_name(o["profile"], f"{field}.profile")
+    if policy_name not in policies:
+        raise ScenarioError(f"{field}.policy: unknown policy {policy_name!r}")
+    if profile_name not in profiles:
+        raise ScenarioError(f"{field}.profile: unknown profile {profile_name!r}")
+    profile, policy = profiles[profile_name], policies[policy_name]
+    idle = profile.idle_limits
     if "idle_limits" in o:
-        own = _idle_limits(o["idle_limits"], f"{field}.idle_limits", profiles[r.profile].idle_limits)
-        r = ResourceSpec(r.name, r.policy, r.profile, own)
-    else:
-        r = ResourceSpec(r.name, r.policy, r.profile, profiles[r.profile].idle_limits)
-    profile, policy = profiles[r.profile], policies[r.policy]
+        idle = _idle_limits(o["idle_limits"], f"{field}.idle_limits", profile.idle_limits)
+    limits = _time_limits(o, field, (profile.default_time_limit_s, profile.max_time_limit_s))
+    r = ResourceSpec(name, policy_name, profile_name, idle, *limits)
     if profile.size > policy.limit:
         raise ScenarioError(
             f"{field}.profile: profile {profile.name!r} ({gpus_text(profile.size)}) is larger than the limit "

@@ -1,12 +1,14 @@
-"""The events of a scenario: submits, cancels, changes of budget, capacity, reservation or limit,
-and the engine switched off and on. Each is checked against the state it meets, replayed in time
-order.
+"""The events of a scenario: submits (time limits, arrays and dependencies included:
+`scenario_deps`), cancels, changes of budget, capacity, reservation or limit, and the engine
+switched off and on. Each is checked against the state it meets, replayed in time order.
 """
 
 from __future__ import annotations
 
 from decimal import Decimal
 
+from .budget import US_PER_S
+from .scenario_deps import ISSUE_35, array_tasks, check_dependencies, read_ids
 from .scenario_model import Change, Event, ScenarioError, Submit
 from .scenario_values import (
     gpus_text,
@@ -18,6 +20,7 @@ from .scenario_values import (
     read_name,
     read_object,
     read_size,
+    read_time_limit,
     read_us,
 )
 
@@ -47,16 +50,26 @@ def parse_events(v, pools, profiles, policies, resources) -> tuple[Event, ...]:
     limit = {p.name: p.limit for p in policies}
     windows = {p.name: [period for period, _ in p.budgets] for p in policies}
     submitted: set[str] = set()
+    arrays: dict[str, tuple[str, ...]] = {}  # an array's id -> its tasks' ids
+    fields: dict[str, str] = {}  # a task's id -> the path of its submit
     events = []
     for at_us, _, kind, body, field in parsed:
         if kind == "submit":
-            what = _submit(body, field, resources, profiles, limit, submitted, cloud)
-            submitted.add(what.id)
-        elif kind == "cancel":
+            tasks = _submit(body, field, resources, profiles, limit, submitted, cloud)
+            if tasks[0].array is not None:
+                arrays[tasks[0].array] = tuple(t.id for t in tasks)
+                submitted.add(tasks[0].array)
+            for what in tasks:
+                submitted.add(what.id)
+                fields[what.id] = field
+                events.append(Event(at_us, what))
+            continue
+        if kind == "cancel":
             task = read_name(body, field)
             if task not in submitted:
                 raise ScenarioError(f"{field}: unknown task {task!r} (not submitted before this time)")
-            what = Change("cancel", task, 0)
+            events.extend(Event(at_us, Change("cancel", one, 0)) for one in arrays.get(task, (task,)))
+            continue
         elif kind == "engine":
             if body not in ("disable", "enable"):
                 raise ScenarioError(f'{field}: must be "disable" or "enable"')
@@ -106,15 +119,16 @@ def parse_events(v, pools, profiles, policies, resources) -> tuple[Event, ...]:
             reservation[policy], limit[policy] = new_res, new_lim
             what = Change(kind, policy, amount)
         events.append(Event(at_us, what))
-    return tuple(events)
+    return check_dependencies(events, fields, arrays)
 
 
-def _submit(body, field, resources, profiles, limit, submitted, cloud) -> Submit:
+def _submit(body, field, resources, profiles, limit, submitted, cloud) -> list[Submit]:
+    """The submit's task, or its array's tasks ("ID[0]" to "ID[N-1]", in index order)."""
     o = read_object(
         body,
         field,
         ("id", "resource"),
-        ("duration_s", "gpus", "user", "project", "checkpoint", "kind", "activity", "priority"),
+        ("duration_s", "gpus", "user", "project", "checkpoint", "kind", "activity", "priority", *ISSUE_35),
     )
     kind = o.get("kind", "batch")
     if kind not in TASK_KINDS:
@@ -162,7 +176,7 @@ def _submit(body, field, resources, profiles, limit, submitted, cloud) -> Submit
         raise ScenarioError(
             f"{field}.duration_s: must be > 0 for a session (left out: it runs until stopped)"
         )
-    return Submit(
+    one = Submit(
         task,
         resource,
         size,
@@ -171,7 +185,34 @@ def _submit(body, field, resources, profiles, limit, submitted, cloud) -> Submit
         kind,
         _activity(o.get("activity", []), f"{field}.activity"),
         _priority(o.get("priority", 0), f"{field}.priority"),
+        _time_limit(o, field, resources[resource], kind),
+        read_ids(o.get("after_ok", []), f"{field}.after_ok"),
+        read_ids(o.get("after_any", []), f"{field}.after_any"),
     )
+    return array_tasks(one, o, field, submitted)
+
+
+def _time_limit(o: dict, field: str, resource, kind: str) -> int | None:
+    """The task's time limit in microseconds, as the live rule (`apps/tasks/services/time_limits`):
+    asked for, at most the compute resource's maximum; else its default (at most the maximum);
+    else the maximum; else none. A session has none."""
+    asked = o.get("time_limit_s")
+    most = resource.max_time_limit_s
+    if kind == "session":
+        if asked is not None:
+            raise ScenarioError(f"{field}.time_limit_s: a session has no time limit: its idle limits end it")
+        return None
+    if asked is None:
+        default = resource.default_time_limit_s
+        limit = most if default is None else default if most is None else min(default, most)
+    else:
+        limit = read_time_limit(asked, f"{field}.time_limit_s")
+        if most is not None and limit > most:
+            raise ScenarioError(
+                f"{field}.time_limit_s: {limit} s is above the maximum of {most} s on compute resource "
+                f"{resource.name!r}"
+            )
+    return None if limit is None else limit * US_PER_S
 
 
 def _priority(v, field: str) -> int:

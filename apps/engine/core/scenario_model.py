@@ -68,6 +68,8 @@ class ProfileSpec:
     idle_limits: IdleLimitsSpec = NO_LIMITS
     min_runtime_s: int = 0
     starvation_s: int | None = None
+    default_time_limit_s: int | None = None
+    max_time_limit_s: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,19 +91,25 @@ class PolicySpec:
 
 @dataclass(frozen=True, slots=True)
 class ResourceSpec:
-    """`idle_limits`: the sessions' limits in force, each the resource's own or else its profile's."""
+    """`idle_limits`: the sessions' limits in force, each the resource's own or else its profile's;
+    the time limits (seconds, None: none) likewise."""
 
     name: str
     policy: str
     profile: str
     idle_limits: IdleLimitsSpec = NO_LIMITS
+    default_time_limit_s: int | None = None
+    max_time_limit_s: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Submit:
     """`duration_us` None: a session that runs until stopped. `activity`: a session's
     (offset from its start, busy) entries, offsets increasing. `priority`: its place in its
-    queue (higher first), kept when it is requeued."""
+    queue (higher first), kept when it is requeued. `time_limit_us`: the running time after which
+    it ends timed out (resolved from the compute resource's default and maximum; None: none).
+    `after_ok` / `after_any`: the task ids it runs after (an array's id stands for its tasks).
+    `array`: the array it belongs to (its submit's id), `max_running` that array's cap."""
 
     id: str
     resource: str
@@ -111,6 +119,11 @@ class Submit:
     kind: str = "batch"
     activity: tuple[tuple[int, bool], ...] = ()
     priority: int = 0
+    time_limit_us: int | None = None
+    after_ok: tuple[str, ...] = ()
+    after_any: tuple[str, ...] = ()
+    array: str | None = None
+    max_running: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

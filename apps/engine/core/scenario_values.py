@@ -126,3 +126,15 @@ def read_count(v, field: str) -> int:
     if isinstance(v, bool) or not isinstance(v, int | Decimal) or v < 0 or v != int(v):
         raise ScenarioError(f"{field}: must be a whole number >= 0")
     return int(v)
+
+
+TIME_LIMIT_MAX_S = 2**31 - 1  # the live Task.time_limit_s is a 32-bit integer
+
+
+def read_time_limit(v, field: str) -> int:
+    """A time limit: whole seconds from 1 to TIME_LIMIT_MAX_S, as the live rule."""
+    if isinstance(v, bool) or not isinstance(v, int | Decimal) or not Decimal(v).is_finite() or v != int(v):
+        raise ScenarioError(f"{field}: must be a whole number of seconds")
+    if not 1 <= v <= TIME_LIMIT_MAX_S:
+        raise ScenarioError(f"{field}: must be from 1 to {TIME_LIMIT_MAX_S} seconds")
+    return int(v)

@@ -1,23 +1,27 @@
 """Each step's pass in the simulator: the snapshot the engine sees (the estate as it stands, the
-queues, the work placed and each budget's use), the decisions applied back, then each cloud pool's
-autoscaler step.
+queues, the held tasks, the work placed with its time limit's deadline, the capped arrays and each
+budget's use), the decisions applied back (a time-limit stop ends the task timed out, not
+requeued), then each cloud pool's autoscaler step.
 """
 
 from __future__ import annotations
 
 import heapq
+from dataclasses import replace
 
 from .allocator import allocate
 from .decisions import Decisions
 from .scenario_model import Scenario
-from .sim_state import US_PER_HOUR, SimState
+from .sim_deps import SimDependencies
+from .sim_state import US_PER_HOUR
 from .snapshot import Budget, ComputeResource, PlacedTask, Policy, Pool, Profile, Snapshot
 
 # The preemptions that count against a policy's max_preemptions_per_hour: another group's claim.
 CAPPED_REASONS = ("reclaim", "fair_share")
+TIME_LIMIT = "time_limit"  # a stop for good: the task ends timed out
 
 
-class SimPass(SimState):
+class SimPass(SimDependencies):
     def __init__(self, sc: Scenario, end_us: int, record: bool = False):
         super().__init__(sc, end_us, record)
         self.profiles = tuple(
@@ -88,6 +92,8 @@ class SimPass(SimState):
             self.queue_cache,
             tuple(self.placed.values()),
             self.sc.low_watermark_s,
+            held=self.held_tasks() if self.held else (),
+            arrays=self.arrays,
         )
 
     def _pass(self, t: int) -> bool:
@@ -99,6 +105,12 @@ class SimPass(SimState):
         at = self.seconds(t)
         for pre in d.preemptions:
             task = self.tasks[pre.task]
+            if pre.reason == TIME_LIMIT:
+                self._stop(task, t, "timed_out")
+                self.ends["timed_out"] += 1
+                self.lines.append({"at": at, "task": task.id, "event": "timed_out"})
+                self._ended(task, t)
+                continue
             if task.session is not None:
                 task.session.reason = pre.reason
             self._stop(task, t, "waiting")
@@ -109,6 +121,8 @@ class SimPass(SimState):
             if pre.reason in CAPPED_REASONS and self.cr_pol[task.cr] in self.capped:
                 self.reclaims[self.cr_pol[task.cr]].append(t)
                 heapq.heappush(self.unguard, t + US_PER_HOUR)
+            if task.state == "canceled":  # a session: preempted, it ends
+                self._ended(task, t)
         started = []
         for pl in d.placements:
             task = self.tasks[pl.task]
@@ -132,6 +146,8 @@ class SimPass(SimState):
                 task.seq,
                 now,
                 priority=task.waiting.priority,
+                deadline=None if task.deadline_us is None else self.at(task.deadline_us),
+                array=task.waiting.array,
             )
 
     def _autoscale(self, t: int) -> bool:
@@ -141,7 +157,10 @@ class SimPass(SimState):
         for i, cloud in self.clouds.items():
             started, events = cloud.step(t, self.pool_used[i])
             for task_id in started:
-                self._run(self.tasks[task_id], t)
+                task = self.tasks[task_id]
+                self._run(task, t)
+                if task.deadline_us is not None:
+                    self.placed[task_id] = replace(self.placed[task_id], deadline=self.at(task.deadline_us))
             self.lines.extend({"at": at} | e for e in events)
             changed |= bool(started or events)
         return changed

@@ -29,6 +29,11 @@ class SimTask:
     token: int = 0
     gpu_us: int = 0
     session: SimSession | None = None
+    limit_us: int | None = None  # its time limit: running time, across requeues
+    ran_us: int = 0  # running time of its earlier runs
+    deadline_us: int | None = None  # when its time limit is reached, while it runs
+    waits_for: list[str] | None = None  # while held: the tasks it runs after that have not ended
+    reason: str | None = None  # why it ended, when its summary names it (dependency_failed)
 
 
 @dataclass(slots=True)

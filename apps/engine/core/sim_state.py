@@ -1,6 +1,7 @@
 """The simulator's state: the scenario indexed by position, the virtual clock (with the "enabled
 clock" that stops while the engine is disabled), each budget window's meter, and a task's life on
-it: queued, started (on a cloud pool, once a node has room), stopped.
+it: queued, started (on a cloud pool, once a node has room; its time limit's deadline then),
+stopped (its running time kept for its time limit). Held tasks and their release: `sim_deps`.
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ from operator import attrgetter
 
 from .budget import US_PER_S, period_bounds, us_between
 from .cloud import CloudPool
-from .scenario_model import Change, Scenario
+from .scenario_model import Change, Scenario, Submit
 from .sessions import first_stop
 from .sim_records import Account, Series, SimTask
-from .snapshot import PlacedTask, WaitingTask
+from .snapshot import HeldTask, PlacedTask, WaitingTask
 
 GPU_US_PER_HOUR = 1000 * 3600 * US_PER_S
 US_PER_HOUR = 3600 * US_PER_S
@@ -89,9 +90,27 @@ class SimState:
         self.own_queued = [0] * len(sc.policies)
         self.series = Series() if record else None
         self.cancels: dict[str, list[int]] = {}
+        # Issue 35: who runs after whom (task -> (dependant, after_ok)), the capped arrays, the held
+        # tasks, the time limits' deadlines to wake at, and the ends counted (when any is used).
+        self.dependants: dict[str, list[tuple[str, bool]]] = {}
+        self.arrays: dict[str, int] = {}
+        self.held: dict[str, SimTask] = {}
+        self.held_cache: tuple[HeldTask, ...] | None = ()
+        self.deadlines: list[int] = []
+        used = False
         for e in sc.events:
-            if isinstance(e.what, Change) and e.what.kind == "cancel":
-                self.cancels.setdefault(e.what.target, []).append(e.at_us)
+            w = e.what
+            if isinstance(w, Change) and w.kind == "cancel":
+                self.cancels.setdefault(w.target, []).append(e.at_us)
+            elif isinstance(w, Submit):
+                for needed in w.after_ok:
+                    self.dependants.setdefault(needed, []).append((w.id, True))
+                for needed in w.after_any:
+                    self.dependants.setdefault(needed, []).append((w.id, False))
+                if w.max_running is not None:
+                    self.arrays[w.array] = w.max_running
+                used = used or bool(w.time_limit_us is not None or w.after_ok or w.after_any)
+        self.ends = {"timed_out": 0, "dependency_failed": 0} if used else None
         self.lines: list[dict] = []
 
     # -- clock ----------------------------------------------------------------------------------
@@ -139,6 +158,7 @@ class SimState:
         task.state = "running"
         task.pool = pool
         task.placed_us = t
+        task.deadline_us = None
         task.e_start = self.enabled_clock(t)
         task.wait_us += t - task.since_us
         if self.cr_min_run[task.cr]:
@@ -165,6 +185,9 @@ class SimState:
         """The task runs from t (its placement, or when its cloud node had room): it completes
         `left_us` later; a session at its first stop."""
         task.started_us = t
+        if task.limit_us is not None:
+            task.deadline_us = t + task.limit_us - task.ran_us
+            heapq.heappush(self.deadlines, task.deadline_us)
         left = task.left_us
         if task.session is not None:
             stop = first_stop(task.session.activity, task.left_us, task.session.limits)
@@ -185,6 +208,8 @@ class SimState:
         w = self.cr_weight[task.cr]
         e_end = self.enabled_clock(end_us)
         task.gpu_us += task.size * (end_us - task.placed_us)
+        if task.started_us is not None:
+            task.ran_us += end_us - task.started_us
         for j in self.chain[p]:
             self.gpu_us[j] += task.size * (end_us - task.placed_us)
             self.charged[j] += w * (e_end - task.e_start)

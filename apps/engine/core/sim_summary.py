@@ -1,6 +1,7 @@
 """What a simulation reports: the series for the HTML report, recorded as it runs, and the summary
 line at the end (GPU-hours and budget hours per policy, each task's outcome, pool utilisation,
-cloud node-hours and what sessions' idle limits freed).
+cloud node-hours, what sessions' idle limits freed and, when time limits or dependencies are used,
+the ends they caused).
 """
 
 from __future__ import annotations
@@ -41,24 +42,35 @@ class SimSummary(SimState):
         }
         for i, cloud in self.clouds.items():
             pools[self.sc.pools[i].name].update(cloud.summary(end, US_PER_HOUR))
-        return {
-            "policies": {
-                p.name: {
-                    "gpu_hours": round(gpu_us[i] / GPU_US_PER_HOUR, 6),
-                    "budget_hours": round(charged[i] / UNITS_PER_HOUR, 6),
-                }
-                for i, p in enumerate(self.sc.policies)
-            },
-            "tasks": {task.id: self._task_line(task, end) for task in self.tasks.values()},
-            "pools": pools,
-        } | self._sessions_summary(end)
+        return (
+            {
+                "policies": {
+                    p.name: {
+                        "gpu_hours": round(gpu_us[i] / GPU_US_PER_HOUR, 6),
+                        "budget_hours": round(charged[i] / UNITS_PER_HOUR, 6),
+                    }
+                    for i, p in enumerate(self.sc.policies)
+                },
+                "tasks": {task.id: self._task_line(task, end) for task in self.tasks.values()},
+                "pools": pools,
+            }
+            | self._sessions_summary(end)
+            | ({"ends": dict(self.ends)} if self.ends is not None else {})
+        )
 
     def _task_line(self, task: SimTask, end: int) -> dict:
+        state = task.state
+        if state == "running" and task.started_us is None:
+            state = "placed"
         line = {
-            "state": "placed" if task.state == "running" and task.started_us is None else task.state,
+            "state": "waiting" if state == "held" else state,
             "preemptions": task.preemptions,
             "wait_s": self.seconds(task.wait_us + (end - task.since_us if task.state == "waiting" else 0)),
         }
+        if task.waits_for:
+            line["waits_for"] = list(task.waits_for)
+        if task.reason is not None:
+            line["reason"] = task.reason
         if task.session is not None:
             line["kind"] = "session"
             if task.session.reason is not None:

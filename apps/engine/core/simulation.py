@@ -7,8 +7,8 @@ The clock advances in steps of `pass_interval_s`, kept in integer microseconds. 
 budget periods that ended roll over, completions due are applied, then the events due, then a
 pass runs (unless the engine is disabled), then each cloud pool's autoscaler step (`cloud.py`).
 Steps at which nothing can change (no event, completion, period end, budget running out, node up
-or idle deadline, and the last pass decided nothing) are skipped: a pass there would decide
-nothing, so the output is the same as running every step.
+or idle deadline, time limit reached, and the last pass decided nothing) are skipped: a pass there
+would decide nothing, so the output is the same as running every step.
 
 Budgets are metered from usage intervals: per window of each budgeted policy, the closed
 intervals' charge in the window's current period plus, for the running ones, weight x enabled
@@ -19,7 +19,9 @@ next step, and the output reports that step's time. A submit larger than every p
 profile's list (at their capacity then) is rejected, not queued. Reclaim times of policies with
 a preemption cap are kept for the sliding hour. A session (`sessions.py`) is scheduled the same
 way at its first stop: its duration, or the moment an idle limit fires, from its activity
-profile; it is never requeued.
+profile; it is never requeued. Issue 35: a task's time limit is the pass's (its deadline is in the
+snapshot), a held task waits in `sim_deps`, an array's tasks are plain submits with its cap in the
+snapshot's `arrays`.
 """
 
 from __future__ import annotations
@@ -77,6 +79,10 @@ class Simulation(SimPass, SimSummary):
             heapq.heappop(self.unguard)
         if self.unguard:
             due.append(self.unguard[0])
+        while self.deadlines and self.deadlines[0] <= t:
+            heapq.heappop(self.deadlines)
+        if self.deadlines:
+            due.append(self.deadlines[0])
         if not due:
             return self.end_us + self.step
         nxt = max(min(due), t + self.step)
@@ -105,9 +111,10 @@ class Simulation(SimPass, SimSummary):
                         "limit": limit,
                     }
                 )
-                continue
-            self._stop(task, end_us, "completed")
-            self.lines.append({"at": self.seconds(t), "task": task.id, "event": "completed"})
+            else:
+                self._stop(task, end_us, "completed")
+                self.lines.append({"at": self.seconds(t), "task": task.id, "event": "completed"})
+            self._ended(task, t)
         return changed
 
     def _apply_events(self, t: int) -> bool:
@@ -126,14 +133,16 @@ class Simulation(SimPass, SimSummary):
     def _submit(self, s: Submit, t: int) -> None:
         profile = self.sc.resources[self.cr_ix[s.resource]].profile
         if s.size > max((self.capacity[i] for i in self.profile_pools[profile]), default=0):
-            self.tasks[s.id] = SimTask(
+            task = self.tasks[s.id] = SimTask(
                 s.id, self.cr_ix[s.resource], s.size, s.duration_us, s.checkpoint, 0, None, "rejected"
             )
             self.lines.append(
                 {"at": self.seconds(t), "task": s.id, "event": "rejected", "reason": "never_fits"}
             )
+            self._ended(task, t)
             return
         self.seq += 1
+        array = s.array if s.max_running is not None else None
         task = SimTask(
             s.id,
             self.cr_ix[s.resource],
@@ -141,18 +150,21 @@ class Simulation(SimPass, SimSummary):
             s.duration_us,
             s.checkpoint,
             self.seq,
-            WaitingTask(s.id, self.seq, s.size, s.priority, self.at(t)),
+            WaitingTask(s.id, self.seq, s.size, s.priority, self.at(t), array),
         )
         task.left_us = s.duration_us
         task.since_us = t
+        task.limit_us = s.time_limit_us
         if s.kind == "session":
             task.session = SimSession(s.activity, self.sc.resources[task.cr].idle_limits)
         self.tasks[s.id] = task
+        self.own_queued[self.cr_pol[task.cr]] += 1
+        if (s.after_ok or s.after_any) and self._hold(task, s.after_ok, s.after_any, t):
+            return
         self._enqueue(task)
         starvation_us = self.cr_starvation_us[task.cr]
         if starvation_us is not None:
             heapq.heappush(self.unguard, t + starvation_us)
-        self.own_queued[self.cr_pol[task.cr]] += 1
 
     def _change(self, c: Change, t: int) -> None:
         if c.kind == "cancel":
@@ -162,9 +174,12 @@ class Simulation(SimPass, SimSummary):
             elif task.state == "waiting":
                 self._unqueue(task, t)
                 task.state = "canceled"
+            elif task.state == "held":
+                self._unhold(task)
             else:
                 return
             self.lines.append({"at": self.seconds(t), "task": task.id, "event": "canceled"})
+            self._ended(task, t)
         elif c.kind == "engine":
             if c.value and not self.enabled:
                 self.disabled_total += t - self.disabled_since

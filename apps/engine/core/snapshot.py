@@ -13,7 +13,7 @@ Ordering contracts the loader (database or simulator) keeps, so that a pass neve
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 PERIODS = ("day", "week", "month")
@@ -101,13 +101,15 @@ class ComputeResource:
 @dataclass(frozen=True, slots=True)
 class WaitingTask:
     """A queued task. Higher `priority` goes first in its queue; `since` is when it joined the
-    queue (for the starvation guard; None: unknown, never starving)."""
+    queue (for the starvation guard; None: unknown, never starving). `array` names its array when
+    the array has a cap (`Snapshot.arrays`)."""
 
     id: str
     seq: int
     size: int
     priority: int = 0
     since: datetime | None = None
+    array: str | None = None
 
     @property
     def key(self) -> tuple[int, int]:
@@ -117,7 +119,9 @@ class WaitingTask:
 
 @dataclass(frozen=True, slots=True)
 class PlacedTask:
-    """Work on a pool. A `preempting` task (stop asked, not yet stopped) counts for nothing."""
+    """Work on a pool. A `preempting` task (stop asked, not yet stopped) counts for nothing.
+    `deadline` is when its time limit is reached (running time only: None while it has not
+    started, or without a limit); `array` as for a waiting task."""
 
     id: str
     resource: str
@@ -127,6 +131,20 @@ class PlacedTask:
     placed_at: datetime
     preempting: bool = False
     priority: int = 0
+    deadline: datetime | None = None
+    array: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HeldTask:
+    """A queued task the pass does not consider: it runs after tasks that have not ended
+    (`waits_for`, rule "dependency"). The loader decides (the live engine: the task's count of
+    unended dependencies; the simulator: its own state); the pass gives it its verdict."""
+
+    id: str
+    resource: str
+    seq: int
+    waits_for: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +163,9 @@ class SpendCap:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """The engine's whole input. `waiting` maps a compute resource id to its queue."""
+    """The engine's whole input. `waiting` maps a compute resource id to its queue; `held` are
+    queued tasks waiting for their dependencies; `arrays` caps how many tasks of an array may be
+    placed at once (array id to its `max_running`)."""
 
     now: datetime
     pools: tuple[Pool, ...]
@@ -156,6 +176,8 @@ class Snapshot:
     placed: tuple[PlacedTask, ...]
     low_watermark_s: int = 900
     caps: tuple[SpendCap, ...] = ()
+    held: tuple[HeldTask, ...] = ()
+    arrays: Mapping[str, int] = field(default_factory=dict)
 
 
 class SnapshotError(ValueError):
@@ -250,12 +272,20 @@ def validate(snapshot: Snapshot) -> None:
     for t in s.placed:
         _check(t.id not in task_ids, f"task {t.id}: appears twice")
         task_ids.add(t.id)
+        _check(t.deadline is None or t.deadline.tzinfo is not None, f"placed {t.id}: deadline must be aware")
         _check(t.resource in resources, f"placed {t.id}: unknown compute resource {t.resource}")
         _check(t.pool in pools, f"placed {t.id}: unknown pool {t.pool}")
         _check(t.size >= 0, f"placed {t.id}: size must be >= 0")
         key = (t.placed_at, t.seq)
         _check(last_key is None or key >= last_key, f"placed: not in placement order at {t.id}")
         last_key = key
+    for h in s.held:
+        _check(h.id not in task_ids, f"task {h.id}: appears twice")
+        task_ids.add(h.id)
+        _check(h.resource in resources, f"held {h.id}: unknown compute resource {h.resource}")
+        _check(bool(h.waits_for), f"held {h.id}: waits for nothing")
+    for a, most in s.arrays.items():
+        _check(isinstance(most, int) and most >= 0, f"array {a}: max_running must be >= 0")
 
 
 def _check(ok: bool, message: str) -> None:

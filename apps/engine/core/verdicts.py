@@ -27,6 +27,12 @@ All tasks of one size in one compute resource share a rule, so the rule is compu
   pool opening when the last cap closing it resets; `policy` is that cap's id).
 - no_capacity: no pool of its list has had room for its size in this pass.
 
+Per task, over its group's rule: a waiting task of a capped array whose placed tasks are at its
+`max_running` after the pass gets array_limit, unless one of the rules up to budget_start_check
+already holds it (`cause` the array, `max_running` its cap). A held task (`Snapshot.held`) gets
+dependency, `waits_for` the tasks it waits for, position 0: it is not in line, and the positions of
+the waiting tasks do not count it.
+
 Where the starvation guard holds pools (`pass_starvation`), a behind_higher_priority or no_capacity
 rule becomes starvation_hold for the tasks it keeps off a held pool, and starving for the holder
 itself (per task: `verdict_holds`).
@@ -45,6 +51,9 @@ from .verdict_holds import held_rule, holder_rule
 if TYPE_CHECKING:
     from .pass_state import PassState
 
+DEPENDENCY, ARRAY_LIMIT = "dependency", "array_limit"
+BEFORE_ARRAY_LIMIT = ("never_fits", "budget_used_up", "policy_limit", "ancestor_limit", "budget_start_check")
+
 
 class VerdictBook:
     def __init__(self, run: PassState):
@@ -54,6 +63,8 @@ class VerdictBook:
         self.placed: dict[int, list[int]] = {}
         self.where: dict[str, tuple[int, int]] | None = None
         self.held_by: dict[str, int] | None = None  # a holder's task id -> the pool it holds
+        self.held_verdicts: tuple[Verdict, ...] | None = None  # Snapshot.held's
+        self.held_ix: dict[str, Verdict] | None = None
 
     def verdict(self, task_id: str) -> Verdict | None:
         if self.where is None:
@@ -63,7 +74,7 @@ class VerdictBook:
                     self.where[t.id] = (c, i)
         found = self.where.get(task_id)
         if found is None:
-            return None
+            return self._held_by_id().get(task_id) if self.run.s.held else None
         c, i = found
         placed = self._placed(c)
         before = bisect_left(placed, i)
@@ -85,6 +96,27 @@ class VerdictBook:
                     continue
                 position += 1
                 yield Verdict(t.id, rid, position, *self._task_rule(c, t))
+        yield from self.held()
+
+    def held(self) -> tuple[Verdict, ...]:
+        """The held tasks' verdicts (rule dependency), in snapshot order."""
+        if self.held_verdicts is None:
+            self.held_verdicts = tuple(
+                Verdict(h.id, h.resource, 0, DEPENDENCY, waits_for=h.waits_for) for h in self.run.s.held
+            )
+        return self.held_verdicts
+
+    def _held_by_id(self) -> dict[str, Verdict]:
+        if self.held_ix is None:
+            self.held_ix = {v.task: v for v in self.held()}
+        return self.held_ix
+
+    def array_limited(self) -> tuple[Verdict, ...]:
+        """The verdicts of the waiting tasks that their array's cap holds, in `verdicts()` order."""
+        left = self.run.array_left
+        if not any(n <= 0 for n in left.values()):
+            return ()
+        return tuple(v for v in self.verdicts() if v.rule == ARRAY_LIMIT)
 
     def group(self, resource_id: str, size: int) -> Verdict | None:
         """The verdict shared by the waiting tasks of one size in one compute resource (position
@@ -111,7 +143,15 @@ class VerdictBook:
         return got
 
     def _task_rule(self, c: int, task) -> tuple:
-        """The task's group rule, or the holder's own (starving) when it holds a pool."""
+        """The task's group rule, or the holder's own (starving) when it holds a pool, or
+        array_limit when its array's cap holds it and no rule before that one does."""
+        left = self.run.array_left
+        if left and task.array is not None and left.get(task.array, 1) <= 0:
+            rule = self._rule(c, task.size)
+            if rule[0] in BEFORE_ARRAY_LIMIT:
+                return rule
+            cap = self.run.s.arrays[task.array]
+            return (ARRAY_LIMIT, (), None, None, None, None, task.array, *(None,) * 4, (), cap)
         if self.run.hold:
             if self.held_by is None:
                 self.held_by = {holder: pi for pi, holder in self.run.hold.items()}

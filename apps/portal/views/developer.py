@@ -5,10 +5,11 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from apps.policies.selectors import priority_class_name, submittable_resources
-from apps.portal import charts, my_work, selectors, services
+from apps.portal import charts, my_work, selectors, services, task_runs
 from apps.portal.filters import (
     NotificationFilter,
     ResourceFilter,
@@ -65,12 +66,11 @@ def work(request):
             )
             return redirect("portal:work")
     if request.method == "POST" and not starting and form.is_valid():
-        data = form.cleaned_data
         try:
-            task = tasks.submit(user=user, channel=Channel.PORTAL, **data)
+            task = tasks.submit(user=user, channel=Channel.PORTAL, **form.submission())
         except ValidationError as error:
             for field, errors in error.message_dict.items():
-                form.add_error(field if field in form.fields else None, errors)
+                form.add_error(form.field_of(field), errors)
         else:
             place = queue_positions([task]).get(task.pk)
             messages.success(
@@ -121,7 +121,9 @@ def work(request):
 
 
 def _visible_task(request, pk: int) -> Task:
-    task = get_object_or_404(Task.objects.select_related("compute_resource__policy__group", "pool"), pk=pk)
+    task = get_object_or_404(
+        Task.objects.select_related("compute_resource__policy__group", "pool", "array"), pk=pk
+    )
     allow(visible_tasks(request.user).filter(pk=pk).exists(), f"Task {pk} is not yours to see.")
     return task
 
@@ -137,6 +139,9 @@ def task_detail(request, pk: int):
         "borrowed": selectors.borrowed_gpus({task.compute_resource.policy_id}).get(task.pk),
         "may_cancel": may_cancel(request.user, task) and task.state not in Task.FINAL_STATES,
         "history": history,
+        "time": task_runs.time_facts(task, timezone.now()),
+        "links": task_runs.dependency_facts(task),
+        "array": task_runs.array_facts(task),
     }
     return render_page(request, "portal/task.html", context, [history])
 

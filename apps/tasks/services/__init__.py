@@ -34,6 +34,7 @@ from apps.tasks.services.submission import (
     check_nodes,
     check_submission,
     submit,
+    submit_array,
     submit_many,
     task_size,
 )
@@ -66,6 +67,7 @@ __all__ = [
     "stopped_many",
     "submit",
     "submit_due_schedules",
+    "submit_array",
     "submit_many",
     "task_size",
     "update_schedule",

@@ -11,17 +11,22 @@ from apps.core.sql import array_literal
 from apps.ledger import services as ledger
 from apps.tasks import wake
 from apps.tasks.models import Task, TaskEvent
+from apps.tasks.services import dependencies
+from apps.tasks.services.time_limits import left_s
 
 # The task lifecycle. Every state change of a task after submission goes through these functions;
 # they write the task, its events and its usage interval together, in the caller's transaction.
 #
-#   queued --place--> placed --claim--> running --finish--> succeeded | failed
-#   placed | running --request_stop--> stopping --stopped--> queued (requeued) | canceled
+#   queued --place--> placed --claim--> running --finish--> succeeded | failed | timed_out
+#   placed | running --request_stop--> stopping --stopped--> queued (requeued) | canceled | timed_out
 #   a stop of a task no worker has claimed takes effect at once.
 #   A session is never requeued: whatever stopped it (idle, reclaim, budget, a lost worker), it
 #   ends ``canceled`` with its stop reason kept, and its owner may start another.
+#   Work stopped at its time limit ends ``timed_out``; a run that is requeued adds its running
+#   time to ``ran_s``, which counts against the limit. Every final state releases or cancels the
+#   tasks that run after it (``apps.tasks.services.dependencies``).
 
-NOT_PREEMPTIONS = (Task.StopReason.CANCELED, Task.StopReason.IDLE)
+NOT_PREEMPTIONS = (Task.StopReason.CANCELED, Task.StopReason.IDLE, Task.StopReason.TIME_LIMIT)
 
 LIFECYCLE_FIELDS = [
     "state",
@@ -171,7 +176,7 @@ def request_stop_many(tasks, reason: str, at, *, actor=None, detail=None) -> Non
     _update(tasks, state=Task.State.STOPPING, stop_reason=reason, **(counted if preempting else {}))
     if preempting:
         kind = TaskEvent.Kind.PREEMPTED
-    elif reason == Task.StopReason.IDLE:
+    elif reason in (Task.StopReason.IDLE, Task.StopReason.TIME_LIMIT):
         kind = TaskEvent.Kind.STOP_REQUESTED
     else:
         kind = TaskEvent.Kind.CANCEL_REQUESTED
@@ -182,23 +187,33 @@ def request_stop_many(tasks, reason: str, at, *, actor=None, detail=None) -> Non
 @transaction.atomic
 def stopped_many(tasks, at, *, ended_at=None) -> None:
     """The work of stopping tasks has really stopped: close their intervals (at ``ended_at`` if
-    given, else ``at``) and requeue them in their old place, or mark them canceled. A session is
+    given, else ``at``) and requeue them in their old place, or mark them canceled (timed out when
+    stopped at their time limit, or when a preempted run used up what was left of it). A session is
     never requeued: it ends (``canceled``, its stop reason kept)."""
     if not tasks:
         return
     ledger.close_intervals([t.pk for t in tasks], ended_at or at)
     canceled = [t for t in tasks if t.stop_reason == Task.StopReason.CANCELED]
-    ended = [t for t in tasks if t.kind == Task.Kind.SESSION and t not in canceled]
-    requeued = [t for t in tasks if t not in canceled and t not in ended]
+    timed_out = [t for t in tasks if t.stop_reason == Task.StopReason.TIME_LIMIT and t not in canceled]
+    ended = [t for t in tasks if t.kind == Task.Kind.SESSION and t not in canceled and t not in timed_out]
+    requeued = [t for t in tasks if t not in canceled and t not in ended and t not in timed_out]
+    _add_ran(requeued, ended_at or at)
+    spent = [t for t in requeued if t.time_limit_s is not None and t.ran_s >= t.time_limit_s]
+    timed_out += spent
+    requeued = [t for t in requeued if t not in spent]
     for task in canceled + ended:
         task.state, task.ended_at = Task.State.CANCELED, at
+    for task in timed_out:
+        task.state, task.ended_at = Task.State.TIMED_OUT, at
     _events(canceled, TaskEvent.Kind.CANCELED, at)
     _events(ended, TaskEvent.Kind.ENDED, at, reason=None)
+    _events(timed_out, TaskEvent.Kind.TIMED_OUT, at, reason=Task.StopReason.TIME_LIMIT)
     _events(requeued, TaskEvent.Kind.REQUEUED, at, reason=None)
     for task in requeued:
         task.state, task.pool, task.worker, task.stop_reason = Task.State.QUEUED, None, None, ""
         task.placed_at = task.claimed_at = task.started_at = None
     _update(canceled + ended, state=Task.State.CANCELED, ended_at=at)
+    _update(timed_out, state=Task.State.TIMED_OUT, ended_at=at)
     _update(
         requeued,
         state=Task.State.QUEUED,
@@ -209,6 +224,17 @@ def stopped_many(tasks, at, *, ended_at=None) -> None:
         claimed_at=None,
         started_at=None,
     )
+    dependencies.ended(canceled + ended + timed_out, at)
+
+
+def _add_ran(tasks, until) -> None:
+    """A limited task's run ends without ending the task: its running time counts on."""
+    for task in tasks:
+        if task.time_limit_s is None or task.started_at is None:
+            continue
+        ran = max(0, int((until - task.started_at).total_seconds()))
+        task.ran_s += ran
+        Task.objects.filter(pk=task.pk).update(ran_s=F("ran_s") + ran)
 
 
 @transaction.atomic
@@ -229,9 +255,12 @@ def requeue_lost(tasks, reason: str, at, *, ended_at) -> None:
     stopped_many(tasks, at, ended_at=ended_at)
 
 
-def finish(task: Task, *, exit_code: int, at) -> Task:
-    """The work ended on its own: succeeded with exit code 0, failed otherwise. Work that ends on
-    its own while a stop is pending (it finished before its worker got the stop) is done, not
+def finish(task: Task, *, exit_code: int, at, timed_out: bool = False) -> Task:
+    """The work ended on its own: succeeded with exit code 0, failed otherwise, timed out when its
+    worker stopped it at its time limit (``timed_out``: Slurm's TIMEOUT, a pod's deadline, the
+    daemon's own timer; whatever the code) or when it ended with an error once its limit was
+    reached. Work that ends
+    on its own while a stop is pending (it finished before its worker got the stop) is done, not
     requeued: running it again would redo finished work.
 
     Its writes (interval, task, event) are one transaction: the caller's without a savepoint (a
@@ -243,12 +272,33 @@ def finish(task: Task, *, exit_code: int, at) -> Task:
         raise ValueError(f"task {task.pk} is {task.state}: no work of it runs")
     with transaction.atomic(savepoint=False):
         ledger.close_intervals([task.pk], at)
-        task.state = Task.State.SUCCEEDED if exit_code == 0 else Task.State.FAILED
+        if _timed_out(task, at, timed_out, exit_code):
+            task.state, kind = Task.State.TIMED_OUT, TaskEvent.Kind.TIMED_OUT
+            reason = Task.StopReason.TIME_LIMIT
+        elif exit_code == 0:
+            task.state, kind, reason = Task.State.SUCCEEDED, TaskEvent.Kind.SUCCEEDED, ""
+        else:
+            task.state, kind, reason = Task.State.FAILED, TaskEvent.Kind.FAILED, ""
         task.exit_code, task.ended_at, task.stop_reason = exit_code, at, ""
         _update([task], **_lifecycle_values(task))
-        kind = TaskEvent.Kind.SUCCEEDED if exit_code == 0 else TaskEvent.Kind.FAILED
-        _events([task], kind, at, detail={"exit_code": exit_code})
+        _events([task], kind, at, reason=reason, detail={"exit_code": exit_code})
+        dependencies.ended([task], at)
     return task
+
+
+def _timed_out(task: Task, at, reported: bool, exit_code: int) -> bool:
+    """Its worker stopped it at its limit (whatever the code: work may catch the stop, save a
+    checkpoint and exit 0), or it ended with an error once its limit was asked for or reached."""
+    if task.time_limit_s is None:
+        return False
+    if reported:
+        return True
+    if exit_code == 0:
+        return False
+    if task.stop_reason == Task.StopReason.TIME_LIMIT:
+        return True
+    left = left_s(task, at)
+    return left is not None and left <= 0
 
 
 @transaction.atomic
@@ -262,6 +312,7 @@ def cancel(task: Task, *, actor=None, at=None) -> Task:
         task.state, task.ended_at, task.verdict = Task.State.CANCELED, at, {}
         task.save(update_fields=LIFECYCLE_FIELDS)
         _events([task], TaskEvent.Kind.CANCELED, at, actor=actor)
+        dependencies.ended([task], at)
     elif task.state == Task.State.STOPPING:
         task.stop_reason = Task.StopReason.CANCELED
         task.save(update_fields=["stop_reason"])
@@ -296,6 +347,7 @@ def start_failed(task: Task, *, error: str, at, attempts: int, worker: str = "")
         task.save(update_fields=[*LIFECYCLE_FIELDS, "failure"])
         detail = {"error": error, "attempts": failures}
         _events([task], TaskEvent.Kind.FAILED, at, reason=Task.StopReason.START_FAILED, detail=detail)
+        dependencies.ended([task], at)
     return task
 
 

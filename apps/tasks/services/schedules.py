@@ -13,6 +13,7 @@ from apps.tasks.limits import size_errors
 from apps.tasks.models import Channel, Schedule, ScheduleRun
 from apps.tasks.services.priority import resolve_priority
 from apps.tasks.services.submission import check_fits, check_nodes, submit, task_size
+from apps.tasks.services.time_limits import resolve_time_limit
 
 # Schedules: pipelines and unattended runs. Each due time of a schedule's cron expression (UTC)
 # submits one task as the owner through ``submit``. The run row and the task are written in one
@@ -20,7 +21,8 @@ from apps.tasks.services.submission import check_fits, check_nodes, submit, task
 # submits exactly once however many beats run. A schedule that missed due times while no beat
 # ran submits once, for the latest of them. A schedule keeps the priority it asks for (a number,
 # a class's name or None) and each run resolves it then, so the class's value, the default and
-# the maximum of that time apply; creating or changing a schedule checks it against today's.
+# the maximum of that time apply; creating or changing a schedule checks it against today's. Its
+# time limit (seconds, or None for the default at each due time) is kept and checked the same way.
 
 SCHEDULE_FIELDS = [
     "name",
@@ -33,6 +35,7 @@ SCHEDULE_FIELDS = [
     "checkpoint",
     "spec",
     "priority",
+    "time_limit_s",
 ]
 
 
@@ -95,6 +98,10 @@ def _check_schedule(schedule: Schedule) -> None:
             resolve_priority(schedule.compute_resource, schedule.priority)
         except ValidationError as priority_error:
             errors.update(priority_error.message_dict)
+        try:
+            resolve_time_limit(schedule.compute_resource, schedule.time_limit_s)
+        except ValidationError as limit_error:
+            errors.update(limit_error.message_dict)
     group = schedule.compute_resource.policy.group
     if schedule.project is not None and schedule.project.group_id != group.pk:
         errors["project"] = f"Project {schedule.project} does not belong to group {group}."
@@ -180,6 +187,7 @@ def _run_schedule(pk: int, now: datetime) -> bool:
                             checkpoint=schedule.checkpoint,
                             spec=schedule.spec,
                             priority=schedule.priority,
+                            time_limit_s=schedule.time_limit_s,
                             channel=Channel.SCHEDULE,
                         )
                 except ValidationError as error:

@@ -16,9 +16,11 @@ from apps.policies.rules import fmt
 from apps.policies.selectors import largest_pool
 from apps.tasks import wake
 from apps.tasks.limits import nodes_error, size_errors
-from apps.tasks.models import Channel, Task, TaskEvent, counted_gpus
+from apps.tasks.models import Channel, Task, TaskArray, TaskEvent, counted_gpus
+from apps.tasks.services import dependencies
 from apps.tasks.services.agents import refusal as agent_refusal
 from apps.tasks.services.priority import resolve_priority
+from apps.tasks.services.time_limits import resolve_time_limit
 
 
 def task_size(resource: ComputeResource, gpus) -> Decimal:
@@ -128,10 +130,16 @@ def check_submission(
     largest: dict | None = None,
     agent: Agent | None = None,
     priority=None,
+    time_limit_s=None,
+    after_ok=None,
+    after_any=None,
+    index: int | None = None,
 ) -> Task:
     """The rules every submission passes, whatever its channel: the unsaved task, or a
     ValidationError naming the field (``largest``: see ``check_fits``; ``priority``: what the
-    submitter asks for, see ``resolve_priority``)."""
+    submitter asks for, see ``resolve_priority``; ``time_limit_s``: ``resolve_time_limit``;
+    ``after_ok`` and ``after_any``: ``dependencies.check``, ``index`` the item's place in a bulk
+    request). The task's checked dependencies ride on it as ``task.needs`` for ``_create``."""
     if not compute_resource.enabled:
         raise ValidationError(
             {"compute_resource": f"Compute resource {compute_resource} accepts no new tasks."}
@@ -146,10 +154,14 @@ def check_submission(
             {"project": f"Project {project} does not belong to group {compute_resource.policy.group}."}
         )
     priority = resolve_priority(compute_resource, priority)
+    time_limit_s = resolve_time_limit(compute_resource, time_limit_s, session=kind == Task.Kind.SESSION)
     size = task_size(compute_resource, gpus)
     nodes = check_nodes(compute_resource, size, nodes)
     check_fits(compute_resource, size, nodes, largest)
-    return Task(
+    needs = dependencies.check(user, after_ok, after_any, index=index)
+    if needs and kind == Task.Kind.SESSION:
+        raise ValidationError({"after_ok": "A session starts when asked; it runs after no task."})
+    task = Task(
         user=user,
         compute_resource=compute_resource,
         command=command,
@@ -163,17 +175,23 @@ def check_submission(
         kind=kind,
         agent=agent,
         priority=priority,
+        time_limit_s=time_limit_s,
+        waits_on=needs.unended(),
     )
+    task.needs = needs
+    return task
 
 
 def _create(tasks: list[Task]) -> list[Task]:
     """Write checked tasks in their order: their rows (a task's queue seq is its id), their
-    ``submitted`` events, and one request for an engine pass once the transaction commits."""
+    dependency links, their ``submitted`` events, and one request for an engine pass once the
+    transaction commits."""
     at = timezone.now()
     Task.objects.bulk_create(tasks, batch_size=BULK_BATCH)
     Task.objects.filter(pk__in=[task.pk for task in tasks]).update(queue_seq=F("pk"))
     for task in tasks:
         task.queue_seq = task.pk
+    after = dependencies.link(tasks, [getattr(task, "needs", None) or dependencies.Needs() for task in tasks])
     TaskEvent.objects.bulk_create(
         (
             TaskEvent(
@@ -188,6 +206,9 @@ def _create(tasks: list[Task]) -> list[Task]:
                     **({"kind": task.kind} if task.kind != Task.Kind.BATCH else {}),
                     **({"agent": task.agent.label} if task.agent_id else {}),
                     **({"priority": task.priority} if task.priority else {}),
+                    **({"time_limit_s": task.time_limit_s} if task.time_limit_s else {}),
+                    **({"array": task.array_id, "array_index": task.array_index} if task.array_id else {}),
+                    **({"after": after[task.pk]} if after.get(task.pk) else {}),
                 },
             )
             for task in tasks
@@ -251,9 +272,44 @@ def submit_many(
     tasks, errors, largest = [], {}, {}
     for index, item in enumerate(items):
         try:
-            tasks.append(check_submission(user=user, channel=channel, largest=largest, agent=agent, **item))
+            tasks.append(
+                check_submission(
+                    user=user, channel=channel, largest=largest, agent=agent, index=index, **item
+                )
+            )
         except ValidationError as refused:
             errors[index] = refused.message_dict
     if errors:
         raise SubmissionsRefused(errors)
+    return _create(tasks)
+
+
+ARRAY_MIN = 1  # the fewest tasks of an array (the most: settings.TASKS_BULK_MAX)
+
+
+@transaction.atomic
+def submit_array(
+    *, user: User, size, max_running=None, agent: Agent | None = None, channel: str = Channel.API, **fields
+) -> list[Task]:
+    """Submit ``size`` tasks of one spec (the fields of ``check_submission``), each with its index
+    (``KLIQUE_ARRAY_INDEX`` on its worker), at most ``max_running`` of them placed at once."""
+    limit = settings.TASKS_BULK_MAX
+    if isinstance(size, bool) or not isinstance(size, int) or not ARRAY_MIN <= size <= limit:
+        raise ValidationError({"array": f"An array has {ARRAY_MIN} to {limit} tasks (TASKS_BULK_MAX)."})
+    if max_running is not None and (
+        isinstance(max_running, bool) or not isinstance(max_running, int) or max_running < 1
+    ):
+        raise ValidationError({"max_running": "Give a whole number of at least 1, or leave it out."})
+    if fields.get("kind", Task.Kind.BATCH) == Task.Kind.SESSION:
+        raise ValidationError({"array": "Sessions are started one at a time."})
+    if agent is not None:
+        agent_refusal(agent)
+    first = check_submission(user=user, channel=channel, agent=agent, **fields)
+    array = TaskArray.objects.create(user=user, size=size, max_running=max_running)
+    copied = [f.attname for f in Task._meta.concrete_fields if not f.primary_key]
+    tasks = []
+    for index in range(size):
+        task = Task(**{name: getattr(first, name) for name in copied})
+        task.array, task.array_index, task.needs = array, index, first.needs
+        tasks.append(task)
     return _create(tasks)

@@ -4,7 +4,9 @@ import json
 import math
 
 from django.core.validators import ProhibitNullCharactersValidator
+from django.utils import timezone
 from drf_spectacular.extensions import OpenApiSerializerFieldExtension
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from apps.core.fields import (
@@ -17,6 +19,7 @@ from apps.core.fields import (
 )
 from apps.core.gpus import GPU_DECIMAL_PLACES, GPU_MAX_DIGITS
 from apps.pools.models import TaskLog, Worker
+from apps.tasks.services.time_limits import left_s
 from klique.worker.hostnames import HOSTNAME_PATTERN, MAX_HOSTNAME_CHARS, hostname_error
 from klique.worker.text import storable
 
@@ -236,6 +239,19 @@ class ClaimedTaskSerializer(serializers.Serializer):
         help_text="A session's block (kind, token, base_url, ready_path, command for a port kind, "
         "sample_s); null for a batch task. See docs/sessions.md.",
     )
+    time_limit_s = serializers.SerializerMethodField(
+        help_text="Running seconds the work has left before its time limit (its limit less the running "
+        "time of earlier runs, and of this run for adopted work; at least 1): the daemon stops it "
+        "then. Null: no limit."
+    )
+    array_index = serializers.IntegerField(
+        source="task.array_index", allow_null=True, help_text="Its index in its array; null: no array."
+    )
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_time_limit_s(self, claimed) -> int | None:
+        left = left_s(claimed.task, timezone.now())
+        return None if left is None else max(1, left)
 
 
 class StartedSerializer(serializers.Serializer):
@@ -271,6 +287,11 @@ class ExitedSerializer(serializers.Serializer):
     exit_code = PlainIntegerField(min_value=-(2**31), max_value=2**31 - 1, help_text="128 + N: signal N.")
     at = serializers.DateTimeField(required=False)
     log_tail = LogTailField(required=False)
+    timed_out = StrictBooleanField(
+        required=False,
+        help_text="The work was stopped at its time limit: by the daemon, Slurm (TIMEOUT) or Kubernetes "
+        "(DeadlineExceeded). The task ends timed_out.",
+    )
 
 
 class StoppedSerializer(serializers.Serializer):

@@ -189,8 +189,12 @@ def retire(worker: Worker, now: datetime, *, keep=(), record: bool = True) -> in
 
 def _stop_command(task: Task) -> dict:
     """Needs ``compute_resource__profile`` loaded: the stop's grace is the profile's. A session
-    never goes back to its queue, so its stop is ``canceled`` whatever the reason (``why``)."""
-    ends = task.stop_reason == Task.StopReason.CANCELED or task.kind == Task.Kind.SESSION
+    never goes back to its queue, nor does work stopped at its time limit, so their stop is
+    ``canceled`` whatever the reason (``why``)."""
+    ends = (
+        task.stop_reason in (Task.StopReason.CANCELED, Task.StopReason.TIME_LIMIT)
+        or task.kind == Task.Kind.SESSION
+    )
     reason = "canceled" if ends else "preempted"
     return {
         "stop": task.pk,

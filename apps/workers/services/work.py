@@ -203,17 +203,28 @@ def _started(worker: Worker, task: Task, logs: dict, *, at=None, detail=None, no
 
 
 def _exited(
-    worker: Worker, task: Task, logs: dict, *, exit_code: int, at=None, log_tail=None, now: datetime
+    worker: Worker,
+    task: Task,
+    logs: dict,
+    *,
+    exit_code: int,
+    at=None,
+    log_tail=None,
+    timed_out: bool = False,
+    now: datetime,
 ) -> bool:
     _save_log(worker, task, log_tail, now, logs)
     if not _is_held(worker, task):
         return False
     at = _clamp(at, task, now)
+    # Work stopped at its time limit ends there, whatever stop was asked for meanwhile.
+    timed_out = timed_out and task.time_limit_s is not None and task.kind != Task.Kind.SESSION
     # A session's server exits 0 on the SIGTERM of its stop: that is the stop, not a finished run.
-    if task.state == Task.State.STOPPING and (exit_code != 0 or task.kind == Task.Kind.SESSION):
+    stopped = exit_code != 0 or task.kind == Task.Kind.SESSION
+    if task.state == Task.State.STOPPING and stopped and not timed_out:
         lifecycle.stopped_many([task], at)
     else:
-        lifecycle.finish(task, exit_code=exit_code, at=at)
+        lifecycle.finish(task, exit_code=exit_code, at=at, timed_out=timed_out)
     return True
 
 
@@ -271,11 +282,15 @@ def report_started(worker: Worker, task_id: int, *, at=None, detail=None, now: d
     return _report("started", worker, task_id, at=at, detail=detail, now=now)
 
 
-def report_exited(worker: Worker, task_id: int, *, exit_code: int, at=None, log_tail=None, now) -> Task:
+def report_exited(
+    worker: Worker, task_id: int, *, exit_code: int, at=None, log_tail=None, timed_out=False, now
+) -> Task:
     """The work ended on its own. If a stop had been asked for meanwhile, a success is kept (the
     work is done; running it again would redo it) and a failure counts as stopped (it may well
-    be the stop that ended it), so the task is requeued or canceled as the stop intended."""
-    return _report("exited", worker, task_id, exit_code=exit_code, at=at, log_tail=log_tail, now=now)
+    be the stop that ended it), so the task is requeued or canceled as the stop intended.
+    ``timed_out``: the worker stopped it at its time limit, so it ends there (timed out)."""
+    body = {"exit_code": exit_code, "at": at, "log_tail": log_tail, "timed_out": timed_out}
+    return _report("exited", worker, task_id, **body, now=now)
 
 
 def report_stopped(worker: Worker, task_id: int, *, at=None, log_tail=None, now: datetime) -> Task:

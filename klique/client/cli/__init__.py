@@ -14,6 +14,7 @@ Exit codes (scripts can rely on them):
     7  server error (5xx)
     8  with --wait, the task was canceled
     9  with --wait, the timeout passed before the task ended
+   10  with --wait, the task ended timed_out (it reached its time limit)
   141  standard output was closed early (``klique ls | head``): quietly, as coreutils
 """
 

@@ -13,6 +13,7 @@ from klique.client.sdk.errors import (
 )
 
 OK, FAILED, USAGE, AUTH, DENIED, INVALID, UNREACHABLE, SERVER, TASK_CANCELED, TIMED_OUT = range(10)
+TASK_TIMED_OUT = 10  # with --wait, the task reached its time limit
 PIPE_CLOSED = 128 + 13  # killed by SIGPIPE, as the shell reports coreutils' ``ls | head``
 
 EXIT_BY_ERROR = [

@@ -6,6 +6,8 @@ import argparse
 import re
 import sys
 
+from klique.durations import DurationError, parse_duration
+
 
 def whole_number(text: str) -> int:
     """A count typed on the command line: ASCII digits only (``int()`` would also take "1_0")."""
@@ -31,6 +33,33 @@ def priority_option(sub: argparse.ArgumentParser) -> None:
         metavar="VALUE",
         help="a whole number or a priority class's name (e.g. low, normal, high): higher is placed "
         "first within the group's queue; default: the compute resource's, at most its maximum",
+    )
+
+
+def duration(text: str) -> int:
+    """``--time``: a duration ("2h30m", "90m", "2:30:00") or whole seconds ("3600")."""
+    try:
+        return parse_duration(text)
+    except DurationError as error:
+        raise argparse.ArgumentTypeError(str(error)) from error
+
+
+def task_ids(text: str) -> list[int]:
+    """``--after-ok 12,15``: task ids separated by commas (the option may also repeat)."""
+    words = [word.strip() for word in text.split(",")]
+    if not all(re.fullmatch(r"[0-9]+", word, re.ASCII) for word in words):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a list of task ids (e.g. 12 or 12,15)")
+    return [int(word) for word in words]
+
+
+def time_option(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument(
+        "--time",
+        dest="time_limit",
+        type=duration,
+        metavar="DURATION",
+        help="time limit: running time after which the work is stopped and ends timed_out, e.g. "
+        "2h30m, 90m, 2:30:00 or 3600 (seconds); default: the compute resource's, at most its maximum",
     )
 
 

@@ -16,6 +16,8 @@ REASONS = {
     "unclaimed": "no worker claimed it in time",
     "canceled": "canceled",
     "idle": "stopped by its idle limits",
+    "time_limit": "stopped at its time limit",
+    "dependency_failed": "a task it runs after did not succeed",
 }
 
 
@@ -62,7 +64,11 @@ def describe(task: Task) -> str:
     if task.state == "stopping":
         return f"stopping on pool {task.pool}: {REASONS.get(task.stop_reason, task.stop_reason)}"
     if task.state == "canceled":
+        if task.stop_reason == "dependency_failed":
+            return f"canceled: {REASONS['dependency_failed']}"
         return "canceled"
+    if task.state == "timed_out":
+        return f"timed out: stopped at its time limit ({numbers.duration(task.time_limit_s)})"
     if task.state == "failed" and task.failure:
         return f"failed: {task.failure}"
     return f"{task.state} (exit code {task.exit_code})"

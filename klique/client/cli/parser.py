@@ -19,7 +19,7 @@ def parser() -> argparse.ArgumentParser:
         description="Ask Klique for GPUs as yourself. Start with `klique login`.",
         epilog="The task's command goes after --. Exit codes: 0 ok, 1 task failed or other error, "
         "2 usage, 3 not logged in, 4 forbidden or not found, 5 input refused, 6 unreachable, "
-        "7 server error, 8 task canceled, 9 wait timed out.",
+        "7 server error, 8 task canceled, 9 wait timed out, 10 task reached its time limit.",
     )
     root.add_argument("--ca-bundle", metavar="FILE", default=None, help=ca_help)
     commands = root.add_subparsers(dest="command_name", required=True, metavar="COMMAND")

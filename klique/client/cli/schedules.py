@@ -4,7 +4,7 @@ remove."""
 import sys
 
 from klique.client.cli.exits import OK, USAGE
-from klique.client.cli.inputs import priority_option, task_template
+from klique.client.cli.inputs import priority_option, task_template, time_option
 from klique.client.cli.output import show, table, when
 from klique.client.sdk.client import Client
 
@@ -44,6 +44,7 @@ def cmd_schedule_add(args, client: Client) -> int:
         project=args.project,
         checkpoint=args.checkpoint,
         priority=args.priority,
+        time_limit_s=args.time_limit,
     )
     show(
         args,
@@ -86,6 +87,7 @@ def register(commands, command) -> None:
     add.add_argument("--name", required=True)
     task_template(add)
     priority_option(add)
+    time_option(add)
     for name, handler in [
         ("pause", cmd_schedule_pause),
         ("resume", cmd_schedule_resume),

@@ -3,9 +3,17 @@ a task to its end with ``--wait``."""
 
 import sys
 
+from klique import numbers
 from klique.client.cli.bulk import submit_from
-from klique.client.cli.exits import FAILED, OK, TASK_CANCELED, USAGE
-from klique.client.cli.inputs import priority_option, task_template, waiting, whole_number
+from klique.client.cli.exits import FAILED, OK, TASK_CANCELED, TASK_TIMED_OUT, USAGE
+from klique.client.cli.inputs import (
+    priority_option,
+    task_ids,
+    task_template,
+    time_option,
+    waiting,
+    whole_number,
+)
 from klique.client.cli.output import REASONS, amount, describe, show, size, stopped, table, when
 from klique.client.sdk.client import Client
 from klique.client.sdk.tasks import Task
@@ -34,23 +42,34 @@ def wait_for(args, client: Client, task: Task) -> int:
     final = client.wait(task.id, poll=args.poll, timeout=args.timeout, on_change=on_change)
     if args.json:
         show(args, final, "")
-    return {"succeeded": OK, "failed": FAILED, "canceled": TASK_CANCELED}[final.state]
+    return {"succeeded": OK, "canceled": TASK_CANCELED, "timed_out": TASK_TIMED_OUT}.get(final.state, FAILED)
+
+
+def flat(lists) -> list[int] | None:
+    """``--after-ok 1,2 --after-ok 3`` as [1, 2, 3]; None when not given."""
+    return [task_id for ids in lists for task_id in ids] if lists else None
 
 
 def cmd_submit(args, client: Client) -> int:
     if args.from_file is not None:
         template = (args.resource, args.command, args.gpus, args.nodes, args.project, args.name)
-        if any(template) or args.priority is not None or args.checkpoint or args.wait:
-            print(
-                "klique submit --from FILE takes every field of each task from the file; give no "
-                "RESOURCE, command, --gpus, --nodes, --project, --name, --priority, --checkpoint or --wait",
-                file=sys.stderr,
-            )
-            return USAGE
+        options = (args.priority, args.time_limit, args.after_ok, args.after_any)
+        options += (args.array, args.max_running)
+        if any(template) or any(x is not None for x in options) or args.checkpoint or args.wait:
+            return usage_from()
         if args.batch < 1:
             print("klique submit: --batch takes 1 or more", file=sys.stderr)
             return USAGE
         return submit_from(args, client)
+    if args.max_running is not None and args.array is None:
+        print("klique submit: --max-running caps an array; give --array N too", file=sys.stderr)
+        return USAGE
+    if args.array is not None and args.wait:
+        print("klique submit: --wait follows one task; an array has many (klique ls)", file=sys.stderr)
+        return USAGE
+    if args.array is not None and args.array < 1:
+        print("klique submit: --array takes 1 or more", file=sys.stderr)
+        return USAGE
     if not args.resource:
         print("klique submit: give the compute resource (or --from FILE)", file=sys.stderr)
         return USAGE
@@ -60,16 +79,27 @@ def cmd_submit(args, client: Client) -> int:
             file=sys.stderr,
         )
         return USAGE
-    task = client.submit(
-        args.resource,
-        args.command,
-        gpus=args.gpus,
-        nodes=args.nodes,
-        project=args.project,
-        name=args.name,
-        checkpoint=args.checkpoint,
-        priority=args.priority,
-    )
+    fields = {
+        "gpus": args.gpus,
+        "nodes": args.nodes,
+        "project": args.project,
+        "name": args.name,
+        "checkpoint": args.checkpoint,
+        "priority": args.priority,
+        "time_limit_s": args.time_limit,
+        "after_ok": flat(args.after_ok),
+        "after_any": flat(args.after_any),
+    }
+    if args.array is not None:
+        array = client.submit_array(
+            args.resource, args.command, size=args.array, max_running=args.max_running, **fields
+        )
+        ids = array.task_ids
+        cap = f", at most {array.max_running} at once" if array.max_running else ""
+        shown = f"tasks {ids[0]} to {ids[-1]}" if len(ids) > 1 else f"task {ids[0]}"
+        show(args, array, f"Submitted array {array.id} ({shown}{cap}) to {args.resource}.")
+        return OK
+    task = client.submit(args.resource, args.command, **fields)
     where = f"{task.compute_resource}" + (f" ({size(task)} GPUs)" if task.nodes > 1 else "")
     if args.wait:
         if not args.json:
@@ -77,6 +107,16 @@ def cmd_submit(args, client: Client) -> int:
         return wait_for(args, client, task)
     show(args, task, f"Submitted task {task.id} to {where}: {describe(task)}.")
     return OK
+
+
+def usage_from() -> int:
+    print(
+        "klique submit --from FILE takes every field of each task from the file; give no RESOURCE, "
+        "command, --gpus, --nodes, --project, --name, --priority, --time, --after-ok, --after-any, "
+        "--array, --max-running, --checkpoint or --wait",
+        file=sys.stderr,
+    )
+    return USAGE
 
 
 def cmd_ls(args, client: Client) -> int:
@@ -119,6 +159,7 @@ def task_text(task: Task) -> str:
             f"  fair share        {task.group} holds {amount(fair.borrowed)} of its fair "
             f"{amount(fair.share)} borrowed GPUs ({fair.parent} shares fairly)"
         )
+    lines += limits_text(task)
     if task.verdict:
         lines.append(f"  why waiting       {task.verdict.rule}: {task.verdict.message}")
     if task.preemptions:
@@ -129,6 +170,32 @@ def task_text(task: Task) -> str:
                 f"    {when(event.at)}  {event.kind}{pool}: {REASONS.get(event.reason, event.reason)}"
             )
     return "\n".join(lines)
+
+
+def limits_text(task: Task) -> list[str]:
+    """The task's time limit, the tasks it runs after and that run after it, and its array."""
+    lines = []
+    if task.time_limit_s is not None:
+        left = task.time_left_s
+        if task.done:
+            left_text = "ran " + numbers.duration(task.ran_s)
+        elif left is not None and left <= 0:
+            left_text = "reached"
+        else:
+            left_text = f"{numbers.duration(left)} left"
+        lines.append(f"  time limit        {numbers.duration(task.time_limit_s)} ({left_text})")
+    elif task.kind == "batch":
+        lines.append("  time limit        none")
+    for label, links in (("runs after", task.dependencies), ("runs before", task.dependants)):
+        for index, link in enumerate(links):
+            kind = "if it succeeds" if link.kind == "after_ok" else "whatever its end"
+            if label == "runs before":
+                kind = "if this succeeds" if link.kind == "after_ok" else "whatever this ends"
+            head = label if index == 0 else ""
+            lines.append(f"  {head:<18}task {link.task} ({link.state.replace('_', ' ')}), {kind}")
+    if task.array is not None:
+        lines.append(f"  array             {task.array}, index {task.array_index} (KLIQUE_ARRAY_INDEX)")
+    return lines
 
 
 def cmd_status(args, client: Client) -> int:
@@ -154,6 +221,28 @@ def register(commands, command) -> None:
     task_template(submit, resource_nargs="?")
     submit.add_argument("--name", default="", help="a name for the task")
     priority_option(submit)
+    time_option(submit)
+    after = (("ok", "if they succeed (else this task is canceled)"), ("any", "whatever their end"))
+    for kind, words in after:
+        submit.add_argument(
+            f"--after-{kind}",
+            type=task_ids,
+            action="append",
+            metavar="ID[,ID]",
+            help=f"run after these tasks of yours, {words}; repeat or separate ids with commas",
+        )
+    submit.add_argument(
+        "--array",
+        type=whole_number,
+        metavar="N",
+        help="submit N tasks of this spec, each with KLIQUE_ARRAY_INDEX set (0 to N-1)",
+    )
+    submit.add_argument(
+        "--max-running",
+        type=whole_number,
+        metavar="M",
+        help="with --array: at most M of them placed or running at once",
+    )
     submit.add_argument(
         "--from",
         dest="from_file",
@@ -174,11 +263,13 @@ def register(commands, command) -> None:
         "--state",
         action="append",
         help="only this state (repeat for several): queued, placed, running, stopping, succeeded, "
-        "failed, canceled, or as the portal says waiting, requeued, done; the server checks it",
+        "failed, canceled, timed_out, or as the portal says waiting, requeued, done; the server checks it",
     )
     ls.add_argument("--mine", action="store_true", help="only the tasks you submitted")
     ls.add_argument("--limit", type=int, default=50)
-    status = command("status", cmd_status, "where a task is, why it waits, its preemptions")
+    status = command(
+        "status", cmd_status, "where a task is, why it waits, its time limit, dependencies and preemptions"
+    )
     status.add_argument("id", type=int)
     waiting(status)
     cancel = command("cancel", cmd_cancel, "cancel a task")

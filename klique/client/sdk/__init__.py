@@ -23,11 +23,12 @@ from klique.client.sdk.errors import (
     ServerError,
     WaitTimeout,
 )
+from klique.client.sdk.pipelines import PipelineError, TaskArray
 from klique.client.sdk.records import as_json
 from klique.client.sdk.resources import ComputeResource
 from klique.client.sdk.schedules import Schedule
 from klique.client.sdk.sessions import SessionKind
-from klique.client.sdk.tasks import FINAL_STATES, Preemption, Session, Task, Verdict
+from klique.client.sdk.tasks import FINAL_STATES, Link, Preemption, Session, Task, Verdict
 from klique.client.sdk.usage import BudgetWindow, Usage
 from klique.client.sdk.whatif import WHATIF_FINAL_STATES, WhatIfRun
 
@@ -44,16 +45,19 @@ __all__ = [
     "ConnectionFailed",
     "InvalidRequest",
     "KliqueError",
+    "Link",
     "Me",
     "NotFound",
     "NotLoggedIn",
     "PermissionDenied",
+    "PipelineError",
     "Preemption",
     "Schedule",
     "ServerError",
     "Session",
     "SessionKind",
     "Task",
+    "TaskArray",
     "Usage",
     "Verdict",
     "WaitTimeout",

@@ -2,6 +2,7 @@
 
 from klique.client.sdk.account import AccountApi
 from klique.client.sdk.connection import Connection
+from klique.client.sdk.pipelines import PipelinesApi
 from klique.client.sdk.resources import ResourcesApi
 from klique.client.sdk.schedules import SchedulesApi
 from klique.client.sdk.sessions import SessionsApi
@@ -10,7 +11,17 @@ from klique.client.sdk.usage import UsageApi
 from klique.client.sdk.whatif import WhatIfApi
 
 
-class Client(Connection, AccountApi, ResourcesApi, TasksApi, SessionsApi, UsageApi, SchedulesApi, WhatIfApi):
+class Client(
+    Connection,
+    AccountApi,
+    ResourcesApi,
+    TasksApi,
+    PipelinesApi,
+    SessionsApi,
+    UsageApi,
+    SchedulesApi,
+    WhatIfApi,
+):
     """A session with one Klique server as one user.
 
     ``retries`` is how many times a request is repeated, with a short backoff: an idempotent one

@@ -22,6 +22,8 @@ class ComputeResource:
     enabled: bool
     waiting: int
     running: int
+    default_time_limit_s: int | None = None
+    max_time_limit_s: int | None = None
 
     @classmethod
     def from_api(cls, data: dict) -> "ComputeResource":

@@ -3,11 +3,11 @@
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from klique.client.sdk.records import build
-from klique.client.sdk.tasks import command_text
+from klique.client.sdk.tasks import command_text, seconds
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,7 @@ class Schedule:
     spec: dict = dataclasses.field(default_factory=dict)
     nodes: int = 1
     priority: int | str | None = None
+    time_limit_s: int | None = None
 
     @classmethod
     def from_api(cls, data: dict) -> "Schedule":
@@ -57,9 +58,11 @@ class SchedulesApi:
         checkpoint: bool = False,
         spec: dict | None = None,
         priority: int | str | None = None,
+        time_limit_s: int | timedelta | None = None,
     ) -> Schedule:
         """A schedule submitting the task at each due time of ``cron`` (five fields, UTC); ``gpus``,
-        ``nodes`` and ``priority`` as for ``submit`` (the priority is resolved at each due time)."""
+        ``nodes``, ``priority`` and ``time_limit_s`` as for ``submit`` (the priority and the
+        default time limit are resolved at each due time)."""
         body = {
             "name": name,
             "cron": cron,
@@ -71,6 +74,7 @@ class SchedulesApi:
             "checkpoint": checkpoint,
             "spec": spec or {},
             **({} if priority is None else {"priority": priority}),
+            **({} if time_limit_s is None else {"time_limit_s": seconds(time_limit_s)}),
         }
         return Schedule.from_api(self._request("POST", "schedules/", json=body))
 
@@ -80,6 +84,8 @@ class SchedulesApi:
             changes["command"] = command_text(changes["command"])
         if changes.get("gpus") is not None:
             changes["gpus"] = str(changes["gpus"])
+        if "time_limit_s" in changes:
+            changes["time_limit_s"] = seconds(changes["time_limit_s"])
         return Schedule.from_api(self._request("PATCH", f"schedules/{int(schedule_id)}/", json=changes))
 
     def delete_schedule(self, schedule_id: int) -> None:

@@ -6,14 +6,14 @@ import shlex
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 from klique.client.sdk.errors import BulkUnsupported, NotFound, WaitTimeout
 from klique.client.sdk.records import build
 
-FINAL_STATES = ("succeeded", "failed", "canceled")
+FINAL_STATES = ("succeeded", "failed", "canceled", "timed_out")
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,16 @@ class Session:
 
 
 @dataclass(frozen=True)
+class Link:
+    """A dependency seen from one end: the other task, the link's kind (after_ok, after_any) and
+    the other task's state."""
+
+    task: int
+    kind: str
+    state: str
+
+
+@dataclass(frozen=True)
 class Task:
     id: int
     name: str
@@ -97,6 +107,15 @@ class Task:
     priority: int = 0
     priority_class: str | None = None
     fair_share: FairShare | None = None
+    time_limit_s: int | None = None
+    ran_s: int = 0
+    time_left_s: int | None = None
+    after_ok: tuple[int, ...] = ()
+    after_any: tuple[int, ...] = ()
+    dependencies: tuple[Link, ...] = ()
+    dependants: tuple[Link, ...] = ()
+    array: int | None = None
+    array_index: int | None = None
 
     @property
     def counted_gpus(self) -> Decimal:
@@ -124,6 +143,10 @@ class Task:
             preemptions=preemptions,
             session=session,
             fair_share=fair,
+            after_ok=tuple(data.get("after_ok") or ()),
+            after_any=tuple(data.get("after_any") or ()),
+            dependencies=tuple(build(Link, link) for link in data.get("dependencies") or ()),
+            dependants=tuple(build(Link, link) for link in data.get("dependants") or ()),
         )
 
 
@@ -132,9 +155,16 @@ def command_text(command: str | Sequence[str]) -> str:
     return command if isinstance(command, str) else shlex.join(command)
 
 
+def seconds(value: int | timedelta | None) -> int | None:
+    """A time limit as the API takes it: whole seconds (a ``timedelta`` is turned into them)."""
+    if isinstance(value, timedelta):
+        return int(value.total_seconds())
+    return value
+
+
 def _bulk_item(item: dict) -> dict:
     """One task of a bulk body: a command given as words is joined as ``submit`` joins it, GPUs
-    go as text (exact decimals)."""
+    go as text (exact decimals), a time limit as whole seconds, dependencies as lists."""
     if not isinstance(item, dict):
         return item
     body = dict(item)
@@ -142,7 +172,44 @@ def _bulk_item(item: dict) -> dict:
         body["command"] = command_text(body["command"])
     if isinstance(body.get("gpus"), Decimal | int) and not isinstance(body["gpus"], bool):
         body["gpus"] = str(body["gpus"])
+    if isinstance(body.get("time_limit_s"), timedelta):
+        body["time_limit_s"] = seconds(body["time_limit_s"])
+    for kind in ("after_ok", "after_any"):
+        if isinstance(body.get(kind), tuple):
+            body[kind] = list(body[kind])
     return body
+
+
+def task_body(
+    compute_resource: str,
+    command: str | Sequence[str],
+    *,
+    gpus: Decimal | str | int | None = None,
+    nodes: int | None = None,
+    project: str | None = None,
+    name: str = "",
+    checkpoint: bool = False,
+    spec: dict | None = None,
+    priority: int | str | None = None,
+    time_limit_s: int | timedelta | None = None,
+    after_ok: Sequence[int] | None = None,
+    after_any: Sequence[int] | None = None,
+) -> dict:
+    """A task as ``POST tasks/`` takes it; fields left out are the server's defaults."""
+    return {
+        "compute_resource": compute_resource,
+        "command": command_text(command),
+        "gpus": None if gpus is None else str(gpus),
+        **({} if nodes is None else {"nodes": nodes}),
+        "project": project,
+        "name": name,
+        "checkpoint": checkpoint,
+        "spec": spec or {},
+        **({} if priority is None else {"priority": priority}),
+        **({} if time_limit_s is None else {"time_limit_s": seconds(time_limit_s)}),
+        **({} if not after_ok else {"after_ok": list(after_ok)}),
+        **({} if not after_any else {"after_any": list(after_any)}),
+    }
 
 
 class TasksApi:
@@ -160,28 +227,38 @@ class TasksApi:
         checkpoint: bool = False,
         spec: dict | None = None,
         priority: int | str | None = None,
+        time_limit_s: int | timedelta | None = None,
+        after_ok: Sequence[int] | None = None,
+        after_any: Sequence[int] | None = None,
     ) -> Task:
         """Submit a task; ``gpus`` (per node) only for a profile that takes the size from the task;
         ``nodes`` (left out: 1) only where the profile's pools run multi-node work. The task counts
         GPUs x nodes against its group's reservation and limit. ``priority``: a whole number or a
-        priority class's name (left out: the compute resource's default; at most its maximum)."""
-        body = {
-            "compute_resource": compute_resource,
-            "command": command_text(command),
-            "gpus": None if gpus is None else str(gpus),
-            **({} if nodes is None else {"nodes": nodes}),
-            "project": project,
-            "name": name,
-            "checkpoint": checkpoint,
-            "spec": spec or {},
-            **({} if priority is None else {"priority": priority}),
-        }
+        priority class's name (left out: the compute resource's default; at most its maximum).
+        ``time_limit_s``: running seconds (or a ``timedelta``) after which it ends timed_out (left
+        out: the compute resource's default; at most its maximum). ``after_ok`` / ``after_any``:
+        ids of your tasks it runs after (``after_ok``: only if they succeed, else it is canceled)."""
+        body = task_body(
+            compute_resource,
+            command,
+            gpus=gpus,
+            nodes=nodes,
+            project=project,
+            name=name,
+            checkpoint=checkpoint,
+            spec=spec,
+            priority=priority,
+            time_limit_s=time_limit_s,
+            after_ok=after_ok,
+            after_any=after_any,
+        )
         return Task.from_api(self._request("POST", "tasks/", json=body))
 
     def submit_many(self, items: Sequence[dict]) -> list[Task]:
         """Submit many tasks in one request, all or none (``POST tasks/bulk/``): each item is a
         task as ``POST tasks/`` takes it (``compute_resource``, ``command`` as text or a list of
-        words, ``gpus``, ``nodes``, ``project``, ``name``, ``checkpoint``, ``spec``, ``priority``).
+        words, ``gpus``, ``nodes``, ``project``, ``name``, ``checkpoint``, ``spec``, ``priority``,
+        ``time_limit_s``, ``after_ok`` and ``after_any``, where ``{"item": n}`` names an earlier item).
         At most the server's TASKS_BULK_MAX (1000 by default) per call. Returns the tasks in the items' order.
         A refused item raises ``InvalidRequest`` whose ``errors`` name the item's index and field,
         ``{"tasks.3.gpus": [...]}``; nothing was created. A server without

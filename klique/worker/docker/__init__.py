@@ -16,7 +16,8 @@ placed meanwhile, and a pull that fails is reported as ``failed`` with the regis
 ``poll`` lists the worker's containers (one call, at most every ``LIST_EVERY_S``): ``running``,
 ``exited`` with the exit code read from the container's state (then the log tail is kept and the
 container removed), ``released`` when the container vanished behind the daemon's back.
-``terminate`` sends SIGTERM, ``kill`` SIGKILL; neither waits. Containers outlive the daemon: after
+``terminate`` sends SIGTERM, ``kill`` SIGKILL; neither waits (the daemon's own timer uses them to
+stop a container at its time limit, klique/worker/work.py). Containers outlive the daemon: after
 a restart ``recover`` finds them by the worker label (with the pool label each carries), and
 ``adopt`` follows those the control plane handed back (one that ended meanwhile reports its exit)
 and removes those the daemon drops; another pool's, under the same hostname, are left alone.

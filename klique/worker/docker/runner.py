@@ -63,6 +63,7 @@ class DockerRunner(ContainerSpecs):
     claims_total = False  # the daemon picks the GPUs and hands their ids to the container
     multi_node = False
     whole_gpus = False
+    limits_time = False  # the daemon stops work at its time limit (klique/worker/work.py)
 
     def __init__(
         self,

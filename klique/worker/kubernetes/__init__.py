@@ -26,6 +26,10 @@ restart ``recover`` finds the pods by the worker label (with each task's pool la
 
 Each API call made on the daemon's thread is tried once and waits at most ``API_TIMEOUT_S``.
 
+A task with a time limit is stopped by the daemon's own timer (its pods deleted with the grace);
+its pods also carry ``activeDeadlineSeconds`` as a backstop, and a pod failed at that deadline is
+an exit that timed out (pods.py).
+
 Several nodes: pods ``klique-<task>-<index>`` with hostname/subdomain set, and a headless Service
 ``klique-<task>`` for rendezvous (``KLIQUE_MASTER_ADDR=klique-<task>-0.klique-<task>``).
 

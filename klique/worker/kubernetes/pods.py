@@ -1,6 +1,11 @@
 """What the runner creates and reads: a task's pods (one per node, ``restartPolicy: Never``) and the
 headless Service of a multi-node task, built from the task and the worker's flags, and a pod as
-the API serves it summed up in the terms the runner acts on (``summarise``)."""
+the API serves it summed up in the terms the runner acts on (``summarise``).
+
+A task with a time limit gets ``activeDeadlineSeconds``: its limit plus the pending timeout. The
+kubelet counts it from the pod's start, image pull included, which the pending timeout bounds;
+the daemon stops the work at its limit of running time, and the deadline stops it should the
+daemon be gone. A pod failed at its deadline (``DeadlineExceeded``) is an end that timed out."""
 
 import math
 import re
@@ -8,7 +13,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
-from klique.worker.runs import StartFailed, task_variables
+from klique.worker.runs import StartFailed, task_variables, time_limit_s
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
 WORKER, TASK, NODE_INDEX = "klique.io/worker", "klique.io/task", "klique.io/node-index"
@@ -25,6 +30,7 @@ HOPELESS_WAITING = {
     "CreateContainerError",
 }
 TERMINAL = {"Succeeded", "Failed"}
+MAX_DEADLINE_S = 2**31 - 1  # the most activeDeadlineSeconds the API server takes
 
 
 @dataclass
@@ -43,6 +49,7 @@ class PodSeen:
     disrupted: bool = False
     deleting: bool = False
     deleted: bool = False
+    deadline: bool = False  # failed at its activeDeadlineSeconds
 
     @property
     def over(self) -> bool:
@@ -121,7 +128,13 @@ def summarise(pod: dict) -> PodSeen:
         if condition.get("type") == "DisruptionTarget" and condition.get("status") == "True":
             seen.disrupted = True
             seen.reason = seen.reason or condition.get("reason") or ""
-    if status.get("reason") == "Evicted" or (seen.phase == "Failed" and seen.exit_code is None):
+    if status.get("reason") == "DeadlineExceeded" and seen.phase == "Failed":
+        # Its time limit, not the pool taking it back: an end (143 where no exit was recorded).
+        seen.deadline, seen.disrupted = True, False
+        seen.exit_code = 143 if seen.exit_code is None else seen.exit_code
+        seen.reason = "DeadlineExceeded"
+        seen.message = status.get("message") or seen.message
+    elif status.get("reason") == "Evicted" or (seen.phase == "Failed" and seen.exit_code is None):
         seen.disrupted = True
         seen.reason = status.get("reason") or seen.reason
         seen.message = status.get("message") or seen.message
@@ -130,8 +143,8 @@ def summarise(pod: dict) -> PodSeen:
 
 class PodSpecs:
     """The pods and Service of a task, from the runner's flags (``tag``, ``image``,
-    ``checkpoint_pvc``, ``service_account``, ``scheduler_name``, ``node_selector``): a part of
-    ``KubernetesRunner``."""
+    ``checkpoint_pvc``, ``service_account``, ``scheduler_name``, ``node_selector``,
+    ``pending_timeout_s``): a part of ``KubernetesRunner``."""
 
     def pod(self, task: dict, index: int, nodes: int) -> dict:
         task_id = int(task["id"])
@@ -169,6 +182,10 @@ class PodSpecs:
             pod_spec["schedulerName"] = self.scheduler_name
         if self.node_selector:
             pod_spec["nodeSelector"] = dict(self.node_selector)
+        limit = time_limit_s(task)
+        if limit is not None:
+            deadline = limit + math.ceil(self.pending_timeout_s)
+            pod_spec["activeDeadlineSeconds"] = min(deadline, MAX_DEADLINE_S)
         if self.checkpoint_pvc:
             pod_spec["volumes"] = [
                 {"name": "checkpoints", "persistentVolumeClaim": {"claimName": self.checkpoint_pvc}}

@@ -42,6 +42,7 @@ class KubernetesRunner(PodSpecs, Watching, Deleting, Adopting):
     claims_total = True  # the Kubernetes scheduler picks the GPUs
     multi_node = True  # one pod per node and a headless Service
     whole_gpus = False  # a fraction is an extended resource IT maps (MIG slice, shared GPU)
+    limits_time = False  # the daemon stops work at its time limit (klique/worker/work.py)
 
     def __init__(
         self,
@@ -223,11 +224,13 @@ class KubernetesRunner(PodSpecs, Watching, Deleting, Adopting):
             "pods": ",".join(work.pods),
             "node": pods[0].node if pods else "",
         }
+        timed_out = any(seen.deadline for seen in pods)
         if work.stopping:
             if all(seen.deleted for seen in pods):
                 codes = [seen.exit_code for seen in pods if seen.exit_code is not None]
                 code = next((c for c in codes if c), 0) if codes else (137 if work.killed else 143)
-                return self.end(work, Change(work.task_id, "exited", code, detail), remove=False)
+                change = Change(work.task_id, "exited", code, detail, timed_out=timed_out)
+                return self.end(work, change, remove=False)
             return []
         lost = [
             seen
@@ -260,7 +263,8 @@ class KubernetesRunner(PodSpecs, Watching, Deleting, Adopting):
             started = [] if work.announced else [Change(work.task_id, "running", detail=detail)]
             work.announced = True
             code = failed_code if failed_code is not None else 0
-            return started + self.end(work, Change(work.task_id, "exited", code, detail))
+            change = Change(work.task_id, "exited", code, detail, timed_out=timed_out)
+            return started + self.end(work, change)
         if not work.announced and all(seen.running or seen.exit_code == 0 for seen in pods):
             work.announced = True
             return [Change(work.task_id, "running", detail=detail)]

@@ -10,7 +10,7 @@ from apps.policies import selectors
 from apps.policies.api.serializers import GroupRefSerializer, gpus_field
 from apps.policies.models import ComputeResource
 from apps.tasks.models import Task
-from apps.tasks.services import priority
+from apps.tasks.services import priority, time_limits
 
 
 class ComputeResourceSerializer(serializers.ModelSerializer):
@@ -73,6 +73,13 @@ class ComputeResourceSerializer(serializers.ModelSerializer):
     max_priority = serializers.SerializerMethodField(
         help_text="The highest priority a task sent here may ask for; null: no cap."
     )
+    default_time_limit_s = serializers.SerializerMethodField(
+        help_text="The time limit (running seconds) of a batch task sent here that asks for none; "
+        "null: no limit."
+    )
+    max_time_limit_s = serializers.SerializerMethodField(
+        help_text="The longest time limit a task sent here may ask for; null: no cap."
+    )
     waiting = serializers.IntegerField(help_text="Tasks waiting in this compute resource now.")
     running = serializers.IntegerField(help_text="Tasks placed, running or stopping now.")
 
@@ -99,6 +106,8 @@ class ComputeResourceSerializer(serializers.ModelSerializer):
             "starvation_s",
             "default_priority",
             "max_priority",
+            "default_time_limit_s",
+            "max_time_limit_s",
             "enabled",
             "waiting",
             "running",
@@ -111,6 +120,14 @@ class ComputeResourceSerializer(serializers.ModelSerializer):
     @extend_schema_field(serializers.IntegerField(allow_null=True))
     def get_max_priority(self, resource: ComputeResource) -> int | None:
         return priority.max_priority(resource)
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_default_time_limit_s(self, resource: ComputeResource) -> int | None:
+        return time_limits.resolve_time_limit(resource, None)
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_max_time_limit_s(self, resource: ComputeResource) -> int | None:
+        return time_limits.max_time_limit(resource)
 
 
 class ComputeResourceFilter(filters.FilterSet):

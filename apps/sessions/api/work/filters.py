@@ -4,7 +4,9 @@ from django.core.exceptions import ValidationError
 from django.db.models import Q
 from django_filters import rest_framework as filters
 from django_filters.fields import IsoDateTimeField
+from drf_spectacular.utils import extend_schema_field
 
+from apps.core.fields import PlainIntegerFormField
 from apps.tasks.models import Channel, Schedule, Task
 from apps.tasks.selectors import STATE_FILTERS
 
@@ -27,12 +29,26 @@ class UtcDateTimeFilter(filters.IsoDateTimeFilter):
     field_class = UtcDateTimeField
 
 
+ID_MAX = 2**63 - 1
+
+
+@extend_schema_field({"type": "integer", "minimum": 1, "maximum": ID_MAX})
+class IdFilter(filters.NumberFilter):
+    """An object's id: a plain whole number within what the database stores."""
+
+    field_class = PlainIntegerFormField
+
+    def __init__(self, **kwargs):
+        super().__init__(min_value=1, max_value=ID_MAX, **kwargs)
+
+
 class TaskFilter(filters.FilterSet):
     state = filters.MultipleChoiceFilter(
         choices=[(value, value) for value in STATE_FILTERS],
         method="filter_state",
         help_text="Repeat for several states: " + ", ".join(STATE_FILTERS) + " (waiting: queued and never "
-        "preempted; requeued: queued again after a preemption; done: succeeded, failed or canceled).",
+        "preempted; requeued: queued again after a preemption; done: succeeded, failed, canceled or "
+        "timed_out).",
         error_messages={
             "invalid_choice": "Unknown state %(value)s: use one of " + ", ".join(STATE_FILTERS) + "."
         },
@@ -46,6 +62,7 @@ class TaskFilter(filters.FilterSet):
     submitted_after = UtcDateTimeFilter(field_name="submitted_at", lookup_expr="gte")
     submitted_before = UtcDateTimeFilter(field_name="submitted_at", lookup_expr="lt")
     mine = filters.BooleanFilter(method="filter_mine", help_text="Only the tasks you submitted.")
+    array = IdFilter(field_name="array_id", help_text="Only the tasks of this array (tasks/array/).")
 
     class Meta:
         model = Task

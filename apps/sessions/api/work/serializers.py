@@ -1,5 +1,7 @@
+"""Tasks over the API: their representation (list and detail) and what a submission, a bulk
+submission and an array take."""
+
 from django.conf import settings
-from django.db import models
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -9,12 +11,13 @@ from apps.policies.api.serializers import gpus_field
 from apps.policies.models import ComputeResource, PriorityClass, ResourcePolicy
 from apps.policies.selectors import may_submit, resource_is_visible
 from apps.sessions.api.serializers import SessionSerializer
+from apps.sessions.api.work import limits
 from apps.sessions.api.work.priority import PriorityField
 from apps.sessions.models import SessionKind
 from apps.sessions.selectors import session_view
 from apps.tasks.fair_share import fair_shares_now
 from apps.tasks.limits import MAX_COMMAND_CHARS, MAX_NODES, spec_error
-from apps.tasks.models import Schedule, Task, TaskEvent
+from apps.tasks.models import Task, TaskEvent
 from apps.tasks.services.submission import BULK_MIN
 
 VERDICT_HELP = (
@@ -25,8 +28,10 @@ VERDICT_HELP = (
     "larger than every enabled pool of its profile, cause capacity, or no pool of its profile is "
     "enabled, cause no_pool; pools names the largest enabled), starving (it waited past its profile's "
     "starvation guard and holds pools for itself: it starts when needed GPUs are free there, with "
-    "needed and free), starvation_hold (pools is held for an older task, cause its id). Empty when it "
-    "does not wait or no pass has run yet."
+    "needed and free), starvation_hold (pools is held for an older task, cause its id), dependency (it "
+    "runs after tasks that have not ended, waits_for names them), array_limit (its array has max_running "
+    "of its tasks placed or running, with array and max_running). Empty when it does not wait or no pass "
+    "has run yet."
 )
 
 
@@ -134,6 +139,23 @@ class TaskSerializer(serializers.ModelSerializer):
         help_text="A session's URL, readiness and activity; its token only for its owner. "
         "Null for a batch task."
     )
+    time_limit_s = serializers.IntegerField(
+        allow_null=True, help_text="Its time limit in running seconds; null: no limit."
+    )
+    ran_s = serializers.IntegerField(
+        help_text="Running seconds of its earlier runs (before a requeue), counted against its time limit."
+    )
+    time_left_s = serializers.SerializerMethodField(
+        help_text="Running seconds left before its time limit now (0 or less once reached); null: no limit."
+    )
+    after_ok = serializers.SerializerMethodField(help_text="The tasks it runs after, if they succeed.")
+    after_any = serializers.SerializerMethodField(help_text="The tasks it runs after, whatever their end.")
+    array = serializers.IntegerField(
+        source="array_id", allow_null=True, help_text="The array it belongs to (tasks/array/); null: none."
+    )
+    array_index = serializers.IntegerField(
+        allow_null=True, help_text="Its index in its array (KLIQUE_ARRAY_INDEX), from 0."
+    )
 
     class Meta:
         model = Task
@@ -167,8 +189,27 @@ class TaskSerializer(serializers.ModelSerializer):
             "started_at",
             "ended_at",
             "session",
+            "time_limit_s",
+            "ran_s",
+            "time_left_s",
+            "after_ok",
+            "after_any",
+            "array",
+            "array_index",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_time_left_s(self, task: Task) -> int | None:
+        return limits.time_left(self.context, task)
+
+    @extend_schema_field(serializers.ListField(child=serializers.IntegerField()))
+    def get_after_ok(self, task: Task) -> list[int]:
+        return limits.after(self.context, task, "after_ok")
+
+    @extend_schema_field(serializers.ListField(child=serializers.IntegerField()))
+    def get_after_any(self, task: Task) -> list[int]:
+        return limits.after(self.context, task, "after_any")
 
     @extend_schema_field(serializers.IntegerField(allow_null=True))
     def get_queue_position(self, task: Task) -> int | None:
@@ -196,9 +237,32 @@ class TaskDetailSerializer(TaskSerializer):
         "its fair share of them. Null otherwise."
     )
 
+    dependencies = serializers.SerializerMethodField(
+        help_text="The tasks it runs after, each with the link's kind and its state now."
+    )
+    dependants = serializers.SerializerMethodField(
+        help_text="The tasks that run after it, each with the link's kind and its state now."
+    )
+
     class Meta(TaskSerializer.Meta):
-        fields = [*TaskSerializer.Meta.fields, "spec", "preemptions", "priority_class", "fair_share"]
+        fields = [
+            *TaskSerializer.Meta.fields,
+            "spec",
+            "preemptions",
+            "priority_class",
+            "fair_share",
+            "dependencies",
+            "dependants",
+        ]
         read_only_fields = fields
+
+    @extend_schema_field(limits.LinkSerializer(many=True))
+    def get_dependencies(self, task: Task):
+        return limits.LinkSerializer(limits.links(self.context, task).needs, many=True).data
+
+    @extend_schema_field(limits.LinkSerializer(many=True))
+    def get_dependants(self, task: Task):
+        return limits.LinkSerializer(limits.links(self.context, task).dependants, many=True).data
 
     @extend_schema_field(PreemptionSerializer(many=True))
     def get_preemptions(self, task: Task):
@@ -241,6 +305,15 @@ class SessionKindField(StrictCharField):
         return kind
 
 
+# What a session does not take, and why (batch tasks only).
+SESSION_REFUSES = {
+    "time_limit_s": "A session has no time limit: its idle limits end it.",
+    "after_ok": "A session starts when asked; it runs after no task.",
+    "after_any": "A session starts when asked; it runs after no task.",
+}
+ARRAY_ELSEWHERE = "Submit an array (N tasks of one spec) through POST /api/v1/tasks/array/."
+
+
 class SubmitSerializer(serializers.Serializer):
     compute_resource = ComputeResourceField(help_text="The compute resource's name.")
     kind = serializers.ChoiceField(
@@ -276,14 +349,28 @@ class SubmitSerializer(serializers.Serializer):
         validators=[spec_within_size],
         help_text="Environment, image and other run options; at most 64 KiB as JSON.",
     )
+    time_limit_s = limits.time_limit_field()
+    after_ok = limits.DependenciesField("after_ok")
+    after_any = limits.DependenciesField("after_any")
+
+    # Fields of an array (POST tasks/array/): refused elsewhere, so that they are never ignored.
+    ARRAY_FIELDS = ("array", "max_running")
+    takes_array = False
 
     def validate(self, data):
+        if not self.takes_array:
+            extra = [name for name in self.ARRAY_FIELDS if name in self.initial_data]
+            if extra:
+                raise serializers.ValidationError({extra[0]: ARRAY_ELSEWHERE})
         if data["kind"] == Task.Kind.SESSION:
             extra = [name for name in ("command", "checkpoint", "spec") if name in self.initial_data]
             if extra:
                 raise serializers.ValidationError(
                     {extra[0]: "A session runs its session kind's server; leave this out."}
                 )
+            extra = [name for name in SESSION_REFUSES if data.get(name) not in (None, [])]
+            if extra:
+                raise serializers.ValidationError({extra[0]: SESSION_REFUSES[extra[0]]})
             if data["nodes"] != 1:
                 raise serializers.ValidationError({"nodes": "A session runs on one node."})
         elif data.get("session_kind"):
@@ -297,6 +384,32 @@ class SubmitSerializer(serializers.Serializer):
         return data
 
 
+class ArraySubmitSerializer(SubmitSerializer):
+    """The body of ``POST tasks/array/``: one batch task's fields, submitted ``array`` times."""
+
+    takes_array = True
+    array = PlainIntegerField(
+        min_value=1,
+        max_value=settings.TASKS_BULK_MAX,
+        help_text="How many tasks: 1 to TASKS_BULK_MAX (default 1000), each with its index "
+        "(KLIQUE_ARRAY_INDEX, from 0).",
+    )
+    max_running = PlainIntegerField(
+        min_value=1,
+        max_value=settings.TASKS_BULK_MAX,
+        required=False,
+        allow_null=True,
+        help_text="At most this many of them placed or running at once; left out: no cap.",
+    )
+
+
+class ArraySubmittedSerializer(serializers.Serializer):
+    array = serializers.IntegerField(help_text="The array's id (GET tasks/?array=ID lists its tasks).")
+    size = serializers.IntegerField()
+    max_running = serializers.IntegerField(allow_null=True)
+    tasks = TaskDetailSerializer(many=True, help_text="Its tasks in index order.")
+
+
 class BulkSubmitSerializer(serializers.Serializer):
     """The body of ``POST tasks/bulk/`` (read by the view item by item, for errors by index)."""
 
@@ -307,74 +420,3 @@ class BulkSubmitSerializer(serializers.Serializer):
         help_text="1 to TASKS_BULK_MAX (default 1000) batch tasks, each as POST tasks/ takes it; "
         "created in this order, all or none.",
     )
-
-
-class ScheduleRunSerializer(serializers.Serializer):
-    due_at = serializers.DateTimeField()
-    task = serializers.IntegerField(source="task_id", allow_null=True)
-
-
-class ScheduleSerializer(serializers.ModelSerializer):
-    serializer_field_mapping = {
-        **serializers.ModelSerializer.serializer_field_mapping,
-        models.CharField: StrictCharField,
-        models.TextField: StrictCharField,
-        models.BooleanField: StrictBooleanField,
-    }
-    owner = serializers.CharField(source="owner.username", read_only=True)
-    compute_resource = ComputeResourceField()
-    project = StrictCharField(
-        source="project.name", required=False, allow_null=True, allow_blank=True, max_length=120
-    )
-    gpus = gpus_field(required=False, allow_null=True)
-    nodes = nodes_field(required=False)
-    spec = serializers.DictField(required=False, validators=[spec_within_size])
-    priority = PriorityField(
-        required=False,
-        allow_null=True,
-        help_text="What each run asks for, resolved at its due time: a whole number or a priority "
-        "class's name; null: the compute resource's default then.",
-    )
-    command = command_field()
-    cron = StrictCharField(max_length=100, help_text="Five-field cron expression, evaluated in UTC.")
-
-    class Meta:
-        model = Schedule
-        fields = [
-            "id",
-            "name",
-            "owner",
-            "cron",
-            "compute_resource",
-            "command",
-            "gpus",
-            "nodes",
-            "project",
-            "checkpoint",
-            "spec",
-            "priority",
-            "active",
-            "stopped_reason",
-            "stopped_at",
-            "next_run_at",
-            "last_run_at",
-            "created_at",
-        ]
-        read_only_fields = ["stopped_reason", "stopped_at", "next_run_at", "last_run_at", "created_at"]
-
-    def validate(self, data):
-        if "project" in data:
-            resource = data.get("compute_resource") or self.instance.compute_resource
-            data["project"] = project_in_group((data["project"] or {}).get("name"), resource)
-        return data
-
-
-class ScheduleDetailSerializer(ScheduleSerializer):
-    runs = serializers.SerializerMethodField(help_text="The latest due times and the tasks they submitted.")
-
-    class Meta(ScheduleSerializer.Meta):
-        fields = [*ScheduleSerializer.Meta.fields, "runs"]
-
-    @extend_schema_field(ScheduleRunSerializer(many=True))
-    def get_runs(self, schedule: Schedule):
-        return ScheduleRunSerializer(schedule.runs.all()[:20], many=True).data

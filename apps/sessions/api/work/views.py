@@ -13,10 +13,11 @@ from rest_framework.response import Response
 from apps.accounts.api.authentication import agent_of
 from apps.sessions import services as sessions
 from apps.sessions.api.work.filters import ScheduleFilter, TaskFilter
+from apps.sessions.api.work.schedules import ScheduleDetailSerializer, ScheduleSerializer
 from apps.sessions.api.work.serializers import (
+    ArraySubmitSerializer,
+    ArraySubmittedSerializer,
     BulkSubmitSerializer,
-    ScheduleDetailSerializer,
-    ScheduleSerializer,
     SubmitSerializer,
     TaskDetailSerializer,
     TaskSerializer,
@@ -98,6 +99,7 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
             "positions": selectors.queue_positions([task]),
             "preemptions": selectors.preemption_history(task),
             "sessions": sessions_of([task]),
+            "tasks_shown": [task],
         }
         return Response(TaskDetailSerializer(task, context=context).data, status=status_code)
 
@@ -110,6 +112,7 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
             "positions": selectors.queue_positions(tasks),
             "preemptions": [],
             "sessions": sessions_of(tasks),
+            "tasks_shown": tasks,
         }
         return TaskDetailSerializer(tasks, many=True, context=context).data
 
@@ -119,6 +122,7 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
             **self.get_serializer_context(),
             "positions": selectors.queue_positions(page),
             "sessions": sessions_of(page),
+            "tasks_shown": page,
         }
         return self.get_paginated_response(TaskSerializer(page, many=True, context=context).data)
 
@@ -192,6 +196,35 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
             by_index = {str(index): fields for index, fields in refused.errors.items()}
             raise serializers.ValidationError({"tasks": by_index}) from refused
         return Response(self._submitted(tasks), status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        summary="Submit an array: N batch tasks of one spec, each with its index",
+        request=ArraySubmitSerializer,
+        responses={201: ArraySubmittedSerializer},
+        parameters=[CHANNEL_PARAMETER],
+    )
+    @action(detail=False, methods=["post"])
+    def array(self, request):
+        """The fields of ``POST tasks/`` (a batch task) and ``array`` (how many) with an optional
+        ``max_running``; each task gets its index (``KLIQUE_ARRAY_INDEX``, from 0). All or none."""
+        channel = channel_of(request)
+        context = self.get_serializer_context()
+        submission = ArraySubmitSerializer(data=request.data, context=context)
+        submission.is_valid(raise_exception=True)
+        data = {k: v for k, v in submission.validated_data.items() if k != "session_kind"}
+        check_may_submit(context, data["compute_resource"])
+        size, max_running = data.pop("array"), data.pop("max_running", None)
+        with refusals_as_400():
+            tasks = services.submit_array(
+                user=request.user,
+                size=size,
+                max_running=max_running,
+                channel=channel,
+                agent=agent_of(request),
+                **data,
+            )
+        answer = {"array": tasks[0].array_id, "size": size, "max_running": max_running}
+        return Response({**answer, "tasks": self._submitted(tasks)}, status=status.HTTP_201_CREATED)
 
     @extend_schema(summary="Cancel a task", request=None, responses=TaskDetailSerializer)
     @action(detail=True, methods=["post"])
