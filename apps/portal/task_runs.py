@@ -9,7 +9,7 @@ from django.db.models import Count
 
 from apps.tasks import selectors
 from apps.tasks.models import Task, TaskDependency
-from apps.tasks.services.time_limits import left_s, max_time_limit, resolve_time_limit
+from apps.tasks.services.time_limits import left_s, max_time_limit, ran_s, resolve_time_limit
 from klique import numbers
 
 KIND_WORDS = {
@@ -34,14 +34,6 @@ def limits_text(resource) -> str:
     if default is None:
         return "no limit"
     return numbers.duration(default) + (f", at most {numbers.duration(most)}" if most is not None else "")
-
-
-def ran_s(task: Task, at) -> int:
-    """Running seconds so far: its earlier runs and, while it runs, this one."""
-    ran = task.ran_s
-    if task.started_at is not None and task.state in (Task.State.RUNNING, Task.State.STOPPING):
-        ran += max(0, int((at - task.started_at).total_seconds()))
-    return ran
 
 
 def time_facts(task: Task, at) -> dict:

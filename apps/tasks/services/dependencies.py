@@ -74,43 +74,43 @@ def _reference(field: str, entry, index: int | None):
 def check(user, after_ok=None, after_any=None, *, index: int | None = None) -> Needs:
     """The dependencies a submission by ``user`` asks for, checked and locked (``index``: the
     item's place in a bulk request, which may name earlier items)."""
-    asked: list[tuple[object, str, str]] = []
+    asked: list[tuple[object, str]] = []  # (task id or ("item", n), kind: also the field)
     for kind, value in ((TaskDependency.Kind.AFTER_OK, after_ok), (TaskDependency.Kind.AFTER_ANY, after_any)):
-        asked += [(_reference(kind, entry, index), kind, kind) for entry in _entries(kind, value)]
+        asked += [(_reference(kind, entry, index), kind) for entry in _entries(kind, value)]
     needs = Needs()
     if not asked:
         return needs
     if len(asked) > MAX_DEPENDENCIES:
-        raise ValidationError({asked[0][2]: f"At most {MAX_DEPENDENCIES} dependencies per task."})
+        raise ValidationError({asked[0][1]: f"At most {MAX_DEPENDENCIES} dependencies per task."})
     seen = set()
-    for ref, _, field in asked:
+    for ref, kind in asked:
         if ref in seen:
             shown = f"item {ref[1]}" if isinstance(ref, tuple) else f"task {ref}"
-            raise ValidationError({field: f"{shown.capitalize()} is named twice."})
+            raise ValidationError({kind: f"{shown.capitalize()} is named twice."})
         seen.add(ref)
-    ids = [ref for ref, _, _ in asked if isinstance(ref, int)]
+    ids = [ref for ref, _ in asked if isinstance(ref, int)]
     found = {
         task.pk: task
         for task in Task.objects.select_for_update(no_key=True).filter(pk__in=ids, user=user).order_by("pk")
     }
-    for ref, kind, field in asked:
+    for ref, kind in asked:
         if isinstance(ref, tuple):
             needs.items.append((ref[1], kind))
             continue
         task = found.get(ref)
         if task is None:
-            raise ValidationError({field: f"Task {ref} is unknown (or not yours)."})
+            raise ValidationError({kind: f"Task {ref} is unknown (or not yours)."})
         if kind == TaskDependency.Kind.AFTER_OK and task.state in Task.FINAL_STATES:
             if task.state != Task.State.SUCCEEDED:
                 ended = task.get_state_display().lower()
-                raise ValidationError({field: f"Task {ref} ended {ended}, so this task could never run."})
+                raise ValidationError({kind: f"Task {ref} ended {ended}, so this task could never run."})
         needs.tasks.append((task, kind))
     return needs
 
 
 def link(created: list[Task], needs: list[Needs]) -> dict[int, list[int]]:
     """Write the links of newly created tasks (``needs[i]`` for ``created[i]``; items name earlier
-    entries of ``created``) and mark the tasks they run after; each new task's dependency ids."""
+    entries of ``created``); the dependency ids of each new task."""
     links, after = [], {}
     for task, wanted in zip(created, needs, strict=True):
         mine = [TaskDependency(task=task, needs=needed, kind=kind) for needed, kind in wanted.tasks]
@@ -144,16 +144,21 @@ def ended(tasks: Iterable[Task], at) -> None:
                 failed.setdefault(dependency.task_id, (dependency.task, dependency.needs_id, outcome))
             else:
                 released[dependency.task_id] = released.get(dependency.task_id, 0) + 1
+        by_count: dict[int, list[int]] = {}
         for task_id, count in released.items():
             if task_id not in failed:
-                _release(task_id, count, at)
+                by_count.setdefault(count, []).append(task_id)
+        for count, task_ids in by_count.items():
+            _release(task_ids, count, at)
         ending = _cancel(list(failed.values()), at)
 
 
-def _release(task_id: int, count: int, at) -> None:
-    """Count ``count`` dependencies ended; at 0 the task joins its queue now (``released_at``)."""
+def _release(task_ids: list[int], count: int, at) -> None:
+    """Count ``count`` dependencies of each task ended; at 0 a task joins its queue now
+    (``released_at``)."""
     joined = Case(When(waits_on__lte=count, then=Value(at)), default=F("released_at"))
-    Task.objects.filter(pk=task_id).update(waits_on=Greatest(F("waits_on") - count, 0), released_at=joined)
+    left = Greatest(F("waits_on") - count, 0)
+    Task.objects.filter(pk__in=task_ids).update(waits_on=left, released_at=joined)
 
 
 def _cancel(failed: list[tuple[Task, int, str]], at) -> dict[int, str]:

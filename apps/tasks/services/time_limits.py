@@ -10,6 +10,7 @@ The limit counts running time only, across requeues (``Task.ran_s``)."""
 from django.core.exceptions import ValidationError
 
 from apps.policies.models import ComputeResource
+from apps.tasks.models import Task
 from klique.numbers import duration
 
 # What the database stores (a 32-bit integer, about 68 years): a number outside it is refused.
@@ -57,12 +58,17 @@ def resolve_time_limit(resource: ComputeResource, asked, *, session: bool = Fals
     return asked
 
 
+def ran_s(task, at) -> int:
+    """Running seconds of the task at ``at``: its earlier runs and, while it runs, this one."""
+    ran = task.ran_s
+    if task.started_at is not None and task.state in (Task.State.RUNNING, Task.State.STOPPING):
+        ran += max(0, int((at - task.started_at).total_seconds()))
+    return ran
+
+
 def left_s(task, at) -> int | None:
     """Running seconds the task has left before its limit at ``at`` (None: no limit); 0 or less
     once reached."""
     if task.time_limit_s is None:
         return None
-    ran = task.ran_s
-    if task.started_at is not None and task.state in ("running", "stopping"):
-        ran += max(0, int((at - task.started_at).total_seconds()))
-    return task.time_limit_s - ran
+    return task.time_limit_s - ran_s(task, at)
