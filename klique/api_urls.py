@@ -5,6 +5,7 @@ from django.urls import include, path
 
 urlpatterns = [
     path("", include("apps.accounts.api.urls")),
+    path("", include("apps.pools.api.urls")),
     path("", include("apps.policies.api.urls")),
     path("", include("apps.sessions.api.work.urls")),
     path("", include("apps.sessions.api.urls")),

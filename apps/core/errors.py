@@ -22,3 +22,12 @@ def bad_request(request, exception=None):
         reason = str(exception) if exception else "Bad request."
         return JsonResponse({"detail": reason}, status=400)
     return django_bad_request(request, exception)
+
+
+def refusal(error):
+    """A service's ``ValidationError`` as the API's 400: its fields and reasons, or
+    ``non_field_errors`` when it names none. The one owner of that translation."""
+    from rest_framework import serializers
+
+    detail = error.message_dict if hasattr(error, "error_dict") else {"non_field_errors": error.messages}
+    return serializers.ValidationError(detail)

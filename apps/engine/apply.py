@@ -178,9 +178,11 @@ def _verdicts(loaded: Loaded, decisions: core.Decisions, now, requeued: list[int
     written: list[dict] = []
     updates: list[tuple[int, int, bool]] = []
     # Tasks with a verdict of their own over their group's: a holder of the starvation guard, a task
-    # its array's max_running holds (that rule first when both).
+    # its array's max_running holds (that rule first when both), a task a maintenance window ahead
+    # keeps off a pool (its own time limit decides).
     own = {int(v.task): v for v in decisions.holders()}
     own.update((int(v.task), v) for v in decisions.array_verdicts())
+    own.update((int(v.task), v) for v in decisions.maintenance_verdicts())
     groups = loaded.verdict_keys
     if requeued:
         groups = {group: dict(stored) for group, stored in groups.items()}

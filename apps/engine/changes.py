@@ -30,6 +30,7 @@ from apps.engine.models import ChangeEpoch
 
 ESTATE_TABLES = (
     "pools_pool",
+    "pools_maintenancewindow",
     "cloud_cloudpool",
     "policies_profile",
     "policies_profilepool",

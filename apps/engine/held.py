@@ -153,7 +153,7 @@ def load(now) -> loader.Loaded:
     held, _held = _held, None
     position = changes.position()
     if position is None or not _caught_up(held, position):
-        held = _read_all(position)
+        held = _read_all(position, now)
     if held is None:
         return loader.load(now)
     loaded = loader.assemble(now, held.estate, held.tasks())
@@ -175,7 +175,7 @@ def _caught_up(held: Held | None, position: changes.Position) -> bool:
     return True
 
 
-def _read_all(position: changes.Position | None) -> Held | None:
+def _read_all(position: changes.Position | None, now) -> Held | None:
     global _warned
     if position is None:  # a flushed log: the next pass creates its epoch row
         return None
@@ -184,7 +184,7 @@ def _read_all(position: changes.Position | None) -> Held | None:
             log.warning("the engine's change log is missing triggers: every pass loads everything")
             _warned = True
         return None
-    held = Held(position=position, estate=loader.load_estate())
+    held = Held(position=position, estate=loader.load_estate(now))
     held.take(task_rows.task_rows(Task.objects.filter(state__in=[QUEUED, *ACTIVE])))
     return held
 

@@ -40,6 +40,11 @@ of an array with ``max_running`` carries the array's id, and ``arrays`` caps the
 work waiting. A task's row is rewritten whenever one of these changes (a dependency's end lowers
 its dependants' ``waits_on``), so the held snapshot reads them as it reads the rest of the row.
 The task rows and the core's tasks built from them are ``apps.engine.task_rows``'.
+
+Maintenance windows (issue 35): each pool carries its windows not yet over, read with the estate
+(a window's write reloads it) and trimmed to those not over at each pass's time; a waiting task
+carries the seconds its time limit has left (``limit_s``), which the core checks against a
+window ahead.
 """
 
 from collections import defaultdict
@@ -57,7 +62,7 @@ from apps.ledger.budgets import budget_units_used
 from apps.policies.models import ComputeResource, Profile, ProfilePool, ResourcePolicy
 from apps.policies.selectors import budget_windows, parent_policy_ids
 from apps.pools.models import Pool
-from apps.pools.selectors import daemon_gpus, effective_capacity
+from apps.pools.selectors import daemon_gpus, effective_capacity, windows_not_over
 from apps.tasks.models import Task, TaskEvent
 
 RECLAIM_CAP_WINDOW = timedelta(seconds=3600)
@@ -111,17 +116,27 @@ class Estate:
     resources: tuple[core.ComputeResource, ...]
     pool_names: dict[str, str]
     group_names: dict[str, str]
+    # Each pool's maintenance windows that had not ended when the estate was read (pool id ->
+    # windows in start order); a pass drops those ended by its own time.
+    maintenance: dict[str, tuple[core.Maintenance, ...]] = field(default_factory=dict)
 
 
 def _ids(pairs) -> tuple[str, ...]:
     return tuple(str(pk) for *_, pk in sorted(pairs))
 
 
-def load_estate() -> Estate:
+def load_estate(now) -> Estate:
+    """The estate at ``now`` (the pass's time: maintenance windows over by then are left out)."""
     pools = list(Pool.objects.order_by("pk").values("pk", "name", "capacity", "enabled"))
     links = list(ProfilePool.objects.values("profile_id", "pool_id", "pool_rank", "profile_rank"))
     profiles = Profile.objects.order_by("pk").values(
-        "pk", "gpus", "size_from_task", "time_weight", "min_runtime_s", "starvation_s"
+        "pk",
+        "gpus",
+        "size_from_task",
+        "time_weight",
+        "min_runtime_s",
+        "starvation_s",
+        "unlimited_before_maintenance",
     )
     resources = list(
         ComputeResource.objects.order_by("pk").values("pk", "policy_id", "profile_id", "queuing_rank")
@@ -164,6 +179,7 @@ def load_estate() -> Estate:
                 size_from_task=f["size_from_task"],
                 min_runtime_s=f["min_runtime_s"],
                 starvation_s=f["starvation_s"],
+                unlimited_before_maintenance=f["unlimited_before_maintenance"],
             )
             for f in profiles
         ),
@@ -187,12 +203,30 @@ def load_estate() -> Estate:
         ),
         pool_names={str(p["pk"]): p["name"] for p in pools},
         group_names={str(p.pk): p.group.name for p in policies},
+        maintenance=_maintenance(now),
+    )
+
+
+def _maintenance(now) -> dict[str, tuple[core.Maintenance, ...]]:
+    """The windows not over at ``now``, by pool (a window ended early is over)."""
+    found = defaultdict(list)
+    for window in windows_not_over(now):
+        found[str(window.pool_id)].append(core.Maintenance(start=window.starts_at, end=window.end))
+    return {pool: tuple(windows) for pool, windows in found.items()}
+
+
+def _with_maintenance(pools: tuple[core.Pool, ...], maintenance: dict, now) -> tuple[core.Pool, ...]:
+    return tuple(
+        replace(pool, maintenance=tuple(w for w in maintenance[pool.id] if w.end > now))
+        if pool.id in maintenance
+        else pool
+        for pool in pools
     )
 
 
 def load(now) -> Loaded:
     """The whole snapshot, read afresh."""
-    return assemble(now, load_estate(), read_tasks())
+    return assemble(now, load_estate(now), read_tasks())
 
 
 def assemble(now, estate: Estate, tasks: Tasks) -> Loaded:
@@ -209,6 +243,8 @@ def assemble(now, estate: Estate, tasks: Tasks) -> Loaded:
             _served(pool, row["capacity"], daemons[row["pk"]]) if row["pk"] in daemons else pool
             for pool, row in zip(estate.pools, estate.pool_rows, strict=True)
         )
+    if estate.maintenance:
+        pools = _with_maintenance(pools, estate.maintenance, now)
     sizes_from_tasks = {str(estate.profile_of_resource[r]) for r in tasks.multi_node_resources}
     profiles = estate.profiles
     if sizes_from_tasks:

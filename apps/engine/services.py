@@ -23,6 +23,7 @@ from apps.engine.apply import apply
 from apps.engine.loader import load
 from apps.engine.lock import exclusive_pass
 from apps.engine.models import PASS_BUCKETS_MS, DisabledWindow, EngineSwitch, PassRecord, PassTotals
+from apps.policies import loans
 from apps.tasks import wake
 
 log = logging.getLogger("klique.engine")
@@ -211,7 +212,8 @@ def _record(**fields) -> PassRecord:
 
 
 def run_pass(now=None) -> PassRecord:
-    """One pass of the compute policy engine: fill reservations, reclaim, lend.
+    """One pass of the compute policy engine: fill reservations, reclaim, lend. Dated quota loans
+    past their date are given back first (``apps.policies.loans.end_due``), also while disabled.
 
     Skipped (and recorded as such) when the engine is disabled or another process holds the
     pass lock. The decisions and the pass's record are written in one transaction, so a crash
@@ -221,6 +223,7 @@ def run_pass(now=None) -> PassRecord:
     with exclusive_pass() as acquired:
         if not acquired:
             return _record(started_at=started, skipped=True, skip_reason="another pass running")
+        loans.end_due(now)
         if not engine_enabled():
             return _record(started_at=started, skipped=True, skip_reason="disabled")
         started = timezone.now()

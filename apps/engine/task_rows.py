@@ -122,6 +122,7 @@ def waiting_task(row) -> core.WaitingTask:
         priority=row[9],
         since=_as_datetime(row[10]),
         array=capped_array(row),
+        limit_s=None if row[11] is None else max(0, row[11] - row[12]),
     )
 
 

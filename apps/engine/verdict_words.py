@@ -18,6 +18,7 @@ REASON_WORDS = {
         "needed them"
     ),
     "time_limit": "it reached its time limit",
+    "maintenance": "a maintenance window began on its pool",
 }
 
 
@@ -107,6 +108,13 @@ def verdict_json(verdict: core.Verdict, loaded: Loaded) -> dict:
             f"Array {data['array']} has its {verdict.max_running} of {verdict.max_running} tasks running "
             "at once (max_running): the next of its tasks starts when one of them ends."
         )
+    elif verdict.rule == "maintenance":
+        data["since"], data["reset_at"], data["cause"] = (
+            verdict.since.isoformat(),
+            verdict.reset_at.isoformat(),
+            verdict.cause,
+        )
+        message = maintenance_message(pools[0], verdict.since, verdict.reset_at, verdict.cause)
     elif verdict.rule == "never_fits":
         data["cause"] = verdict.cause
         if verdict.cause == "no_pool":
@@ -138,7 +146,20 @@ def verdict_json(verdict: core.Verdict, loaded: Loaded) -> dict:
         data["key"] = dependency_key(verdict.waits_for)
     if "array" in data:
         data["key"] += f"|{data['array']}|{data['max_running']}"
+    if "since" in data:
+        data["key"] += f"|{data['since']}"
     return data
+
+
+def maintenance_message(pool: str, since, until, cause: str | None) -> str:
+    """ "Pool onprem-k8s in maintenance from ... to ...", and why that holds this task."""
+    window = f"Pool {pool} in maintenance from {since:%Y-%m-%d %H:%M} to {until:%Y-%m-%d %H:%M} UTC"
+    if cause == "window_ahead":
+        return (
+            f"{window}: its time limit would run past the start (or it has none), so it waits for "
+            "another pool or the end of the window."
+        )
+    return f"{window}: it starts when the window ends or another pool has room."
 
 
 def _task_id(task: str | None):
@@ -218,6 +239,10 @@ RULE_WORDS = {
     "dependency": (
         "waits for its dependencies",
         "It runs after other tasks (after_ok, after_any), and some of them have not ended yet.",
+    ),
+    "maintenance": (
+        "pool in maintenance",
+        "A pool of its profile is in maintenance, or will be before its time limit ends.",
     ),
     "array_limit": (
         "its array at max_running",

@@ -6,13 +6,14 @@ from django.conf import settings
 from django.db import models
 
 from apps.accounts.models import Group, Membership
-from apps.policies.models import ComputeResource, PolicyChange, Profile, ResourcePolicy, gpu_field
+from apps.policies.models import ComputeResource, PolicyChange, Profile, QuotaLoan, ResourcePolicy, gpu_field
 
 
 class ChangeRequest(models.Model):
     class Kind(models.TextChoices):
         QUOTA = "quota", "Quota change"
         COMPUTE_RESOURCE = "compute_resource", "New compute resource"
+        LOAN = "loan", "Dated quota loan"
 
     class State(models.TextChoices):
         PENDING = "pending", "Pending"
@@ -49,6 +50,18 @@ class ChangeRequest(models.Model):
     )
     name = models.CharField(
         "compute resource name", max_length=120, blank=True, help_text="For a new compute resource."
+    )
+    lender = models.ForeignKey(
+        Group,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="For a loan: the group that lends to the group of the request.",
+    )
+    loan_until = models.DateTimeField("lent until", null=True, blank=True, help_text="For a loan.")
+    applied_loan = models.ForeignKey(
+        QuotaLoan, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     justification = models.TextField()
     state = models.CharField(max_length=25, choices=State.choices, default=State.PENDING, db_index=True)

@@ -6,6 +6,7 @@ from django.db.models import Q, QuerySet
 from apps.accounts.models import Group, Membership, User
 from apps.accounts.selectors import groups_with_role, has_role, subtree_ids
 from apps.governance.models import ChangeRequest
+from apps.policies.loans import common_group
 
 Role = Membership.Role
 Kind = Group.Kind
@@ -57,14 +58,31 @@ def approver_role_and_group(request: ChangeRequest) -> tuple[str, Group | None]:
       business unit goes to leadership; with no business unit or organisation above, IT).
     * Nobody decides their own request: when the requester holds the routed role over that group
       (a department head asking for a team below them), the request goes one level up.
+    * A loan goes to the owner of the nearest group above both sides (``loans.common_group``):
+      its department heads for a department, its leadership for a business unit or the
+      organisation; for two groups of one team, as the team's own request.
     """
     group = request.group
+    if request.kind == ChangeRequest.Kind.LOAN and request.lender_id:
+        group = common_group(request.lender, group) or group
+        if group.kind in LEADERSHIP_KINDS:
+            return _route(request, [(Role.LEADERSHIP, group)])
+        if group.kind == Kind.DEPARTMENT:
+            return _route(
+                request, [(Role.DEPARTMENT_HEAD, group), (Role.LEADERSHIP, _nearest(group, LEADERSHIP_KINDS))]
+            )
     if request.kind == ChangeRequest.Kind.COMPUTE_RESOURCE or group.kind in LEADERSHIP_KINDS:
         return Role.IT_ADMIN, None
     steps = []
     if group.kind in TEAM_KINDS:
         steps.append((Role.DEPARTMENT_HEAD, _nearest(group, {Kind.DEPARTMENT})))
     steps.append((Role.LEADERSHIP, _nearest(group, LEADERSHIP_KINDS)))
+    return _route(request, steps)
+
+
+def _route(request: ChangeRequest, steps) -> tuple[str, Group | None]:
+    """The first step whose group exists and whose role the requester does not hold there; IT
+    when none is left."""
     for role, owner in steps:
         if owner is None:
             continue

@@ -18,8 +18,9 @@ from apps.core.audit import record_change
 from apps.core.gpus import gpu_amount_error
 from apps.governance import selectors
 from apps.governance.models import ChangeRequest
+from apps.policies import loans
 from apps.policies import services as policies
-from apps.policies.models import ComputeResource, PolicyChange, Profile, ResourcePolicy
+from apps.policies.models import ComputeResource, PolicyChange, Profile, QuotaLoan, ResourcePolicy
 from apps.policies.rules import fmt
 
 NOTIFICATION_KIND = Notification.Kind.CHANGE_REQUEST
@@ -126,6 +127,8 @@ def file_request(
     budget_period: str = "",
     profile: Profile | None = None,
     name: str = "",
+    lender: Group | None = None,
+    loan_until=None,
 ) -> ChangeRequest:
     """File a request for ``group`` and notify the people who decide it. Refused with
     ``PermissionDenied`` when the requester may not ask for the group (``selectors.may_ask``), with
@@ -152,6 +155,8 @@ def file_request(
         )
         for field, value in asked.items():
             setattr(request, field, value)
+    elif kind == ChangeRequest.Kind.LOAN:
+        _loan_request(request, policy, lender, loan_until, reservation, limit, budget_hours, budget_period)
     else:
         if profile is None:
             raise ValidationError({"profile": "Choose the profile to connect."})
@@ -172,7 +177,33 @@ def file_request(
     return request
 
 
+def _loan_request(request, policy, lender, until, reservation, limit, budget_hours, period) -> None:
+    """A loan asked for ``request.group`` (the borrower) from ``lender``: one quantity, checked for
+    shape as ``loans.lend`` will check it (whether it fits is checked when it is applied)."""
+    if lender is None:
+        raise ValidationError({"lender": "Choose the group that would lend."})
+    lender_policy = _policy_of(lender)
+    if lender_policy is None:
+        raise ValidationError({"lender": f"{lender} has no resource policy."})
+    given = {
+        f: v for f, v in (("reservation", reservation), ("limit", limit), ("budget_hours", budget_hours))
+    }
+    given = {f: v for f, v in given.items() if v is not None and v != ""}
+    if len(given) != 1:
+        raise ValidationError({"reservation": "A loan lends one of reservation, limit or budget hours."})
+    ((what, amount),) = given.items()
+    values = loans.clean_loan(
+        lender_policy, policy, what=what, amount=amount, until=until, period=period, now=timezone.now()
+    )
+    setattr(request, what, values["amount"])
+    request.budget_period = values["period"]
+    request.lender, request.loan_until = lender, values["until"]
+
+
 def _asked_text(request: ChangeRequest) -> str:
+    if request.kind == ChangeRequest.Kind.LOAN:
+        asked = _values_text(request.asked_values)
+        return f"a loan of {asked} from {request.lender} until {request.loan_until:%Y-%m-%d %H:%M} UTC"
     if request.kind == ChangeRequest.Kind.COMPUTE_RESOURCE:
         return f"a new compute resource {request.name} on profile {request.profile}"
     return _values_text(request.asked_values)
@@ -187,6 +218,23 @@ def _apply_quota(request: ChangeRequest, values: dict, *, actor: User, version: 
     policies.update_policy(locked, **values)
     change = policies.record_quota_change(locked, before, actor=actor, via=via)
     return values, change
+
+
+def _apply_loan(request: ChangeRequest, *, actor: User):
+    """The approved loan, lent by the approver (whose right to decide stands for the right to lend)."""
+    ((what, amount),) = ((f, v) for f, v in request.asked_values.items() if f in QUOTA_VALUES)
+    return loans.lend(
+        _policy_of(request.lender),
+        _policy_of(request.group),
+        what=what,
+        amount=amount,
+        until=request.loan_until,
+        period=request.budget_period,
+        note=request.justification,
+        actor=actor,
+        via=QuotaLoan.Via.REQUEST,
+        check_permission=False,
+    )
 
 
 def _apply_compute_resource(request: ChangeRequest, *, actor: User, via: str):
@@ -240,16 +288,19 @@ def decide(
             request.state = ChangeRequest.State.APPROVED
         elif decision == Decision.APPROVE_WITH_CHANGES:
             if request.kind != ChangeRequest.Kind.QUOTA:
-                raise ValidationError(
-                    {"decision": "A new compute resource is approved as asked or denied, not changed."}
-                )
+                what = "A loan" if request.kind == ChangeRequest.Kind.LOAN else "A new compute resource"
+                raise ValidationError({"decision": f"{what} is approved as asked or denied, not changed."})
             if not values:
                 raise ValidationError({"values": "Give the values you approve."})
             request.state = ChangeRequest.State.APPROVED_WITH_CHANGES
         else:
             raise ValidationError({"decision": f"Choose one of {', '.join(c for c, _ in Decision.CHOICES)}."})
         if request.state != ChangeRequest.State.DENIED:
-            if request.kind == ChangeRequest.Kind.QUOTA:
+            if request.kind == ChangeRequest.Kind.LOAN:
+                loan = _apply_loan(request, actor=actor)
+                request.applied_loan = loan
+                request.applied_values = _json(request.asked_values) | {"until": loan.ends_at.isoformat()}
+            elif request.kind == ChangeRequest.Kind.QUOTA:
                 wanted = values if decision == Decision.APPROVE_WITH_CHANGES else request.asked_values
                 applied, change = _apply_quota(request, wanted, actor=actor, version=version, via=via)
                 request.applied_values = _json(applied)
@@ -257,7 +308,8 @@ def decide(
                 resource, change = _apply_compute_resource(request, actor=actor, via=via)
                 request.compute_resource = resource
                 request.applied_values = {"profile": request.profile.name, "name": resource.name}
-            request.applied_change = change
+            if request.kind != ChangeRequest.Kind.LOAN:
+                request.applied_change = change
         request.approver = actor
         request.decision_comment = comment
         request.decided_at = timezone.now()

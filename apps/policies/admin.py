@@ -419,5 +419,5 @@ class ComputeResourceAdmin(PolicyScoped, admin.ModelAdmin):
         super().save_model(request, obj, form, change)
 
 
-# the pools' admin, with their profile order and the reservations behind them
-from apps.policies import admin_pools  # noqa: E402, F401
+# the pools' admin (profile order, reservations behind them) and the dated quota loans'
+from apps.policies import admin_loans, admin_pools  # noqa: E402, F401

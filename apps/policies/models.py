@@ -140,6 +140,12 @@ class Profile(models.Model):
         help_text="The longest time limit a task may ask for on this profile; with a maximum, every "
         "batch task has a limit (the default, else the maximum). Empty: no cap.",
     )
+    unlimited_before_maintenance = models.BooleanField(
+        "place work without a time limit before maintenance",
+        default=False,
+        help_text="Work of this profile without a time limit may be placed on a pool with a maintenance "
+        "window ahead (it is preempted at the start). Off: such work waits for a pool without one.",
+    )
     pools = models.ManyToManyField(Pool, through="ProfilePool", related_name="profiles")
 
     # Set by a form that checks every pool link of the profile itself, as submitted (the admin's
@@ -419,6 +425,7 @@ class PolicyChange(AuditedChange):
     class Via(models.TextChoices):
         PORTAL = "portal", "Portal quota split"
         ADMIN = "admin", "Admin"
+        LOAN = "loan", "Dated quota loan"
 
     policy = models.ForeignKey(ResourcePolicy, on_delete=models.CASCADE, related_name="changes")
     via = models.CharField(max_length=10, choices=Via.choices, default=Via.PORTAL)
@@ -429,3 +436,6 @@ class PolicyChange(AuditedChange):
 
     def __str__(self) -> str:
         return f"{self.policy} changed at {self.at:%Y-%m-%d %H:%M:%S}"
+
+
+from apps.policies.models_loans import QuotaLoan  # noqa: E402, F401  (its own module: one concern)

@@ -5,14 +5,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
-from django.db.models import DecimalField, F, OuterRef, Subquery, Sum, Value
+from django.db.models import DecimalField, F, OuterRef, Q, Subquery, Sum, Value
 from django.db.models.functions import Coalesce, Greatest
 
 from apps.accounts.models import Group, User
 from apps.accounts.selectors import managed_group_ids, member_group_ids
 from apps.core.gpus import GPU_DECIMAL_PLACES, GPU_MAX_DIGITS
 from apps.policies.fit import pool_fit
-from apps.policies.models import BudgetWindow, ComputeResource, PriorityClass, ProfilePool, ResourcePolicy
+from apps.policies.models import (
+    BudgetWindow,
+    ComputeResource,
+    PriorityClass,
+    ProfilePool,
+    QuotaLoan,
+    ResourcePolicy,
+)
 from apps.pools.models import Pool
 
 GPUS = DecimalField(max_digits=GPU_MAX_DIGITS, decimal_places=GPU_DECIMAL_PLACES)
@@ -213,3 +220,26 @@ def estate_overview() -> dict:
         "policy_count": ResourcePolicy.objects.count(),
         "resource_count": ComputeResource.objects.count(),
     }
+
+
+def visible_loans(user):
+    """The dated quota loans a person sees: those of the groups they belong to or see beyond their
+    own (``managed_group_ids``: all of them for the estate's roles), newest first."""
+    rows = QuotaLoan.objects.select_related("lender__group", "borrower__group", "created_by")
+    if not user.is_authenticated:
+        return rows.none()
+    managed = managed_group_ids(user)
+    if managed is None:
+        return rows
+    groups = managed | member_group_ids(user)
+    return rows.filter(Q(lender__group_id__in=groups) | Q(borrower__group_id__in=groups))
+
+
+def loans_of(group_ids, *, active_only: bool = True):
+    """The loans in or out of the given groups (active ones by default), by date."""
+    rows = QuotaLoan.objects.select_related("lender__group", "borrower__group").filter(
+        Q(lender__group_id__in=group_ids) | Q(borrower__group_id__in=group_ids)
+    )
+    if active_only:
+        rows = rows.filter(state=QuotaLoan.State.ACTIVE)
+    return rows.order_by("ends_at", "pk")

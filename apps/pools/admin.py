@@ -90,3 +90,6 @@ class TaskLogAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None):
         return False
+
+
+from apps.pools import admin_maintenance  # noqa: E402, F401

@@ -9,6 +9,7 @@ from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models, transaction
 from django.utils import timezone
 
+from apps.core.audit import AuditedChange
 from apps.core.checks import Checks
 from apps.core.countries import normalised, validate_country
 from apps.core.gpus import GPU_DECIMAL_PLACES, GPU_MAX_DIGITS, gpu_amount_error
@@ -325,3 +326,78 @@ class WorkerSweep(models.Model):
 
     def __str__(self) -> str:
         return f"worker sweep, last run {self.last_run_at:%Y-%m-%d %H:%M:%S}"
+
+
+class MaintenanceWindow(models.Model):
+    """A planned outage of a pool (issue 35, rule 3): from ``starts_at`` until it ends the pool's
+    capacity is 0 for the engine. Its running work is preempted at the start (reason
+    ``maintenance``) and requeued at the front of its queue; before the start, work whose time
+    limit would cross it is not placed there. ``ended_at``: when IT ended it early (before its
+    start: called off). Writes: ``apps.pools.services.maintenance``, each audited."""
+
+    pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="maintenance_windows")
+    starts_at = models.DateTimeField("starts")
+    ends_at = models.DateTimeField("ends", help_text="As scheduled; see ended early.")
+    note = models.CharField(max_length=200, blank=True, help_text="What is done, shown to users.")
+    ended_at = models.DateTimeField(
+        "ended early", null=True, blank=True, help_text="When IT ended it before its scheduled end."
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["starts_at", "pk"]
+        verbose_name = "maintenance window"
+        indexes = [models.Index(fields=["ends_at", "pool"], name="maintenance_ends_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.pool} maintenance {self.starts_at:%Y-%m-%d %H:%M}–{self.end:%Y-%m-%d %H:%M} UTC"
+
+    @property
+    def end(self) -> datetime:
+        """When it ends (or ended): early if IT ended it, else as scheduled."""
+        return self.ended_at if self.ended_at is not None and self.ended_at < self.ends_at else self.ends_at
+
+    @property
+    def called_off(self) -> bool:
+        return self.ended_at is not None and self.ended_at <= self.starts_at
+
+    def in_force(self, now: datetime) -> bool:
+        return not self.called_off and self.starts_at <= now < self.end
+
+    def clean(self) -> None:
+        """Start before end; no overlap with another window of the pool that is not called off."""
+        if self.starts_at is None or self.ends_at is None:
+            return
+        if self.ends_at <= self.starts_at:
+            raise ValidationError({"ends_at": "The end must be after the start."})
+        if self.pool_id is None:
+            return
+        others = MaintenanceWindow.objects.filter(
+            pool_id=self.pool_id, starts_at__lt=self.ends_at, ends_at__gt=self.starts_at
+        ).exclude(pk=self.pk)
+        for other in others:
+            if not other.called_off and other.end > self.starts_at:
+                raise ValidationError(
+                    {"starts_at": f"It overlaps another maintenance window of {self.pool}: {other}."}
+                )
+
+
+class MaintenanceChange(AuditedChange):
+    """The audit trail of maintenance windows: scheduled, changed, ended early."""
+
+    class Via(models.TextChoices):
+        ADMIN = "admin", "Admin"
+        API = "api", "API"
+
+    window = models.ForeignKey(MaintenanceWindow, on_delete=models.CASCADE, related_name="changes")
+    via = models.CharField(max_length=10, choices=Via.choices, default=Via.ADMIN)
+    changes = models.JSONField(help_text="{field: [before, after]} of each field that changed.")
+
+    class Meta(AuditedChange.Meta):
+        verbose_name = "maintenance window change"
+
+    def __str__(self) -> str:
+        return f"{self.window} changed at {self.at:%Y-%m-%d %H:%M:%S}"

@@ -8,7 +8,7 @@ from decimal import Decimal
 from django.db.models import Count, OuterRef, Q, Subquery, Sum
 
 from apps.accounts.services import hash_token
-from apps.pools.models import EnrolmentToken, Pool, PoolCapacityChange, Worker
+from apps.pools.models import EnrolmentToken, MaintenanceWindow, Pool, PoolCapacityChange, Worker
 
 
 @dataclass(frozen=True)
@@ -107,3 +107,20 @@ def enrolment_token_by_raw(raw: str, now) -> EnrolmentToken | None:
     except EnrolmentToken.DoesNotExist:
         return None
     return token if token.is_usable(now) else None
+
+
+def windows_not_over(now: datetime, pool_ids=None):
+    """Maintenance windows not called off or ended early and ending after ``now``, in start order
+    (with their pools)."""
+    rows = MaintenanceWindow.objects.filter(ends_at__gt=now, ended_at__isnull=True).select_related("pool")
+    if pool_ids is not None:
+        rows = rows.filter(pool_id__in=pool_ids)
+    return rows.order_by("starts_at", "pk")
+
+
+def in_force_or_ahead(now: datetime, pool_ids=None) -> dict[int, MaintenanceWindow]:
+    """Each pool's window in force at ``now``, else its next one (one query)."""
+    found: dict[int, MaintenanceWindow] = {}
+    for window in windows_not_over(now, pool_ids):
+        found.setdefault(window.pool_id, window)
+    return found

@@ -75,6 +75,7 @@ class Task(models.Model):
         FAIR_SHARE = "fair_share", "Taken back for a group below its fair share"
         TIME_LIMIT = "time_limit", "Stopped at its time limit"
         DEPENDENCY_FAILED = "dependency_failed", "A task it runs after did not succeed"
+        MAINTENANCE = "maintenance", "Preempted for a maintenance window on its pool"
 
     class Kind(models.TextChoices):
         BATCH = "batch", "Batch"

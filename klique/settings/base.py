@@ -249,6 +249,8 @@ SPECTACULAR_SETTINGS = {
         "StateEnum": "apps.tasks.models.Task.State",
         "RoleEnum": "apps.accounts.models.Membership.Role",
         "WhatIfRunStateEnum": "apps.whatif.models.WhatIfRun.State",
+        "QuotaLoanWhatEnum": "apps.policies.models.QuotaLoan.What",
+        "BudgetPeriodEnum": "apps.policies.models.ResourcePolicy.Period",
     },
 }
 

@@ -266,3 +266,17 @@ def test_arrays_run_at_most_max_running_at_once_and_block_nothing_behind_them():
     hp = [(at, task) for at, task, ev in events(lines, "placed") if task.startswith("hp")]
     assert hp == [(0, "hp[0]"), (0, "hp[1]"), (10, "hp[2]"), (10, "hp[3]"), (20, "hp[4]"), (20, "hp[5]")]
     assert (0, "solo", "placed") in events(lines) and (30, "collect", "placed") in events(lines)
+
+
+def test_maintenance_window_preempts_at_its_start_and_refuses_limits_that_cross_it():
+    lines = check("maintenance")
+    assert (100, "u1", "preempted") in events(lines)
+    assert [(e["at"], e["task"]) for e in lines if e.get("event") == "placed" and e["at"] == 200] == [
+        (200, "t5"),
+        (200, "u1"),
+    ]
+
+
+def test_loan_moves_a_reservation_and_goes_back_by_itself():
+    lines = check("loans")
+    assert [e["task"] for e in lines if e.get("reason") == "reclaim" and e["at"] == 110] == ["s4"]

@@ -17,8 +17,9 @@ from apps.accounts.models import Group
 from apps.core.gpus import from_milli
 from apps.engine import services as engine
 from apps.engine.core import UNITS_PER_HOUR, period_bounds
-from apps.engine.core.scenario_model import Scenario, Submit
+from apps.engine.core.scenario_model import Loan, Scenario, Submit
 from apps.ledger.models import UsageInterval
+from apps.policies import loans
 from apps.policies import services as policies
 from apps.pools import services as pools
 from apps.pools.models import GpuType
@@ -120,6 +121,7 @@ class DatabaseReplay(Issue35Replay):
             now = self.at(t)
             with time_machine.travel(now, tick=False):
                 self._complete(t, now)
+                loans.end_due(now)  # a loan's end comes before its instant's events
                 while events and events[0].at_us <= t:
                     self._apply(events.pop(0).what, now)
                 self._report_stops(now)
@@ -139,6 +141,7 @@ class DatabaseReplay(Issue35Replay):
             due.append(events[0].at_us)
         due.extend(self._completion_times())
         due.extend(self._deadlines())
+        due.extend(x for x in self._issue35_times() if x > t)
         due.extend(self._reclaim_release_times())
         due.extend(self._starvation_times(t))
         for p in self.sc.policies:
@@ -198,7 +201,9 @@ class DatabaseReplay(Issue35Replay):
                 self.remaining[event.task_id] -= (interval.end - interval.start) // timedelta(microseconds=1)
 
     def _apply(self, what, now) -> None:
-        if isinstance(what, Submit):
+        if isinstance(what, Loan):
+            self._lend(what, now)
+        elif isinstance(what, Submit):
             fields = {
                 "compute_resource": self.resources[what.resource],
                 "command": what.id,

@@ -1,5 +1,7 @@
 """Issue 35 in the database replay (``db_scenario.DatabaseReplay``): time limits on profiles,
-compute resources and submits, dependencies, arrays.
+compute resources and submits, dependencies, arrays, maintenance windows (scheduled by IT at the
+scenario's start) and dated quota loans (lent by IT at their time; the engine gives them back at
+their date, before that instant's events, as the simulator does).
 
 A task with a time limit is claimed and started at its placement by a worker of its pool (the
 simulator starts it there), so that its deadline counts; a worker reports each stop at the instant
@@ -11,8 +13,14 @@ time-limit stops (each with the cancels of the tasks that ran after it), its pre
 placements. The database's events of one instant are put in that order (``rank``)."""
 
 from datetime import timedelta
+from decimal import Decimal
 
+from apps.core.gpus import from_milli
+from apps.engine.core import UNITS_PER_HOUR
+from apps.policies import loans
+from apps.policies import services as policies
 from apps.pools.models import Worker
+from apps.pools.services import maintenance
 from apps.tasks import services as tasks
 from apps.tasks.models import Task, TaskEvent
 from tests.factories import WorkerFactory
@@ -38,6 +46,18 @@ class Issue35Replay:
             if own != (profile.default_time_limit_s, profile.max_time_limit_s):
                 resource.default_time_limit_s, resource.max_time_limit_s = own
                 resource.save(update_fields=["default_time_limit_s", "max_time_limit_s"])
+        for f in self.sc.profiles:
+            if f.unlimited_before_maintenance:
+                policies.update_profile(profiles[f.name], unlimited_before_maintenance=True)
+        for p in self.sc.pools:
+            for w in p.maintenance:
+                maintenance.schedule(
+                    self.pools[p.name],
+                    starts_at=self.at(w.start_us),
+                    ends_at=self.at(w.end_us),
+                    note=w.note or "",
+                    now=self.sc.start,
+                )
         self.arrays: dict[str, list[str]] = {}
         for e in self.sc.events:
             array = getattr(e.what, "array", None)
@@ -74,6 +94,30 @@ class Issue35Replay:
         stopping = list(Task.objects.filter(state=Task.State.STOPPING).order_by("pk"))
         if stopping:
             tasks.stopped_many(stopping, now)
+
+    def _lend(self, loan, now) -> None:
+        amount = (
+            (Decimal(loan.amount) / UNITS_PER_HOUR).quantize(Decimal("0.001"))
+            if loan.key == "budget_hours"
+            else from_milli(loan.amount)
+        )
+        loans.lend(
+            self.policies[loan.lender],
+            self.policies[loan.borrower],
+            what=loan.key,
+            amount=amount,
+            until=self.at(loan.until_us),
+            period=loan.period or "",
+            check_permission=False,
+            now=now,
+        )
+
+    def _issue35_times(self) -> list[int]:
+        """When windows start and end, and when loans end: the simulator wakes then."""
+        times = [w.start_us for p in self.sc.pools for w in p.maintenance]
+        times += [w.end_us for p in self.sc.pools for w in p.maintenance]
+        times += [e.what.until_us for e in self.sc.events if hasattr(e.what, "until_us")]
+        return times
 
     def _deadlines(self) -> list[int]:
         running = Task.objects.filter(state=Task.State.RUNNING, time_limit_s__isnull=False)

@@ -56,6 +56,8 @@ MIRRORED = [
     "time_limits",
     "dependencies",
     "arrays",
+    "maintenance",
+    "loans",
 ]
 
 

@@ -13,6 +13,7 @@ from rest_framework.response import Response
 from apps.accounts import agents
 from apps.accounts.api.authentication import agent_of
 from apps.accounts.models import Agent
+from apps.core.errors import refusal
 from apps.core.fields import PlainDecimalField, StrictCharField
 
 
@@ -102,10 +103,9 @@ class AgentCreateSerializer(AgentChangeSerializer):
 
 def _as_400(error: DjangoValidationError) -> APIException:
     """A refused input answers 400 naming the field; a name already taken 409."""
-    detail = error.message_dict if hasattr(error, "error_dict") else {"non_field_errors": error.messages}
     if isinstance(error, agents.NameTaken):
         return Conflict(" ".join(error.messages))
-    return serializers.ValidationError(detail)
+    return refusal(error)
 
 
 @extend_schema_view(

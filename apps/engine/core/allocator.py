@@ -1,19 +1,23 @@
 """The compute policy engine pass: `allocate(snapshot) -> Decisions`, pure and deterministic.
 
 A pass runs, in order: time-limit stops (work whose `deadline` is reached is stopped for good,
-reason "time_limit", in placement order), budget stops (used-up budgets preempt their running
-weighted work, newest placed first), the starvation guard's holds (`pass_starvation`), fill
-reservations, reclaim, [under a parent that lends "fair": the fair split, the fair lend and fair reclaim
-(`pass_fair`)], priority within a policy (`pass_priority`), lend. When a preemption freed more room
-than its taker took, a second fill runs before lending, so that the room goes to
-reservation-eligible work first and not to a borrower that the next pass would preempt. Every phase
-visits work in the same order: rounds over the r-th choice of each profile's pool list; in a round,
-pools in snapshot order; on a pool, profiles in its execution order; in a profile, policies in its
-queuing order; in a compute resource, queue order (priority, then seq). A task that does not fit
-does not block smaller ones behind it. A reached spend cap keeps its policies' new work off its
-pools; work already there goes on. Tasks of `Snapshot.held` wait for their dependencies: the pass
-only gives them their verdict. A capped array (`Snapshot.arrays`) never has more than its
-`max_running` tasks placed; a task of it refused for that is passed over (`pass_queue.ArrayQueue`).
+reason "time_limit", in placement order), maintenance stops (work on a pool whose maintenance window
+has started is requeued at the front of its priority, reason "maintenance"), budget stops (used-up
+budgets preempt their running weighted work, newest placed first), the starvation guard's holds
+(`pass_starvation`), fill reservations, reclaim, [under a parent that lends "fair": the fair split,
+the fair lend and fair reclaim (`pass_fair`)], priority within a policy (`pass_priority`), lend.
+When a preemption freed more room than its taker took, a second fill runs before lending, so that
+the room goes to reservation-eligible work first and not to a borrower that the next pass would
+preempt. Every phase visits work in the same order: rounds over the r-th choice of each profile's
+pool list; in a round, pools in snapshot order; on a pool, profiles in its execution order; in a
+profile, policies in its queuing order; in a compute resource, queue order (priority, then seq). A
+task that does not fit does not block smaller ones behind it. A reached spend cap keeps its
+policies' new work off its pools; work already there goes on. Tasks of `Snapshot.held` wait for
+their dependencies: the pass only gives them their verdict. A capped array (`Snapshot.arrays`) never
+has more than its `max_running` tasks placed; a task of it refused for that is passed over
+(`pass_queue.ArrayQueue`). A pool in maintenance has capacity 0; one with a window ahead takes a
+task only if its time limit left ends by the window's start, or it has none and its profile allows
+that (`pass_queue.WindowQueue`); a task refused there may go to another pool.
 
 A policy's time budget may have several windows (day, week, month): a start must pass the check in
 every window, which is the check on the window with the least left, since all share the policy's
@@ -34,7 +38,7 @@ from .decisions import Decisions
 from .pass_fair import FairPhase
 from .pass_priority import PriorityPhase
 from .pass_starvation import StarvationGuard
-from .pass_state import FILL, LEND, TIME_LIMIT
+from .pass_state import FILL, LEND, MAINTENANCE, TIME_LIMIT
 from .snapshot import Snapshot
 from .verdicts import VerdictBook
 
@@ -51,6 +55,8 @@ class _Pass(PriorityPhase, FairPhase, StarvationGuard):
     def run(self) -> None:
         if self.timed:
             self._time_limit_stops()
+        if self.down:
+            self._maintenance_stops()
         self._budget_stops()
         self.occ_start = list(self.occ)
         self._hold_starving()
@@ -75,3 +81,10 @@ class _Pass(PriorityPhase, FairPhase, StarvationGuard):
         for k, t in enumerate(self.s.placed):
             if t.deadline is not None and t.deadline <= now and not gone[k]:
                 self._preempt(k, TIME_LIMIT, None)
+
+    def _maintenance_stops(self) -> None:
+        """Placed work on a pool in maintenance is stopped (requeued), in placement order."""
+        down, gone, run_pool = self.down, self.gone, self.run_pool
+        for k in range(len(self.s.placed)):
+            if run_pool[k] in down and not gone[k]:
+                self._preempt(k, MAINTENANCE, None)

@@ -10,7 +10,7 @@ from typing import Protocol
 from .budget import units_to_hours
 
 PHASES = ("fill", "reclaim", "priority", "lend")
-REASONS = ("reclaim", "budget", "fair_share", "priority", "time_limit")
+REASONS = ("reclaim", "budget", "fair_share", "priority", "time_limit", "maintenance")
 RULES = (
     "dependency",
     "budget_used_up",
@@ -20,6 +20,7 @@ RULES = (
     "array_limit",
     "behind_higher_priority",
     "cloud_cap_reached",
+    "maintenance",
     "reclaim_held",
     "fair_share",
     "starving",
@@ -41,7 +42,8 @@ class Placement:
 class Preemption:
     """Stop placed work and requeue it; `for_task` is the task a reclaim made room for; `window`
     the period of the used-up budget window that stopped it (reason budget). Reason time_limit
-    (its `deadline` reached) stops it for good: it is not requeued, it ends timed out."""
+    (its `deadline` reached) stops it for good: it is not requeued, it ends timed out. Reason
+    maintenance (its pool's window has started) requeues it at the front of its priority."""
 
     task: str
     resource: str
@@ -70,7 +72,10 @@ class Verdict:
     `free` the GPUs free there now, in milli-GPUs; starvation_hold: `pools` is a pool held for an
     older task, `cause` that task's id. dependency (a task of `Snapshot.held`): `waits_for` names
     the tasks it waits for, and `position` is 0 (it is not in line). array_limit: `cause` is its
-    array, `max_running` the array's cap, which its placed tasks have reached.
+    array, `max_running` the array's cap, which its placed tasks have reached. maintenance:
+    `pools` the pool, `since` and `reset_at` its window's start and end, `cause` "in_maintenance"
+    (the window has started) or "window_ahead" (the task's time limit would cross the start, or it
+    has none).
     """
 
     task: str
@@ -89,6 +94,7 @@ class Verdict:
     free: int | None = None
     waits_for: tuple[str, ...] = ()
     max_running: int | None = None
+    since: datetime | None = None
 
     @property
     def hours_left(self) -> float | None:
@@ -111,6 +117,8 @@ class VerdictSource(Protocol):
     def held(self) -> tuple[Verdict, ...]: ...
 
     def array_limited(self) -> tuple[Verdict, ...]: ...
+
+    def maintenance_held(self) -> tuple[Verdict, ...]: ...
 
 
 @dataclass(frozen=True)
@@ -155,3 +163,10 @@ class Decisions:
         array_limit), which differ from their group's: a loader that stores verdicts per group
         writes these over it. Reads the queues, only when the snapshot caps an array."""
         return self.source.array_limited()
+
+    def maintenance_verdicts(self) -> tuple[Verdict, ...]:
+        """The verdicts of the waiting tasks that a pool's maintenance window ahead keeps off it
+        (rule maintenance, cause window_ahead), which differ from their group's: a loader that
+        stores verdicts per group writes these over it. Reads the queues only when some pool has a
+        window ahead."""
+        return self.source.maintenance_held()

@@ -45,7 +45,7 @@ class FairPhase(ReclaimPhase):
                         break
                     if q is None:
                         q = self._queue(c)
-                    i = q.peek(b)
+                    i = q.peek(b, pi)
                     if i < 0:
                         break
                     task = q.tasks[i]

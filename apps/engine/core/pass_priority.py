@@ -36,7 +36,7 @@ class PriorityPhase(ReclaimPhase):
                 q = self._queue(c)
                 ceiling = cap[pi]
                 while ceiling >= ms and self._budget_ok(p, w):
-                    i = q.peek(ceiling)
+                    i = q.peek(ceiling, pi)
                     if i < 0:
                         break
                     task = q.tasks[i]

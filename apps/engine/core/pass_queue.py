@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import deque
 
+from .budget import US_PER_S
 from .snapshot import WaitingTask
 
 
@@ -31,8 +32,9 @@ class TaskQueue:
     def _open(self, key: tuple[int, int], size: int) -> bool:
         return not any(s_key < key and s_size <= size for s_key, s_size in self.stopping)
 
-    def peek(self, bound: int) -> int:
-        """Index of the first task in queue order with size <= bound, or -1."""
+    def peek(self, bound: int, pi: int = -1) -> int:
+        """Index of the first task in queue order with size <= bound, or -1 (`pi`: the pool it is
+        for, which only `WindowQueue` reads)."""
         tasks = self.tasks
         if self.fixed is not None:
             i = self.cursor
@@ -85,7 +87,7 @@ class ArrayQueue(TaskQueue):
         super().__init__(tasks, fixed, stopping)
         self.left = left
 
-    def peek(self, bound: int) -> int:
+    def peek(self, bound: int, pi: int = -1) -> int:
         left = self.left
         while True:
             i = super().peek(bound)
@@ -98,3 +100,64 @@ class ArrayQueue(TaskQueue):
                 self.cursor += 1
             else:
                 self.heads[t.size].popleft()
+
+
+class WindowQueue(TaskQueue):
+    """A queue whose profile lists a pool with a maintenance window ahead: on such a pool a task is
+    taken only if its time limit left ends by the window's start (`gaps[pi]`, microseconds from
+    now; None: no window ahead), or it has none and its profile allows `unlimited` work. Tasks may
+    then be taken out of queue order (one refused on pool A goes to pool B later), so each peek
+    scans in queue order from a per-gap cursor, checking size, stopping work ahead, the array's cap
+    and the time. The cursor passes over the tasks that are out for good at that gap (taken,
+    behind stopping work, at their array's cap, too long for the window): the scan costs per task
+    passed over for size only, and only in queues of such profiles."""
+
+    __slots__ = ("left", "gaps", "unlimited", "taken", "skip")
+
+    def __init__(self, tasks, fixed, stopping, left: dict[str, int], gaps: list, unlimited: bool):
+        super().__init__(tasks, fixed, stopping)
+        self.left = left
+        self.gaps = gaps
+        self.unlimited = unlimited
+        self.taken: set[int] = set()
+        self.skip: dict[int | None, int] = {}
+
+    def peek(self, bound: int, pi: int = -1) -> int:
+        gap = self.gaps[pi] if pi >= 0 else None
+        tasks, taken, left, fixed, stopping = self.tasks, self.taken, self.left, self.fixed, self.stopping
+        i, n, lead = self.skip.get(gap, 0), len(tasks), True
+        found = -1
+        while i < n:
+            if i in taken:
+                i += 1
+                if lead:
+                    self.skip[gap] = i
+                continue
+            t = tasks[i]
+            if t.size > bound:
+                if fixed is not None:
+                    break
+                lead = False
+                i += 1
+                continue
+            out = (
+                (stopping and not self._open(t.key, t.size))
+                or (t.array is not None and left.get(t.array, 1) <= 0)
+                or (gap is not None and not fits(t, gap, self.unlimited))
+            )
+            if not out:
+                found = i
+                break
+            i += 1
+            if lead:
+                self.skip[gap] = i
+        return found
+
+    def pop(self, i: int, task: WaitingTask) -> None:
+        self.taken.add(i)
+        self.placed.append(i)
+
+
+def fits(t: WaitingTask, gap_us: int, unlimited: bool) -> bool:
+    """Whether task t may start on a pool whose next maintenance window starts in gap_us."""
+    return unlimited if t.limit_s is None else t.limit_s * US_PER_S <= gap_us

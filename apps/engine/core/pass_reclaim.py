@@ -38,7 +38,7 @@ class ReclaimPhase(FillPhase, ReclaimGuards):
                         break
                     if q is None:
                         q = self._queue(c)
-                    i = q.peek(b)
+                    i = q.peek(b, pi)
                     if i < 0:
                         break
                     task = q.tasks[i]

@@ -9,8 +9,8 @@ holds the pool of its list (open to it, large enough for it, not yet held) with 
 ties in list order. Older heads (since, then seq, then resource order) choose first. On a held
 pool fill, fair reclaim, priority and lend start only the holder; reclaim, which restores
 reservations, is not held back. A hold ends when its holder is placed. A task that its array's cap
-holds (`Snapshot.arrays`) is not a head: the first task behind it that is not is. See
-docs/engine.md.
+holds (`Snapshot.arrays`) is not a head: the first task behind it that is not is. A pool in
+maintenance, or whose window ahead refuses the head, is not open to it. See docs/engine.md.
 """
 
 from __future__ import annotations
@@ -43,7 +43,11 @@ class StarvationGuard(BudgetRules):
             open_pools = [
                 pi
                 for pi in (self.pool_ix[pid] for pid in s.profiles[fi].pools)
-                if enabled[pi] and cap[pi] >= size and not (self.closed[pi] and self.capped(pi, p))
+                if enabled[pi]
+                and cap[pi] >= size
+                and not (self.closed[pi] and self.capped(pi, p))
+                and pi not in self.down
+                and (self.gaps is None or self.admits(pi, t, fi))
             ]
             if not open_pools or any(cap[pi] - occ[pi] >= size for pi in open_pools):
                 continue

@@ -9,11 +9,13 @@ from datetime import datetime, timedelta
 
 from .budget import US_PER_S, period_bounds
 from .decisions import Placement, Preemption
-from .pass_queue import ArrayQueue, TaskQueue
-from .snapshot import Snapshot, SpendCap, WaitingTask
+from .pass_queue import ArrayQueue, TaskQueue, WindowQueue, fits
+from .snapshot import Maintenance, Snapshot, SpendCap, WaitingTask
 
-FILL, RECLAIM, LEND, TIME_LIMIT = "fill", "reclaim", "lend", "time_limit"
+FILL, RECLAIM, LEND, TIME_LIMIT, MAINTENANCE = "fill", "reclaim", "lend", "time_limit", "maintenance"
 HOUR = timedelta(hours=1)
+MICROSECOND = timedelta(microseconds=1)
+FRONT = -(2**62)  # a maintenance stop's queue key: before every waiting task of its priority
 
 
 class PassState:
@@ -28,6 +30,16 @@ class PassState:
         self.cap = [p.capacity for p in pools]
         self.enabled = [p.enabled for p in pools]
         self.occ = occ = [0] * len(pools)
+        # Maintenance windows, at no cost unless a pool has one: `down` the pools in maintenance now
+        # (capacity 0 for the pass: their work is stopped, nothing placed), `gaps` each pool's
+        # microseconds to its next window ahead (None: none; the list is None when no pool has one),
+        # `windowed` per profile whether it lists such a pool, `windows` the window concerned.
+        self.down: set[int] = set()
+        self.gaps: list[int | None] | None = None
+        self.windowed: list[bool] = []
+        self.windows: dict[int, Maintenance] = {}
+        if any(p.maintenance for p in pools):
+            self._maintenance(s)
 
         self.prof_ix = prof_ix = {f.id: i for i, f in enumerate(profiles)}
         self.weight = [f.time_weight for f in profiles]
@@ -161,6 +173,27 @@ class PassState:
         self.resources_by_policy: dict[int, list[int]] | None = None
         self.largest: int | None = None
 
+    def _maintenance(self, s: Snapshot) -> None:
+        gaps: list[int | None] = [None] * len(s.pools)
+        for pi, p in enumerate(s.pools):
+            w = next((w for w in p.maintenance if w.end > s.now), None)
+            if w is None:
+                continue
+            self.windows[pi] = w
+            if w.start <= s.now:
+                self.down.add(pi)
+                self.cap[pi] = 0
+            else:
+                gaps[pi] = (w.start - s.now) // MICROSECOND
+        if any(g is not None for g in gaps):
+            self.gaps = gaps
+            self.windowed = [any(gaps[self.pool_ix[pid]] is not None for pid in f.pools) for f in s.profiles]
+
+    def admits(self, pi: int, t: WaitingTask, fi: int) -> bool:
+        """Whether pool pi's next maintenance window lets task t (of profile fi) start now."""
+        gap = None if self.gaps is None else self.gaps[pi]
+        return gap is None or fits(t, gap, self.s.profiles[fi].unlimited_before_maintenance)
+
     def _binding(self, budgets) -> tuple[int, str]:
         """The budget left in the window with the least left, and the period of the window that
         binds: the used-up window that resets last when any is used up, else the one with the
@@ -201,7 +234,7 @@ class PassState:
                 for r, pid in enumerate(f.pools):
                     pi = self.pool_ix[pid]
                     j = order[pi].get(f.id)
-                    if j is not None and self.enabled[pi]:
+                    if j is not None and self.enabled[pi] and pi not in self.down:
                         visits.append((r, pi, j, fi))
         visits.sort()
         return [(pi, fi) for _, pi, _, fi in visits]
@@ -212,7 +245,10 @@ class PassState:
             f = self.s.profiles[self.cr_prof[c]]
             tasks, fixed = self.s.waiting[self.cr_id[c]], None if f.size_from_task else f.size
             stopping = self.stopping.setdefault(c, [])
-            if self.array_left:
+            if self.gaps is not None and self.windowed[self.cr_prof[c]]:
+                unlimited = f.unlimited_before_maintenance
+                q = WindowQueue(tasks, fixed, stopping, self.array_left, self.gaps, unlimited)
+            elif self.array_left:
                 q = ArrayQueue(tasks, fixed, stopping, self.array_left)
             else:
                 q = TaskQueue(tasks, fixed, stopping)
@@ -261,8 +297,9 @@ class PassState:
                 self.rw[j] -= w
         if reason in (RECLAIM, "fair_share"):  # both count against max_preemptions_per_hour
             self.reclaimed[self.cr_pol[c]] += 1
-        if self.array_left and reason in (TIME_LIMIT, "budget") and t.array in self.array_left:
+        if self.array_left and reason in (TIME_LIMIT, MAINTENANCE, "budget") and t.array in self.array_left:
             self.array_left[t.array] += 1  # before any placement; later stops free it next pass
         if reason != TIME_LIMIT:  # work stopped at its time limit ends: it does not return
-            self.stopping.setdefault(c, []).append(((-t.priority, t.seq), t.size))
+            key = (-t.priority, FRONT + t.seq if reason == MAINTENANCE else t.seq)
+            self.stopping.setdefault(c, []).append((key, t.size))
         self.preemptions.append(Preemption(t.id, t.resource, t.pool, reason, for_task, window))

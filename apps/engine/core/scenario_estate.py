@@ -1,7 +1,7 @@
-"""The estate of a scenario: pools (cloud pools and their instance types), profiles (idle limits
-and time limits included), policies (time budget windows included), compute resources (their own
-idle and time limits) and the execution and queuing orders, each parsed and checked against the
-others.
+"""The estate of a scenario: pools (cloud pools and their instance types, maintenance windows),
+profiles (idle limits, time limits and unlimited_before_maintenance included), policies (time budget
+windows included), compute resources (their own idle and time limits) and the execution and queuing
+orders, each parsed and checked against the others.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from .scenario_model import (
     ProfileSpec,
     ResourceSpec,
     ScenarioError,
+    WindowSpec,
 )
 from .scenario_values import (
     MILLI,
@@ -43,13 +44,17 @@ TIME_LIMITS = ("default_time_limit_s", "max_time_limit_s")
 
 def parse_pool(v, field: str) -> PoolSpec:
     cloud = isinstance(v, dict) and "cloud" in v
-    o = read_object(v, field, ("name",) if cloud else ("name", "capacity"), ("capacity", "gpu_type", "cloud"))
+    optional = ("capacity", "gpu_type", "cloud", "maintenance")
+    o = read_object(v, field, ("name",) if cloud else ("name", "capacity"), optional)
     name = read_name(o["name"], f"{field}.name")
     gpu_type = o.get("gpu_type")
     if gpu_type is not None:
         gpu_type = read_name(gpu_type, f"{field}.gpu_type")
     if not cloud:
-        return PoolSpec(name, read_gpus(o["capacity"], f"{field}.capacity"), gpu_type)
+        windows = _maintenance(o.get("maintenance", []), f"{field}.maintenance")
+        return PoolSpec(name, read_gpus(o["capacity"], f"{field}.capacity"), gpu_type, None, windows)
+    if "maintenance" in o:
+        raise ScenarioError(f"{field}.maintenance: a cloud pool has no maintenance windows")
     spec = _cloud(o["cloud"], f"{field}.cloud")
     if "capacity" in o:
         given = read_gpus(o["capacity"], f"{field}.capacity")
@@ -59,6 +64,27 @@ def parse_pool(v, field: str) -> PoolSpec:
                 f"{gpus_text(spec.maximum)}), got {gpus_text(given)}; leave it out"
             )
     return PoolSpec(name, spec.maximum, gpu_type, spec)
+
+
+def _maintenance(v, field: str) -> tuple[WindowSpec, ...]:
+    """[{start, end, note?}, ...] in seconds from the scenario's start, in any order, not
+    overlapping (a window may start where another ends); kept in start order."""
+    windows = []
+    for i, w in enumerate(read_list(v, field)):
+        o = read_object(w, f"{field}[{i}]", ("start", "end"), ("note",))
+        start = read_us(o["start"], f"{field}[{i}].start")
+        end = read_us(o["end"], f"{field}[{i}].end")
+        if end <= start:
+            raise ScenarioError(f"{field}[{i}].end: must be after its start")
+        note = o.get("note")
+        if note is not None and not isinstance(note, str):
+            raise ScenarioError(f"{field}[{i}].note: must be a string")
+        windows.append((start, i, WindowSpec(start, end, note)))
+    windows.sort(key=lambda x: x[:2])
+    for (_, j, before), (_, i, w) in zip(windows, windows[1:], strict=False):
+        if w.start_us < before.end_us:
+            raise ScenarioError(f"{field}[{i}]: overlaps {field}[{j}]")
+    return tuple(w for _, _, w in windows)
 
 
 def _cloud(v, field: str) -> CloudSpec:
@@ -112,7 +138,15 @@ def parse_profile(v, field: str, pool_names: set[str]) -> ProfileSpec:
         v,
         field,
         ("name", "gpus", "pools"),
-        ("time_weight", "size_from_task", "idle_limits", "min_runtime_s", "starvation_s", *TIME_LIMITS),
+        (
+            "time_weight",
+            "size_from_task",
+            "idle_limits",
+            "min_runtime_s",
+            "starvation_s",
+            "unlimited_before_maintenance",
+            *TIME_LIMITS,
+        ),
     )
     pools = tuple(
         read_name(p, f"{field}.pools[{i}]") for i, p in enumerate(read_list(o["pools"], f"{field}.pools"))
@@ -132,6 +166,7 @@ def parse_profile(v, field: str, pool_names: set[str]) -> ProfileSpec:
         read_count(o.get("min_runtime_s", 0), f"{field}.min_runtime_s"),
         None if o.get("starvation_s") is None else read_count(o["starvation_s"], f"{field}.starvation_s"),
         *_time_limits(o, field, (None, None)),
+        read_bool(o.get("unlimited_before_maintenance", False), f"{field}.unlimited_before_maintenance"),
     )
 
 

@@ -1,6 +1,7 @@
 """The events of a scenario: submits (time limits, arrays and dependencies included:
-`scenario_deps`), cancels, changes of budget, capacity, reservation or limit, and the engine
-switched off and on. Each is checked against the state it meets, replayed in time order.
+`scenario_deps`), cancels, changes of budget, capacity, reservation or limit, dated quota loans
+(`scenario_loans`), and the engine switched off and on. Each is checked against the state it meets,
+replayed in time order.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from decimal import Decimal
 
 from .budget import US_PER_S
 from .scenario_deps import ISSUE_35, array_tasks, check_dependencies, read_ids
+from .scenario_loans import LoanBook
 from .scenario_model import Change, Event, ScenarioError, Submit
 from .scenario_values import (
     gpus_text,
@@ -24,7 +26,16 @@ from .scenario_values import (
     read_us,
 )
 
-EVENT_KINDS = ("submit", "cancel", "set_budget", "set_capacity", "set_reservation", "set_limit", "engine")
+EVENT_KINDS = (
+    "submit",
+    "cancel",
+    "set_budget",
+    "set_capacity",
+    "set_reservation",
+    "set_limit",
+    "engine",
+    "loan",
+)
 TASK_KINDS = ("batch", "session")
 PRIORITY_MAX = 2**31 - 1  # the live Task.priority is a 32-bit integer
 
@@ -49,11 +60,17 @@ def parse_events(v, pools, profiles, policies, resources) -> tuple[Event, ...]:
     reservation = {p.name: p.reservation for p in policies}
     limit = {p.name: p.limit for p in policies}
     windows = {p.name: [period for period, _ in p.budgets] for p in policies}
+    budgets = {p.name: dict(p.budgets) for p in policies}
+    loans = LoanBook(policies, resources, profiles, reservation, limit, budgets)
     submitted: set[str] = set()
     arrays: dict[str, tuple[str, ...]] = {}  # an array's id -> its tasks' ids
     fields: dict[str, str] = {}  # a task's id -> the path of its submit
     events = []
     for at_us, _, kind, body, field in parsed:
+        loans.due(at_us)
+        if kind == "loan":
+            events.append(Event(at_us, loans.start(body, field, at_us)))
+            continue
         if kind == "submit":
             tasks = _submit(body, field, resources, profiles, limit, submitted, cloud)
             if tasks[0].array is not None:
@@ -98,6 +115,7 @@ def parse_events(v, pools, profiles, policies, resources) -> tuple[Event, ...]:
             elif period not in windows[policy]:
                 raise ScenarioError(f"{field}.period: policy {policy!r} has no {period!r} budget window")
             what = Change(kind, policy, read_hours(o["hours"], f"{field}.hours"), period)
+            budgets[policy][period] = what.value
         else:
             key = kind.removeprefix("set_")
             o = read_object(body, field, ("policy", key), ())
@@ -119,6 +137,7 @@ def parse_events(v, pools, profiles, policies, resources) -> tuple[Event, ...]:
             reservation[policy], limit[policy] = new_res, new_lim
             what = Change(kind, policy, amount)
         events.append(Event(at_us, what))
+    loans.due()
     return check_dependencies(events, fields, arrays)
 
 

@@ -39,11 +39,23 @@ class CloudSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class WindowSpec:
+    """A maintenance window, from `start_us` to `end_us` after the scenario's start."""
+
+    start_us: int
+    end_us: int
+    note: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class PoolSpec:
+    """`maintenance`: its windows in start order (given in any order, not overlapping)."""
+
     name: str
     capacity: int
     gpu_type: str | None
     cloud: CloudSpec | None = None
+    maintenance: tuple[WindowSpec, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +82,7 @@ class ProfileSpec:
     starvation_s: int | None = None
     default_time_limit_s: int | None = None
     max_time_limit_s: int | None = None
+    unlimited_before_maintenance: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,9 +152,23 @@ class Change:
 
 
 @dataclass(frozen=True, slots=True)
+class Loan:
+    """A dated quota loan: `amount` of `key` ("reservation" or "limit", milli-GPUs; "budget_hours",
+    budget units of the `period` window) moves from policy `lender` to `borrower` at the event's
+    time and back at `until_us`."""
+
+    lender: str
+    borrower: str
+    key: str
+    amount: int
+    until_us: int
+    period: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Event:
     at_us: int
-    what: Submit | Change
+    what: Submit | Change | Loan
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,14 @@
-"""Each step's pass in the simulator: the snapshot the engine sees (the estate as it stands, the
-queues, the held tasks, the work placed with its time limit's deadline, the capped arrays and each
-budget's use), the decisions applied back (a time-limit stop ends the task timed out, not
-requeued), then each cloud pool's autoscaler step.
+"""Each step's pass in the simulator: the snapshot the engine sees (the estate as it stands with its
+maintenance windows not yet ended, the queues, the held tasks, the work placed with its time limit's
+deadline, the capped arrays and each budget's use), the decisions applied back (a time-limit stop
+ends the task timed out, not requeued; a maintenance stop requeues it at the front), then each cloud
+pool's autoscaler step.
 """
 
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_right
 from dataclasses import replace
 
 from .allocator import allocate
@@ -14,11 +16,12 @@ from .decisions import Decisions
 from .scenario_model import Scenario
 from .sim_deps import SimDependencies
 from .sim_state import US_PER_HOUR
-from .snapshot import Budget, ComputeResource, PlacedTask, Policy, Pool, Profile, Snapshot
+from .snapshot import Budget, ComputeResource, Maintenance, PlacedTask, Policy, Pool, Profile, Snapshot
 
 # The preemptions that count against a policy's max_preemptions_per_hour: another group's claim.
 CAPPED_REASONS = ("reclaim", "fair_share")
 TIME_LIMIT = "time_limit"  # a stop for good: the task ends timed out
+MAINTENANCE = "maintenance"  # requeued at the front of its priority
 
 
 class SimPass(SimDependencies):
@@ -34,6 +37,7 @@ class SimPass(SimDependencies):
                 f.size_from_task,
                 f.min_runtime_s,
                 f.starvation_s,
+                f.unlimited_before_maintenance,
             )
             for f in sc.profiles
         )
@@ -41,11 +45,18 @@ class SimPass(SimDependencies):
         self._pools()
         self._policies = [self._policy(i) for i in range(len(sc.policies))]
 
-    def _pools(self) -> None:
+    def _pools(self, t: int = 0) -> None:
+        """The pools at t: their capacity, and their maintenance windows not yet ended."""
         sc = self.sc
         self.pools = tuple(
-            Pool(p.name, self.capacity[i], sc.execution_order[p.name]) for i, p in enumerate(sc.pools)
+            Pool(p.name, self.capacity[i], sc.execution_order[p.name], True, self._maintenance(p, t))
+            for i, p in enumerate(sc.pools)
         )
+        self.ended_windows = bisect_right(self.window_ends, t)
+
+    def _maintenance(self, p, t: int) -> tuple[Maintenance, ...]:
+        at = self.at
+        return tuple(Maintenance(at(w.start_us), at(w.end_us)) for w in p.maintenance if w.end_us > t)
 
     def _policy(self, i: int, e_now: int | None = None, t: int = 0) -> Policy:
         """Policy i; with `e_now` (the enabled clock), its budget use and recent reclaims at t.
@@ -79,6 +90,8 @@ class SimPass(SimDependencies):
         for c in self.dirty_queues:
             self.queue_cache[self.resources[c].id] = tuple(self.queues[c])
         self.dirty_queues.clear()
+        if self.window_ends and bisect_right(self.window_ends, t) != self.ended_windows:
+            self._pools(t)
         e_now = self.enabled_clock(t)
         policies = list(self._policies)
         for i in self.accounts.keys() | self.capped.keys():
@@ -103,6 +116,7 @@ class SimPass(SimDependencies):
 
     def apply(self, d: Decisions, t: int) -> None:
         at = self.seconds(t)
+        front: dict[int, list] = {}  # compute resource -> its tasks stopped for maintenance
         for pre in d.preemptions:
             task = self.tasks[pre.task]
             if pre.reason == TIME_LIMIT:
@@ -114,6 +128,8 @@ class SimPass(SimDependencies):
             if task.session is not None:
                 task.session.reason = pre.reason
             self._stop(task, t, "waiting")
+            if pre.reason == MAINTENANCE and task.state == "waiting":
+                front.setdefault(task.cr, []).append(task)
             line = {"at": at, "task": task.id, "event": "preempted", "reason": pre.reason}
             if pre.window is not None and self.named_window[self.cr_pol[task.cr]]:
                 line["window"] = pre.window
@@ -135,6 +151,8 @@ class SimPass(SimDependencies):
         for c, gone in gone_by_cr.items():
             self.queues[c] = [w for w in self.queues[c] if w.id not in gone]
             self.dirty_queues.add(c)
+        for c, tasks in front.items():
+            self._to_front(c, tasks)
         now = self.at(t)
         for task in sorted(started, key=lambda x: x.seq):
             r = self.resources[task.cr]
@@ -149,6 +167,21 @@ class SimPass(SimDependencies):
                 deadline=None if task.deadline_us is None else self.at(task.deadline_us),
                 array=task.waiting.array,
             )
+
+    def _to_front(self, c: int, tasks: list) -> None:
+        """Tasks of compute resource c stopped for maintenance in one pass go before every task
+        still waiting in its queue after the pass: the n of them, in their old seq order, take
+        seqs m - n to m - 1, m the smallest seq of the others (when none waits, they keep theirs)."""
+        ids = {task.id for task in tasks}
+        others = [w for w in self.queues[c] if w.id not in ids]
+        if not others:
+            return
+        m, n = min(w.seq for w in others), len(tasks)
+        self.queues[c] = others
+        for i, task in enumerate(sorted(tasks, key=lambda x: x.seq)):
+            task.seq = m - n + i
+            task.waiting = replace(task.waiting, seq=task.seq)
+            self._enqueue(task)
 
     def _autoscale(self, t: int) -> bool:
         """Each cloud pool's autoscaler step after the pass: tasks whose node has room start."""

@@ -1,13 +1,15 @@
-"""The simulator's state: the scenario indexed by position, the virtual clock (with the "enabled
-clock" that stops while the engine is disabled), each budget window's meter, and a task's life on
-it: queued, started (on a cloud pool, once a node has room; its time limit's deadline then),
-stopped (its running time kept for its time limit). Held tasks and their release: `sim_deps`.
+"""The simulator's state: the scenario indexed by position, the virtual clock (with the "enabled clock"
+that stops while the engine is disabled), each budget window's meter, and a task's life on it:
+queued, started (on a cloud pool, once a node has room; its time limit's deadline then), stopped
+(its running time kept for its time limit, and its limit left in its queue entry). Held tasks and
+their release: `sim_deps`.
 """
 
 from __future__ import annotations
 
 import heapq
 from bisect import insort
+from dataclasses import replace
 from datetime import datetime, timedelta
 from operator import attrgetter
 
@@ -111,6 +113,12 @@ class SimState:
                     self.arrays[w.array] = w.max_running
                 used = used or bool(w.time_limit_us is not None or w.after_ok or w.after_any)
         self.ends = {"timed_out": 0, "dependency_failed": 0} if used else None
+        # Issue 35: each pool's maintenance windows (the clock wakes at their starts and ends; a
+        # snapshot has those not yet ended) and the loans not yet ended (their ends in time order).
+        self.window_ends = sorted(w.end_us for p in sc.pools for w in p.maintenance)
+        self.boundaries = sorted({x for p in sc.pools for w in p.maintenance for x in (w.start_us, w.end_us)})
+        self.ended_windows = -1
+        self.loan_ends: list[tuple[int, int, object]] = []
         self.lines: list[dict] = []
 
     # -- clock ----------------------------------------------------------------------------------
@@ -232,6 +240,9 @@ class SimState:
             elif task.started_us is not None:
                 task.left_us -= end_us - task.started_us
             task.since_us = end_us
+            if task.limit_us is not None:  # the time limit it has left, whole seconds rounded up
+                left_s = -(-(task.limit_us - task.ran_us) // US_PER_S)
+                task.waiting = replace(task.waiting, limit_s=max(0, left_s))
             self._enqueue(task)
             self.own_queued[p] += 1
 

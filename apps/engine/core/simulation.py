@@ -21,14 +21,18 @@ a preemption cap are kept for the sliding hour. A session (`sessions.py`) is sch
 way at its first stop: its duration, or the moment an idle limit fires, from its activity
 profile; it is never requeued. Issue 35: a task's time limit is the pass's (its deadline is in the
 snapshot), a held task waits in `sim_deps`, an array's tasks are plain submits with its cap in the
-snapshot's `arrays`.
+snapshot's `arrays`; the clock wakes at each maintenance window's start and end; a loan moves its
+amount at its event and back when the clock reaches its `until` (before that step's events, and
+also while the engine is disabled).
 """
 
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_right
 
-from .scenario_model import Change, Submit
+from .budget import US_PER_S
+from .scenario_model import Change, Loan, Submit
 from .sim_pass import SimPass
 from .sim_records import SimSession, SimTask
 from .sim_summary import SimSummary
@@ -83,6 +87,12 @@ class Simulation(SimPass, SimSummary):
             heapq.heappop(self.deadlines)
         if self.deadlines:
             due.append(self.deadlines[0])
+        if self.loan_ends:
+            due.append(self.loan_ends[0][0])
+        if self.boundaries:
+            i = bisect_right(self.boundaries, t)
+            if i < len(self.boundaries):
+                due.append(self.boundaries[i])
         if not due:
             return self.end_us + self.step
         nxt = max(min(due), t + self.step)
@@ -118,17 +128,39 @@ class Simulation(SimPass, SimSummary):
         return changed
 
     def _apply_events(self, t: int) -> bool:
+        """The loans that end by t go back, then the events due are applied."""
         events = self.sc.events
         changed = False
+        while self.loan_ends and self.loan_ends[0][0] <= t:
+            _, _, loan = heapq.heappop(self.loan_ends)
+            self._lend(loan, -1)
+            changed = True
         while self.next_event < len(events) and events[self.next_event].at_us <= t:
             what = events[self.next_event].what
             self.next_event += 1
             changed = True
             if isinstance(what, Submit):
                 self._submit(what, t)
+            elif isinstance(what, Loan):
+                self._lend(what, +1)
+                heapq.heappush(self.loan_ends, (what.until_us, self.next_event, what))
             else:
                 self._change(what, t)
         return changed
+
+    def _lend(self, loan: Loan, sign: int) -> None:
+        """Move a loan's amount from its lender to its borrower (sign 1), or back (-1)."""
+        amount = loan.amount * sign
+        lender, borrower = self.pol_ix[loan.lender], self.pol_ix[loan.borrower]
+        if loan.key == "budget_hours":
+            next(acc for acc in self.accounts[lender] if acc.period == loan.period).limit -= amount
+            next(acc for acc in self.accounts[borrower] if acc.period == loan.period).limit += amount
+            return
+        book = self.reservation if loan.key == "reservation" else self.limit
+        book[lender] -= amount
+        book[borrower] += amount
+        for i in (lender, borrower):
+            self._policies[i] = self._policy(i)
 
     def _submit(self, s: Submit, t: int) -> None:
         profile = self.sc.resources[self.cr_ix[s.resource]].profile
@@ -150,7 +182,7 @@ class Simulation(SimPass, SimSummary):
             s.duration_us,
             s.checkpoint,
             self.seq,
-            WaitingTask(s.id, self.seq, s.size, s.priority, self.at(t), array),
+            WaitingTask(s.id, self.seq, s.size, s.priority, self.at(t), array, _seconds(s.time_limit_us)),
         )
         task.left_us = s.duration_us
         task.since_us = t
@@ -190,7 +222,7 @@ class Simulation(SimPass, SimSummary):
         elif c.kind == "set_capacity":
             self._integrate(t)
             self.capacity[self.pool_ix[c.target]] = c.value
-            self._pools()
+            self._pools(t)
         else:
             i = self.pol_ix[c.target]
             if c.kind == "set_budget":
@@ -200,3 +232,7 @@ class Simulation(SimPass, SimSummary):
             else:
                 self.limit[i] = c.value
             self._policies[i] = self._policy(i)
+
+
+def _seconds(us: int | None) -> int | None:
+    return None if us is None else us // US_PER_S

@@ -21,13 +21,24 @@ LENDING = ("priority", "fair")
 
 
 @dataclass(frozen=True, slots=True)
+class Maintenance:
+    """A maintenance window on a pool, from `start` (included) to `end` (excluded), aware UTC."""
+
+    start: datetime
+    end: datetime
+
+
+@dataclass(frozen=True, slots=True)
 class Pool:
-    """A set of nodes with a declared capacity; `profiles` is its execution priority."""
+    """A set of nodes with a declared capacity; `profiles` is its execution priority.
+    `maintenance`: its windows that have not ended at `now`, in start order, not overlapping; from
+    a window's start to its end the pool's capacity is 0."""
 
     id: str
     capacity: int
     profiles: tuple[str, ...]
     enabled: bool = True
+    maintenance: tuple[Maintenance, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +47,8 @@ class Profile:
 
     With `size_from_task`, each task carries its own size and `size` is only the default the
     loader applies. A placed task of the profile is not a reclaim victim until it has held its
-    placement for `min_runtime_s`.
+    placement for `min_runtime_s`. With `unlimited_before_maintenance`, its work without a time
+    limit may be placed on a pool whose next maintenance window has not started.
     """
 
     id: str
@@ -47,6 +59,7 @@ class Profile:
     size_from_task: bool = False
     min_runtime_s: int = 0
     starvation_s: int | None = None
+    unlimited_before_maintenance: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +115,8 @@ class ComputeResource:
 class WaitingTask:
     """A queued task. Higher `priority` goes first in its queue; `since` is when it joined the
     queue (for the starvation guard; None: unknown, never starving). `array` names its array when
-    the array has a cap (`Snapshot.arrays`)."""
+    the array has a cap (`Snapshot.arrays`). `limit_s`: the seconds of time limit it has left (its
+    limit less its running time so far; None: no limit), for pools with a maintenance window ahead."""
 
     id: str
     seq: int
@@ -110,6 +124,7 @@ class WaitingTask:
     priority: int = 0
     since: datetime | None = None
     array: str | None = None
+    limit_s: int | None = None
 
     @property
     def key(self) -> tuple[int, int]:
@@ -196,6 +211,7 @@ def validate(snapshot: Snapshot) -> None:
 
     for pool in s.pools:
         _check(pool.capacity >= 0, f"pool {pool.id}: capacity must be >= 0")
+        _check_windows(pool, s.now)
         _distinct(f"pool {pool.id}: profiles", pool.profiles)
         for f in pool.profiles:
             _check(f in profiles, f"pool {pool.id}: unknown profile {f}")
@@ -257,6 +273,7 @@ def validate(snapshot: Snapshot) -> None:
             task_ids.add(t.id)
             _check(last is None or t.key > last, f"waiting {rid}: queue not in queue order at {t.id}")
             last = t.key
+            _check(t.limit_s is None or t.limit_s >= 0, f"task {t.id}: limit_s must be >= 0")
             if profile.size_from_task:
                 _check(t.size > 0, f"task {t.id}: size must be > 0")
             else:
@@ -286,6 +303,22 @@ def validate(snapshot: Snapshot) -> None:
         _check(bool(h.waits_for), f"held {h.id}: waits for nothing")
     for a, most in s.arrays.items():
         _check(isinstance(most, int) and most >= 0, f"array {a}: max_running must be >= 0")
+
+
+def _check_windows(pool: Pool, now: datetime) -> None:
+    last = None
+    for w in pool.maintenance:
+        for at in (w.start, w.end):
+            _check(
+                at.tzinfo is not None and at.utcoffset() == timedelta(0), f"pool {pool.id}: window not UTC"
+            )
+        _check(w.start < w.end, f"pool {pool.id}: a maintenance window must end after its start")
+        _check(w.end > now, f"pool {pool.id}: a maintenance window that has ended")
+        _check(
+            last is None or w.start >= last.end,
+            f"pool {pool.id}: maintenance windows overlap or not in order",
+        )
+        last = w
 
 
 def _check(ok: bool, message: str) -> None:

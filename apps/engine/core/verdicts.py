@@ -25,6 +25,9 @@ All tasks of one size in one compute resource share a rule, so the rule is compu
 - cloud_cap_reached: no pool of its list open to it has room, and reached spend caps keep it off
   others (`pools` names them; `reset_at` is the earliest time one of them opens again to it, a
   pool opening when the last cap closing it resets; `policy` is that cap's id).
+- maintenance: the rule would be behind_higher_priority or no_capacity, and a pool of its list is
+  in maintenance now (cause "in_maintenance"; `pools` the first such, `since` and `reset_at` its
+  window): `verdict_windows`.
 - no_capacity: no pool of its list has had room for its size in this pass.
 
 Per task, over its group's rule: a waiting task of a capped array whose placed tasks are at its
@@ -32,6 +35,11 @@ Per task, over its group's rule: a waiting task of a capped array whose placed t
 already holds it (`cause` the array, `max_running` its cap). A held task (`Snapshot.held`) gets
 dependency, `waits_for` the tasks it waits for, position 0: it is not in line, and the positions of
 the waiting tasks do not count it.
+
+Per task, over its group's rule when a pool of its profile's list has a maintenance window ahead:
+maintenance, cause "window_ahead", where that window (or one in maintenance, whichever pool comes
+first in the list) keeps it off a pool and its group's rule is one of the room rules above
+(`verdict_windows`; `Decisions.maintenance_verdicts`).
 
 Where the starvation guard holds pools (`pass_starvation`), a behind_higher_priority or no_capacity
 rule becomes starvation_hold for the tasks it keeps off a held pool, and starving for the holder
@@ -46,7 +54,8 @@ from typing import TYPE_CHECKING
 
 from .budget import period_bounds
 from .decisions import Verdict
-from .verdict_holds import held_rule, holder_rule
+from .verdict_holds import ROOM_RULES, held_rule, holder_rule
+from .verdict_windows import FROM_ROOM, MAINTENANCE, WINDOW_AHEAD, maintenance_rule
 
 if TYPE_CHECKING:
     from .pass_state import PassState
@@ -84,8 +93,14 @@ class VerdictBook:
         return Verdict(task.id, self.run.cr_id[c], i + 1 - before, *self._task_rule(c, task))
 
     def verdicts(self) -> Iterator[Verdict]:
+        yield from self._waiting(range(len(self.run.cr_id)))
+        yield from self.held()
+
+    def _waiting(self, cs) -> Iterator[Verdict]:
+        """The verdicts of compute resources cs' tasks still waiting, in queue order."""
         run = self.run
-        for c, rid in enumerate(run.cr_id):
+        for c in cs:
+            rid = run.cr_id[c]
             tasks = run.s.waiting.get(rid)
             if not tasks:
                 continue
@@ -96,7 +111,6 @@ class VerdictBook:
                     continue
                 position += 1
                 yield Verdict(t.id, rid, position, *self._task_rule(c, t))
-        yield from self.held()
 
     def held(self) -> tuple[Verdict, ...]:
         """The held tasks' verdicts (rule dependency), in snapshot order."""
@@ -118,6 +132,15 @@ class VerdictBook:
             return ()
         return tuple(v for v in self.verdicts() if v.rule == ARRAY_LIMIT)
 
+    def maintenance_held(self) -> tuple[Verdict, ...]:
+        """The verdicts of the waiting tasks that a window ahead keeps off a pool (cause
+        window_ahead), in `verdicts()` order; only queues of profiles listing such a pool are read."""
+        run = self.run
+        if run.gaps is None:
+            return ()
+        cs = [c for c in range(len(run.cr_id)) if run.windowed[run.cr_prof[c]]]
+        return tuple(v for v in self._waiting(cs) if v.rule == MAINTENANCE and v.cause == WINDOW_AHEAD)
+
     def group(self, resource_id: str, size: int) -> Verdict | None:
         """The verdict shared by the waiting tasks of one size in one compute resource (position
         0: it stands for the group, not a task); None for an unknown compute resource."""
@@ -137,6 +160,8 @@ class VerdictBook:
         got = self.rules.get((c, size))
         if got is None:
             got = self._decide(c, size)
+            if self.run.down and got[0] in ROOM_RULES:
+                got = maintenance_rule(self.run, c, size) or got
             if self.run.hold:
                 got = held_rule(self.run, c, size, got)
             got = self.rules[(c, size)] = got
@@ -144,7 +169,8 @@ class VerdictBook:
 
     def _task_rule(self, c: int, task) -> tuple:
         """The task's group rule, or the holder's own (starving) when it holds a pool, or
-        array_limit when its array's cap holds it and no rule before that one does."""
+        array_limit when its array's cap holds it and no rule before that one does, or maintenance
+        (window_ahead) when a pool's window ahead refuses it and its group's rule is a room rule."""
         left = self.run.array_left
         if left and task.array is not None and left.get(task.array, 1) <= 0:
             rule = self._rule(c, task.size)
@@ -158,7 +184,11 @@ class VerdictBook:
             pi = self.held_by.get(task.id)
             if pi is not None:
                 return holder_rule(self.run, pi, task.size, self._decide(c, task.size))
-        return self._rule(c, task.size)
+        rule = self._rule(c, task.size)
+        run = self.run
+        if run.gaps is not None and run.windowed[run.cr_prof[c]] and rule[0] in FROM_ROOM:
+            return maintenance_rule(run, c, task.size, task) or rule
+        return rule
 
     def holders(self) -> tuple[Verdict, ...]:
         """The verdicts of the tasks still holding a pool at the end of the pass, in pool order."""
@@ -249,12 +279,13 @@ class VerdictBook:
         run = self.run
         listed = run.s.profiles[fi].pools
         best = None
+        declared = run.s.pools  # declared capacities: a pool in maintenance is not "too small"
         for pid in listed:
             pi = run.pool_ix[pid]
-            if run.enabled[pi] and (best is None or run.cap[pi] > run.cap[best]):
+            if run.enabled[pi] and (best is None or declared[pi].capacity > declared[best].capacity):
                 best = pi
         if best is None:
             return ("never_fits", listed, None, None, None, None, "no_pool")
-        if run.cap[best] < size:
-            return ("never_fits", (run.s.pools[best].id,), None, None, None, None, "capacity")
+        if declared[best].capacity < size:
+            return ("never_fits", (declared[best].id,), None, None, None, None, "capacity")
         return None

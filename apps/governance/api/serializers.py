@@ -17,6 +17,7 @@ class ChangeRequestSerializer(serializers.ModelSerializer):
     profile = serializers.SlugRelatedField(slug_field="name", read_only=True)
     approver = serializers.SlugRelatedField(slug_field="username", read_only=True)
     approver_group = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    lender = serializers.SlugRelatedField(slug_field="slug", read_only=True)
 
     class Meta:
         model = ChangeRequest
@@ -30,6 +31,9 @@ class ChangeRequestSerializer(serializers.ModelSerializer):
             "budget_period",
             "profile",
             "name",
+            "lender",
+            "loan_until",
+            "applied_loan",
             "justification",
             "state",
             "requester",
@@ -46,7 +50,8 @@ class ChangeRequestSerializer(serializers.ModelSerializer):
 
 class FileRequestSerializer(serializers.Serializer):
     """A new request: quota values (each optional) for ``kind: quota``, or a profile (and a name)
-    for ``kind: compute_resource``; a justification always."""
+    for ``kind: compute_resource``, or a lender, one quantity and ``loan_until`` for ``kind: loan``;
+    a justification always."""
 
     group = serializers.SlugRelatedField(
         slug_field="slug", queryset=Group.objects.all(), help_text="Group slug."
@@ -62,6 +67,14 @@ class FileRequestSerializer(serializers.Serializer):
         slug_field="name", queryset=Profile.objects.all(), required=False, allow_null=True
     )
     name = StrictCharField(max_length=120, required=False, allow_blank=True, default="")
+    lender = serializers.SlugRelatedField(
+        slug_field="slug",
+        queryset=Group.objects.all(),
+        required=False,
+        allow_null=True,
+        help_text="For kind loan: the group that would lend (group slug).",
+    )
+    loan_until = serializers.DateTimeField(required=False, allow_null=True, help_text="For kind loan.")
     justification = StrictCharField()
 
 

@@ -3,20 +3,16 @@
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema
-from rest_framework import mixins, serializers, status, viewsets
+from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 
+from apps.core.errors import refusal
 from apps.governance import selectors, services
 from apps.governance.api.serializers import ChangeRequestSerializer, DecideSerializer, FileRequestSerializer
 from apps.governance.models import ChangeRequest
 from apps.policies.services import QuotaChanged
-
-
-def _refused(error: DjangoValidationError) -> serializers.ValidationError:
-    detail = error.message_dict if hasattr(error, "error_dict") else {"non_field_errors": error.messages}
-    return serializers.ValidationError(detail)
 
 
 class ChangeRequestViewSet(
@@ -40,7 +36,7 @@ class ChangeRequestViewSet(
         except DjangoPermissionDenied as error:
             raise PermissionDenied(str(error)) from error
         except DjangoValidationError as error:
-            raise _refused(error) from error
+            raise refusal(error) from error
         return Response(ChangeRequestSerializer(change).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=DecideSerializer, responses={200: ChangeRequestSerializer})
@@ -68,5 +64,5 @@ class ChangeRequestViewSet(
         except DjangoPermissionDenied as error:
             raise PermissionDenied(str(error)) from error
         except DjangoValidationError as error:
-            raise _refused(error) from error
+            raise refusal(error) from error
         return Response(ChangeRequestSerializer(change).data)

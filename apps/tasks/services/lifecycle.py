@@ -4,7 +4,7 @@ import json
 from collections import defaultdict
 
 from django.db import connection, transaction
-from django.db.models import Case, F, Value, When
+from django.db.models import Case, F, Min, Value, When
 from django.utils import timezone
 
 from apps.core.sql import array_literal
@@ -174,6 +174,8 @@ def request_stop_many(tasks, reason: str, at, *, actor=None, detail=None) -> Non
         task.state = Task.State.STOPPING
     counted = {"count_preemption": True, "last_preemption_reason": reason}
     _update(tasks, state=Task.State.STOPPING, stop_reason=reason, **(counted if preempting else {}))
+    if reason == Task.StopReason.MAINTENANCE:
+        _to_front(tasks)
     if preempting:
         kind = TaskEvent.Kind.PREEMPTED
     elif reason in (Task.StopReason.IDLE, Task.StopReason.TIME_LIMIT):
@@ -182,6 +184,31 @@ def request_stop_many(tasks, reason: str, at, *, actor=None, detail=None) -> Non
         kind = TaskEvent.Kind.CANCEL_REQUESTED
     _events(tasks, kind, at, reason=reason, actor=actor, detail=detail)
     stopped_many([t for t in tasks if t.worker_id is None], at)
+
+
+def _to_front(tasks) -> None:
+    """Work preempted for a maintenance window goes back to the front of its queue: below the
+    smallest queue seq waiting in its compute resource, in the order of its old seqs (the
+    simulator's rule). Queue seqs stay far above -2**40, so a project's priority still comes first
+    (``apps.tasks.selectors.with_queue_rank``)."""
+    by_resource = defaultdict(list)
+    for task in tasks:
+        by_resource[task.compute_resource_id].append(task)
+    lowest = dict(
+        Task.objects.filter(compute_resource_id__in=list(by_resource), state=Task.State.QUEUED)
+        .values("compute_resource_id")
+        .annotate(m=Min("queue_seq"))
+        .values_list("compute_resource_id", "m")
+    )
+    moved = []
+    for resource, group in by_resource.items():
+        group.sort(key=lambda t: (t.queue_seq, t.pk))
+        waiting = lowest.get(resource)
+        first = min(group[0].queue_seq, group[0].queue_seq if waiting is None else waiting) - len(group)
+        for offset, task in enumerate(group):
+            task.queue_seq = first + offset
+            moved.append(task)
+    Task.objects.bulk_update(moved, ["queue_seq"])
 
 
 @transaction.atomic

@@ -11,6 +11,7 @@ from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 
 from apps.accounts.api.authentication import agent_of
+from apps.core.errors import refusal
 from apps.sessions import services as sessions
 from apps.sessions.api.work.filters import ScheduleFilter, TaskFilter
 from apps.sessions.api.work.schedules import ScheduleDetailSerializer, ScheduleSerializer
@@ -51,8 +52,7 @@ def refusals_as_400():
     try:
         yield
     except DjangoValidationError as error:
-        detail = error.message_dict if hasattr(error, "error_dict") else {"non_field_errors": error.messages}
-        raise serializers.ValidationError(detail) from error
+        raise refusal(error) from error
 
 
 def submit_refusal(resource) -> str:
