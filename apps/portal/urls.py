@@ -1,7 +1,7 @@
 from django.urls import include, path
 
 from apps.portal import views
-from apps.portal.views import closing, governance, requests
+from apps.portal.views import closing, governance, loans, requests
 from apps.portal.views import webhooks as webhook_views
 
 app_name = "portal"
@@ -22,6 +22,7 @@ urlpatterns = [
     path("finance/months/sweep/", closing.sweep, name="sweep-months"),
     path("departments/<slug:slug>/", views.department, name="department"),
     path("departments/<slug:slug>/split/", views.split, name="split"),
+    path("departments/<slug:slug>/lend/", loans.lend, name="lend"),
     path("teams/<slug:slug>/", views.team, name="team"),
     path("teams/<slug:slug>/members/", views.add_member, name="add-member"),
     path("teams/<slug:slug>/members/<int:pk>/remove/", views.remove_member, name="remove-member"),

@@ -27,7 +27,9 @@ INSTRUCTIONS = (
     "ready; it stops by itself when idle past its limits. A task may carry a time limit (time_limit_s: "
     "running seconds, after which it ends timed_out) and run after other tasks of the user (after_ok: "
     "only if they succeed, else it is canceled; after_any: whatever their end); array submits N tasks "
-    "of one spec, each with KLIQUE_ARRAY_INDEX set."
+    "of one spec, each with KLIQUE_ARRAY_INDEX set. list_maintenance_windows shows when a pool's capacity "
+    "is 0 (work that would run past a window's start waits); list_loans shows GPUs or budget hours lent "
+    "between the user's groups until a date."
 )
 TaskId = Annotated[int, Field(gt=0, description="The task's id.")]
 # A priority as the API takes it (apps.sessions.api.work.priority states the same bounds).
@@ -214,6 +216,23 @@ def build_server(client: Client) -> MCPServer:
         """GPUs in use, GPU-hours and time budgets of the user's groups, with run-out and reset times."""
         with tool_errors():
             return {"groups": as_json(client.usage())}
+
+    @server.tool()
+    def list_maintenance_windows(
+        include_over: Annotated[bool, Field(description="Also the windows over (IT's history).")] = False,
+    ) -> dict[str, Any]:
+        """Pools' maintenance windows not over, in start order: from starts_at to end the pool takes
+        no work (in_force while it holds); work whose time limit would cross the start is not placed
+        there."""
+        with tool_errors():
+            return {"maintenance_windows": as_json(client.maintenance(history=include_over))}
+
+    @server.tool()
+    def list_loans(state: Literal["active", "ended"] | None = None) -> dict[str, Any]:
+        """Dated quota loans of the user's groups, newest first: text says what is lent (e.g. "8 GPUs of
+        reservation") from lender to borrower until ends_at, when it is given back automatically."""
+        with tool_errors():
+            return {"loans": as_json(client.loans(state))}
 
     return server
 

@@ -66,6 +66,8 @@ def test_an_agent_lists_tools_submits_and_reads_back_a_task_as_the_user(live_ser
         "get_session",
         "list_sessions",
         "stop_session",
+        "list_maintenance_windows",
+        "list_loans",
     }
     assert not submitted.is_error
     assert {r["name"] for r in body(resources)["compute_resources"]} == {

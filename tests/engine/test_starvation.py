@@ -164,9 +164,12 @@ def test_starvation_property_a_held_pool_starts_no_other_work_in_fill_or_lend(s)
     if not _plain(s):
         return
     held = _holds(s)
+    started: set[str] = set()
     for p in d.placements:
-        if p.phase in ("fill", "lend", "priority") and p.pool in held:
+        # a hold ends when its holder starts (e.g. by reclaim): work may follow it there
+        if p.phase in ("fill", "lend", "priority") and p.pool in held and held[p.pool] not in started:
             assert held[p.pool] == p.task, f"{p.task} started on {p.pool}, held for {held[p.pool]}"
+        started.add(p.task)
     holders = {v.task: v for v in d.holders()}
     placed = {p.task for p in d.placements}
     for tid in held.values():
@@ -184,6 +187,28 @@ def test_starvation_property_off_or_not_yet_due_changes_nothing(s):
     not_due = replace(s, profiles=tuple(replace(f, starvation_s=10**9) for f in s.profiles))
     a, b = allocate(off), allocate(not_due)
     assert a == b and list(a.verdicts()) == list(b.verdicts())
+
+
+def test_starvation_a_hold_ends_when_its_holder_starts_by_reclaim_and_work_may_follow_it():
+    # B's head holds P (it starves; P is full of A's borrowed work). Reclaim stops A's 4-GPU task
+    # for B's 1-GPU reservation and starts the holder: the hold ends, and A's own head, waiting
+    # behind, takes the room left in the lend (found by the property below, shrunk).
+    s = Snapshot(
+        now=NOW,
+        pools=(Pool("P", 4 * G, ("g",)),),
+        profiles=(Profile("g", G, ("P",), ("A", "B"), size_from_task=True, starvation_s=0),),
+        policies=(Policy("A", 0, 4 * G), Policy("B", G, G)),
+        resources=(ComputeResource("a", "A", "g"), ComputeResource("b", "B", "g")),
+        waiting={
+            "a": (WaitingTask("a-head", 1, G, since=NOW),),
+            "b": (WaitingTask("b-head", 2, G, since=NOW),),
+        },
+        placed=(PlacedTask("a-run", "a", "P", 4 * G, 0, NOW - timedelta(minutes=30)),),
+    )
+    validate(s)
+    d = allocate(s)
+    assert [(p.task, p.reason) for p in d.preemptions] == [("a-run", "reclaim")]
+    assert [(p.task, p.phase) for p in d.placements] == [("b-head", "reclaim"), ("a-head", "lend")]
 
 
 def _doc_section() -> str:

@@ -209,3 +209,40 @@ def test_both_groups_pages_show_the_loan_with_its_date(estate, client):
         assert page.status_code == 200, path
         text = page.content.decode()
         assert f'data-loan="{loan.pk}"' in text and f"{loan.ends_at:%Y-%m-%d %H:%M} UTC" in text
+
+
+def test_a_department_head_lends_on_the_portal_and_a_refusal_shows_its_reason(estate, client):
+    until = (timezone.now() + timedelta(days=2)).strftime("%Y-%m-%d %H:%M")
+    form = {
+        "lender": group("pretraining").pk,
+        "borrower": group("alignment").pk,
+        "what": "reservation",
+        "amount": "45",
+        "until": until,
+        "note": "paper deadline",
+    }
+    client.force_login(person("lead-pretraining"))
+    assert client.get("/departments/language/lend/").status_code == 403
+    client.force_login(person("head-language"))
+    refused = client.post("/departments/language/lend/", form)
+    assert refused.status_code == 400 and "At the start: Alignment" in refused.content.decode()
+    done = client.post("/departments/language/lend/", {**form, "amount": "8"})
+    assert done.status_code == 302 and QuotaLoan.objects.get().via == QuotaLoan.Via.PORTAL
+
+
+def test_a_team_lead_files_a_loan_request_on_the_portal(estate, client):
+    client.force_login(person("lead-pretraining"))
+    until = (timezone.now() + timedelta(days=2)).strftime("%Y-%m-%d %H:%M")
+    response = client.post(
+        "/requests/new/pretraining/",
+        {
+            "kind": "loan",
+            "lender": group("alignment").pk,
+            "reservation": "8",
+            "loan_until": until,
+            "justification": "paper deadline",
+        },
+    )
+    assert response.status_code == 302, response.content.decode()[:3000]
+    request = ChangeRequest.objects.get()
+    assert (request.kind, request.lender.slug, request.reservation) == ("loan", "alignment", D("8"))

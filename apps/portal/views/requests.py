@@ -52,6 +52,8 @@ def request_new(request, slug: str):
                     budget_period=data["budget_period"],
                     profile=data["profile"],
                     name=data["name"],
+                    lender=data["lender"],
+                    loan_until=data["loan_until"],
                 )
             except ValidationError as error:
                 _add_errors(form, error)

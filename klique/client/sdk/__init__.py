@@ -23,6 +23,8 @@ from klique.client.sdk.errors import (
     ServerError,
     WaitTimeout,
 )
+from klique.client.sdk.loans import ChangeRequest, Loan
+from klique.client.sdk.maintenance import MaintenanceWindow
 from klique.client.sdk.pipelines import PipelineError, TaskArray
 from klique.client.sdk.records import as_json
 from klique.client.sdk.resources import ComputeResource
@@ -40,12 +42,15 @@ __all__ = [
     "BudgetWindow",
     "BulkUnsupported",
     "CertificateNotTrusted",
+    "ChangeRequest",
     "Client",
     "ComputeResource",
     "ConnectionFailed",
     "InvalidRequest",
     "KliqueError",
     "Link",
+    "Loan",
+    "MaintenanceWindow",
     "Me",
     "NotFound",
     "NotLoggedIn",

@@ -2,6 +2,8 @@
 
 from klique.client.sdk.account import AccountApi
 from klique.client.sdk.connection import Connection
+from klique.client.sdk.loans import LoansApi
+from klique.client.sdk.maintenance import MaintenanceApi
 from klique.client.sdk.pipelines import PipelinesApi
 from klique.client.sdk.resources import ResourcesApi
 from klique.client.sdk.schedules import SchedulesApi
@@ -21,6 +23,8 @@ class Client(
     UsageApi,
     SchedulesApi,
     WhatIfApi,
+    MaintenanceApi,
+    LoansApi,
 ):
     """A session with one Klique server as one user.
 
