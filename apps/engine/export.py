@@ -4,7 +4,9 @@ simulator's replay of it matches the record ("Fidelity"). Reads only.
 The estate is taken as it stands now, with each policy's quota wound back to the period's start
 through its audit trail (``PolicyChange``); the changes inside the period become events. Pools are
 exported at their declared capacity at the period's start, from their capacity history
-(``PoolCapacityChange``), and each change inside the period is a ``set_capacity`` event. Profiles
+(``PoolCapacityChange``), and each change inside the period is a ``set_capacity`` event; their
+maintenance windows in the period go with them. A dated quota loan is in the quota trail (via
+``loan``), so its start and its give-back are ``set_*`` events like any quota change. Profiles
 and compute resources carry their default and maximum time limits as now; the tasks' submits and
 cancels, with their time limits, dependencies and capped arrays, are ``export_tasks``'.
 """
@@ -20,17 +22,12 @@ from decimal import Decimal
 from apps.accounts.models import Group
 from apps.accounts.selectors import subtree_ids
 from apps.core.gpus import to_milli
-from apps.engine.core import scenario as scenarios
-from apps.engine.core.scenario_model import Submit
-from apps.engine.core.simulation import Simulation
-from apps.engine.export_tasks import TaskEvents, database_ids
+from apps.engine.export_tasks import TaskEvents
 from apps.engine.models import DisabledWindow
-from apps.ledger.models import UsageInterval
 from apps.policies.models import BudgetWindow, ComputeResource, PolicyChange, ProfilePool, ResourcePolicy
 from apps.policies.selectors import parent_policy_ids
 from apps.pools.models import Pool
 from apps.pools.selectors import capacity_history
-from apps.tasks.models import TaskEvent
 
 US = timedelta(microseconds=1)
 
@@ -157,7 +154,10 @@ class _Export(TaskEvents):
             "description": description,
             "start": self._iso(self.start),
             "duration_s": _num(Decimal((self.end - self.start) // US) / 1_000_000),
-            "pools": [{"name": p.name, "capacity": _num(capacity_at_start[p.pk])} for p in pools],
+            "pools": [
+                {"name": p.name, "capacity": _num(capacity_at_start[p.pk])} | self._maintenance(p)
+                for p in pools
+            ],
             "profiles": [f["row"] for f in profiles.values()],
             "policies": policy_rows,
             "compute_resources": [
@@ -198,6 +198,8 @@ class _Export(TaskEvents):
                 row["min_runtime_s"] = f.min_runtime_s
             if f.starvation_s is not None:
                 row["starvation_s"] = f.starvation_s
+            if f.unlimited_before_maintenance:
+                row["unlimited_before_maintenance"] = True
             row |= _time_limits(f)
             out[f.pk] = {"row": row, "size": to_milli(f.gpus), "pools": [p.pk for p in links[f.pk]]}
         return out
@@ -328,6 +330,23 @@ class _Export(TaskEvents):
         if skipped:
             self.notes.append(f"{skipped} budget window(s) added, removed or moved to another period")
 
+    def _maintenance(self, pool) -> dict:
+        """The pool's maintenance windows that overlap the period (as they were kept: a window
+        ended early ends then), in seconds from its start, clipped to the period."""
+        windows = []
+        for w in pool.maintenance_windows.filter(starts_at__lt=self.end, ends_at__gt=self.start):
+            start, end = max(w.starts_at, self.start), min(w.end, self.end)
+            if not w.called_off and start < end:
+                note = {"note": w.note} if w.note else {}
+                windows.append(
+                    {
+                        "start": _num(Decimal(self.at(start)) / 1_000_000),
+                        "end": _num(Decimal(self.at(end)) / 1_000_000),
+                    }
+                    | note
+                )
+        return {"maintenance": windows} if windows else {}
+
     def _capacity_events(self, pools) -> dict[int, Decimal]:
         """Each pool's declared capacity at the start (0 for a pool created later), and a
         set_capacity event at each change of it inside the period. Whether a pool was enabled is
@@ -362,63 +381,3 @@ class _Export(TaskEvents):
 
 def dumps(data: dict) -> str:
     return json.dumps(data, indent=1) + "\n"
-
-
-ENDS = ("preempted", "completed", "canceled", "stopped", "timed_out")  # a replayed task's run ends
-
-
-def fidelity(data: dict) -> dict:
-    """Replay an export unchanged in the simulator and compare it with the record: the share of
-    its tasks placed within one pass (``pass_interval_s``, 1 s) of their recorded placement (first
-    placement in the period; never placed in both counts as a match), and the GPU-hours of the
-    tasks inside the period, recorded (usage intervals) and replayed."""
-    sc = scenarios.loads(dumps(data))
-    start, end = sc.start, sc.start + sc.duration_us * US
-    sizes = {e.what.id: e.what.size for e in sc.events if isinstance(e.what, Submit)}
-    replayed_at: dict[str, Decimal] = {}
-    running: dict[str, Decimal] = {}
-    replayed_ms = Decimal(0)  # milli-GPU-seconds
-    for line in Simulation(sc, sc.duration_us).run():
-        task, at = line.get("task"), Decimal(str(line.get("at", 0)))
-        if at * 1_000_000 >= sc.duration_us:
-            break  # the step at the period's end belongs to the next period
-        if line.get("event") == "placed":
-            replayed_at.setdefault(task, at)
-            running[task] = at
-        elif task in running and line.get("event") in ENDS:
-            replayed_ms += sizes[task] * (min(at, Decimal(sc.duration_us) / 1_000_000) - running.pop(task))
-    for task, at in running.items():
-        replayed_ms += sizes[task] * (Decimal(sc.duration_us) / 1_000_000 - at)
-
-    db_ids = database_ids(sizes, start)
-    sizes = {task: size for task, size in sizes.items() if task in db_ids}
-    exported = {pk: task for task, pk in db_ids.items()}
-    ids = list(exported)
-    recorded_at: dict[str, Decimal] = {}
-    placed = TaskEvent.objects.filter(task_id__in=ids, kind=TaskEvent.Kind.PLACED, at__gte=start, at__lt=end)
-    for task_id, at in placed.order_by("at", "pk").values_list("task_id", "at"):
-        recorded_at.setdefault(exported[task_id], Decimal((at - start) // US) / 1_000_000)
-    recorded_ms = Decimal(0)
-    intervals = UsageInterval.objects.filter(task_id__in=ids, start__lt=end).exclude(end__lte=start)
-    for task_id, gpus, i_start, i_end in intervals.values_list("task_id", "gpus", "start", "end"):
-        if i_start < start:
-            recorded_at.setdefault(exported[task_id], Decimal(0))
-        span = min(i_end or end, end) - max(i_start, start)
-        recorded_ms += to_milli(gpus) * Decimal(span // US) / 1_000_000
-    step = Decimal(sc.step_us) / 1_000_000
-    within = sum(
-        1
-        for task in sizes
-        if (task in recorded_at) == (task in replayed_at)
-        and (task not in recorded_at or abs(recorded_at[task] - replayed_at[task]) <= step)
-    )
-    recorded, replayed = recorded_ms / 3_600_000, replayed_ms / 3_600_000
-    difference = round(float((replayed - recorded) / recorded * 100), 2) + 0.0 if recorded else 0.0
-    return {
-        "tasks": len(sizes),
-        "within_one_pass": within,
-        "within_one_pass_share": round(within / len(sizes), 4) if sizes else 1.0,
-        "recorded_gpu_hours": round(float(recorded), 3),
-        "replayed_gpu_hours": round(float(replayed), 3),
-        "gpu_hours_difference_pct": difference,
-    }

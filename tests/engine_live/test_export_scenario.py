@@ -15,7 +15,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from apps.core.gpus import from_milli
-from apps.engine import export
+from apps.engine import export, export_fidelity
 from apps.engine.core import scenario as scenarios
 from apps.policies import services as policies
 from apps.policies.models import PolicyChange, ResourcePolicy
@@ -286,7 +286,7 @@ def test_replaying_the_export_unchanged_matches_the_record(settings):
     with the simulator's own 1 s passes, so only a change of the engine or the export moves it)."""
     record(busy_period(), settings)
     data = export.export(START, datetime(2026, 3, 2, 0, 10, tzinfo=UTC))
-    figures = export.fidelity(data)
+    figures = export_fidelity.fidelity(data)
     assert figures["tasks"] == 80
     assert figures["within_one_pass_share"] >= 0.95, figures
     assert abs(figures["gpu_hours_difference_pct"]) <= 2, figures
@@ -300,7 +300,7 @@ def test_a_day_of_the_demo_estate_replays_within_the_reported_tolerance():
     with time_machine.travel(datetime(2026, 3, 4, 12, tzinfo=UTC), tick=False):
         history.run(days=2)
     data = export.export(datetime(2026, 3, 3, tzinfo=UTC), datetime(2026, 3, 4, tzinfo=UTC))
-    figures = export.fidelity(data)
+    figures = export_fidelity.fidelity(data)
     assert figures["tasks"] > 40, figures
     assert figures["within_one_pass_share"] >= 0.9, figures
     assert abs(figures["gpu_hours_difference_pct"]) <= 1, figures
@@ -337,7 +337,7 @@ def test_checkpointed_work_counts_all_its_runs_and_work_from_before_the_start_wh
     )
     durations = {e["submit"]["id"]: (e["at"], e["submit"]["duration_s"]) for e in later["events"]}
     assert durations == {ids["b1"]: (0, 7), ids["a1"]: (0, 3), ids["a2"]: (0, 3)}
-    figures = export.fidelity(later)
+    figures = export_fidelity.fidelity(later)
     assert figures["within_one_pass"] == 3, figures
 
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import time_machine
 
-from apps.engine import export, services
+from apps.engine import export, export_fidelity, services
 from apps.engine.core import scenario as scenarios
 from apps.engine.core.simulation import Simulation
 from apps.policies import services as policies
@@ -92,7 +92,7 @@ def test_time_limits_dependencies_and_a_capped_array_are_exported_and_replayed()
     assert events[(str(c.pk), "placed")] == 31  # released by the stop, placed at the next pass
     base = f"a{array[0].array_id}"
     assert [events[(f"{base}[{k}]", "placed")] for k in range(3)] == [0, 40, 80]
-    figures = export.fidelity(data)
+    figures = export_fidelity.fidelity(data)
     assert figures["tasks"] == 6
     assert figures["within_one_pass"] == 6, figures
 
@@ -111,5 +111,41 @@ def test_a_later_period_settles_ended_dependencies_and_cancels_the_array_tasks_t
     assert submits[base]["duration_s"] == 35
     assert {"at": 0, "cancel": f"{base}[0]"} in data["events"]
     assert "1 array(s) given the mean run time of their tasks" in data["description"]
-    figures = export.fidelity(data)
+    figures = export_fidelity.fidelity(data)
     assert figures["tasks"] == 3, figures
+
+
+def test_the_export_carries_maintenance_windows_and_loans_as_quota_changes():
+    """A window overlapping the period goes with its pool, clipped to the period; a dated quota
+    loan's start and give-back are in the quota trail, so they are set_reservation events."""
+    from decimal import Decimal
+
+    from apps.policies import loans
+    from apps.pools.services import maintenance
+
+    pool = PoolFactory(name="onprem", capacity=4)
+    profile = ProfileFactory(name="gpu1", gpus=1, time_weight=1, starvation_s=None)
+    policies.link_pool(profile, pool)
+    policies.update_profile(profile, unlimited_before_maintenance=True)
+    dept = policies.create_policy(group=GroupFactory(name="Dept", slug="dept"), reservation=4, limit=4)
+    a = policies.create_policy(group=GroupFactory(name="A", slug="a", parent=dept.group), reservation=3, limit=4)
+    b = policies.create_policy(group=GroupFactory(name="B", slug="b", parent=dept.group), reservation=1, limit=4)
+    policies.connect(policy=a, profile=profile, name="a/gpu1")
+    policies.connect(policy=b, profile=profile, name="b/gpu1")
+    maintenance.schedule(pool, starts_at=at(-50), ends_at=at(60), note="firmware", now=at(-100))
+    with time_machine.travel(at(10), tick=False):
+        loans.lend(a, b, what="reservation", amount=Decimal("2"), until=at(40), check_permission=False, now=at(10))
+    with time_machine.travel(at(40), tick=False):
+        loans.end_due(at(40))
+    data = export.export(at(0), at(100))
+    assert data["pools"] == [
+        {"name": "onprem", "capacity": 4, "maintenance": [{"start": 0, "end": 60, "note": "firmware"}]}
+    ]
+    assert data["profiles"][0]["unlimited_before_maintenance"] is True
+    changes = sorted(
+        (e["at"], e["set_reservation"]["policy"], e["set_reservation"]["reservation"])
+        for e in data["events"]
+        if "set_reservation" in e
+    )
+    assert changes == [(10, "a", 1), (10, "b", 3), (40, "a", 3), (40, "b", 1)]
+    scenarios.parse(data)  # valid for the simulator as it stands

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from django.core.management.base import BaseCommand, CommandError
 
-from apps.engine import export
+from apps.engine import export, export_fidelity
 
 
 def _instant(option: str, text: str) -> datetime:
@@ -53,4 +53,4 @@ class Command(BaseCommand):
         else:
             self.stdout.write(text, ending="")
         if fidelity:
-            self.stderr.write(json.dumps(export.fidelity(data)))
+            self.stderr.write(json.dumps(export_fidelity.fidelity(data)))
