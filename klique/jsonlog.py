@@ -56,3 +56,36 @@ class AccessJsonFormatter(JsonFormatter):
         forwarded = atoms.get("{x-forwarded-for}i")
         if forwarded not in (None, "-", ""):
             log_data["forwarded_for"] = forwarded
+
+
+_STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime", "taskName"}
+_QUIET = {"celery_task_id", "celery_task", "server_time", "status_code"}  # repeated or in the line already
+_SHOWN = (str, int, float, bool)
+
+
+class TextFormatter(logging.Formatter):
+    """The development and test format: the stdlib line, then the record's extra attributes as
+    ``key=value`` (the ids the JSON lines carry: ``task placed task_id=12 pool_id=3``)."""
+
+    def __init__(self, fmt: str = "%(asctime)s %(levelname)s %(name)s %(message)s", **kwargs):
+        super().__init__(fmt, **kwargs)
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        extras = {
+            k: v
+            for k, v in record.__dict__.items()
+            if k not in _STANDARD
+            and k not in _QUIET
+            and not k.startswith("_")
+            and isinstance(v, _SHOWN + (dict,))
+        }
+        fields = extras.pop("fields", None)
+        for key, value in (fields if isinstance(fields, dict) else {}).items():
+            extras[FIELD_NAMES.get(key, key)] = value
+        extras = {k: v for k, v in extras.items() if isinstance(v, _SHOWN)}
+        if not extras:
+            return line
+        first, newline, rest = line.partition("\n")  # a traceback stays below the line
+        pairs = " ".join(f"{key}={value}" for key, value in extras.items())
+        return f"{first} {pairs}{newline}{rest}"

@@ -266,15 +266,21 @@ def logging_config(log_format: str) -> dict:
         "version": 1,
         "disable_existing_loggers": False,
         "formatters": {
-            "text": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+            "text": {"()": "klique.jsonlog.TextFormatter"},
             "json": {"()": "klique.jsonlog.JsonFormatter"},
         },
-        "filters": {"celery_task": {"()": "apps.core.logs.CeleryTaskFilter"}},
+        "filters": {
+            "celery_task": {"()": "apps.core.logs.CeleryTaskFilter"},
+            "worker_access": {"()": "apps.core.logs.WorkerAccessFilter"},
+        },
         "handlers": {
             "console": {"class": "logging.StreamHandler", "formatter": log_format, "filters": ["celery_task"]}
         },
         "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-        "loggers": {"django.db.backends": {"level": "WARNING"}},
+        "loggers": {
+            "django.db.backends": {"level": "WARNING"},
+            "django.server": {"handlers": ["console"], "filters": ["worker_access"], "propagate": False},
+        },
     }
 
 
