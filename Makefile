@@ -33,20 +33,27 @@ run: export KLIQUE_PUBLIC_URL ?= http://$(HOST):$(PORT)
 ## The portal and admin on the embedded SQLite default, with the demo estate, the engine (a loop
 ## in one process, or Celery worker and beat when REDIS_URL is set), worker daemons and demo load.
 ## The cloud pool's nodes run in sessions of their own (as VMs outlive their autoscaler): on the
-## way out they are terminated through their provider.
+## way out they are terminated through their provider. Ctrl-C stops the engine and the demo's
+## daemons first (they report their tasks' stops to the portal, which stays up until the cloud
+## nodes have ended), then the portal, and prints one line.
 run: seed
 	@echo "Klique: portal http://$(HOST):$(PORT)/  admin http://$(HOST):$(PORT)/admin/  (Ctrl-C stops all)"
-	@trap 'trap - INT TERM EXIT; kill $$engine 2>/dev/null; wait $$engine; \
-	  $(PY) manage.py cloud_release --all --wait 30; kill 0' INT TERM EXIT; \
+	@trap 'trap - INT TERM EXIT; \
+	  kill $$engine $$load 2>/dev/null; wait $$engine $$load; \
+	  LOG_LEVEL=WARNING $(PY) manage.py cloud_release --all --wait 30 >/dev/null; \
+	  kill $$web 2>/dev/null; wait $$web 2>/dev/null; echo "Klique: stopped"; exit 0' INT TERM EXIT; \
 	if [ -n "$$REDIS_URL" ]; then \
 	  $(VENV)/bin/celery -A klique worker -B -Q engine,meter,sweep,autoscale,whatif,celery --concurrency 2 --loglevel INFO \
 	    --schedule var/celerybeat-schedule & \
 	else \
-	  $(PY) manage.py run_engine & \
+	  $(PY) manage.py run_engine >/dev/null & \
 	fi; \
 	engine=$$!; \
 	$(PY) manage.py demo_load --workers --server http://$(HOST):$(PORT) & \
-	$(PY) manage.py runserver --noreload $(HOST):$(PORT)
+	load=$$!; \
+	$(PY) manage.py runserver --noreload $(HOST):$(PORT) & \
+	web=$$!; \
+	wait $$web
 
 ## The whole suite on the embedded SQLite default, on every core (pytest-xdist, a database file per
 ## worker). Tests that need a service this machine lacks skip, with the command that runs them.

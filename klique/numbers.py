@@ -6,7 +6,9 @@ tables and in the ``klique`` CLI's tables. No Django here (``klique/client`` imp
   "< 0.1", never "0".
 - Hours left of a budget: "used up" at or below zero, never "-0.014".
 - Money: two decimals with the currency's symbol ("€45,239.00"), or its code where it has none
-  ("1,200.00 SEK").
+  ("1,200.00 SEK"); a price per hour keeps the decimals it has up to four ("€2.10", "€0.0125").
+- Counted words: "1 task", "3 tasks", "1 GPU", "0.5 GPUs" (``plural``).
+- A form's initial value: plain notation the form reads back, no trailing zeros ("80", "2.5").
 - Durations (time limits): "90 s", "45 min", "2 h 30 min", "3 d 4 h".
 - Thousands separated by "," in every figure.
 
@@ -82,17 +84,45 @@ def count(value) -> str:
     return NONE if amount is None else _grouped(amount, 0)
 
 
-def money(value, currency: str = "") -> str:
-    """Two decimals with the currency's symbol: "€45,239.00", "-$3.50", "1,200.00 SEK"."""
-    amount = _decimal(value)
-    if amount is None:
-        return NONE
-    text = _grouped(amount, 2)
+def _money(amount: Decimal, currency: str, places: int) -> str:
+    text = _grouped(amount, places)
     sign, text = ("-", text[1:]) if text.startswith("-") else ("", text)
     code = (currency or "").upper()
     if code in SYMBOLS:
         return f"{sign}{SYMBOLS[code]}{text}"
     return f"{sign}{text} {code}".rstrip()
+
+
+def money(value, currency: str = "") -> str:
+    """Two decimals with the currency's symbol: "€45,239.00", "-$3.50", "1,200.00 SEK"."""
+    amount = _decimal(value)
+    return NONE if amount is None else _money(amount, currency, 2)
+
+
+def price(value, currency: str = "") -> str:
+    """A price per hour: two decimals, or up to the four a price is held to ("€2.10", "€0.0125")."""
+    amount = _decimal(value)
+    if amount is None:
+        return NONE
+    needed = -amount.quantize(Decimal("0.0001"), rounding=ROUND_HALF_UP).normalize().as_tuple().exponent
+    return _money(amount, currency, min(max(needed, 2), 4))
+
+
+def plural(value, word: str, words: str | None = None, figure=None) -> str:
+    """A figure with its word, singular where the figure shows as one: "1 task", "3 tasks",
+    "1 GPU", "0.5 GPUs". ``words`` is the plural where it is not ``word`` + "s"; ``figure`` writes
+    the figure (``count`` unless given: ``gpus`` for GPUs, ``hours`` for hours)."""
+    shown = (figure or count)(value)
+    return f"{shown} {word if shown == '1' else (words or word + 's')}"
+
+
+def plain(value) -> str:
+    """A figure as a form's initial value: plain notation that the form reads back, without
+    separators or trailing zeros ("80", "2.5", "" for none)."""
+    amount = _decimal(value)
+    if amount is None:
+        return ""
+    return f"{amount.normalize():f}" if amount else "0"
 
 
 def percent(value) -> str:

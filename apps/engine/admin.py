@@ -3,6 +3,8 @@ from django.contrib import admin, messages
 from apps.core.fields import PLAIN_NUMBERS
 from apps.engine import services
 from apps.engine.models import DisabledWindow, EngineSwitch, PassRecord
+from apps.engine.verdict_words import RULE_WORDS
+from apps.tasks.admin import VerdictFilter
 
 
 @admin.register(EngineSwitch)
@@ -80,3 +82,8 @@ class PassRecordAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None):
         return False
+
+
+# The admin's "waits because" filter of tasks shows each rule in the engine's words (apps.tasks
+# cannot import them: the engine is above it).
+VerdictFilter.words = {rule: short for rule, (short, _) in RULE_WORDS.items()}

@@ -25,6 +25,7 @@ from apps.engine.lock import exclusive_pass
 from apps.engine.models import PASS_BUCKETS_MS, DisabledWindow, EngineSwitch, PassRecord, PassTotals
 from apps.policies import loans
 from apps.tasks import wake
+from klique import numbers
 
 log = logging.getLogger("klique.engine")
 pass_log = logging.getLogger("klique.engine.pass")
@@ -77,18 +78,19 @@ def _send_alert(policy, status, kind: str, at) -> bool:
     from apps.ledger.models import BudgetAlert
 
     window = status.window_name
+    used, budget = numbers.hours(status.used_hours), numbers.hours(status.budget_hours)
     if kind == BudgetAlert.Kind.USED_UP:
         subject = f"The {window} time budget of {policy.group} used up"
         message = (
-            f"{policy.group} has used {status.used_hours} of its {status.budget_hours} budget hours this "
+            f"{policy.group} has used {used} of its {budget} budget hours this "
             f"{status.period} ({window} time budget). New budgeted work waits and running budgeted work "
             f"is requeued until {status.resets_at:%Y-%m-%d %H:%M} UTC or until the budget is raised."
         )
         notification_kind = Notification.Kind.BUDGET_USED_UP
     else:
-        subject = f"The {window} time budget of {policy.group} at {status.used_fraction * 100:.0f}%"
+        subject = f"The {window} time budget of {policy.group} at {numbers.percent(status.used_fraction)}"
         message = (
-            f"{policy.group} has used {status.used_hours} of its {status.budget_hours} budget hours this "
+            f"{policy.group} has used {used} of its {budget} budget hours this "
             f"{status.period} ({window} time budget, alert threshold {policy.alert_threshold}%); "
             f"{status.run_out_text()}."
         )

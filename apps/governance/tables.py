@@ -5,15 +5,29 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from apps.governance.models import ChangeRequest
-from apps.policies.rules import fmt
+from klique import numbers
+
+
+def value_text(field: str, value) -> str:
+    """One asked or applied value as a person reads it (as ``governance/_values.html`` writes
+    it): "limit 190 GPUs", "budget hours 2,000", "per month"."""
+    if field in ("reservation", "limit"):
+        return f"{field} {numbers.plural(value, 'GPU', figure=numbers.gpus)}"
+    if field == "budget_hours":
+        return f"budget hours {numbers.hours(value)}"
+    if field == "budget_period":
+        return f"per {value}"
+    if field == "until":
+        return f"until {str(value)[:10]} {str(value)[11:16]} UTC"
+    return f"{field.replace('_', ' ')} {value}"
+
+
+def values_text(values: dict) -> str:
+    return "; ".join(value_text(field, value) for field, value in values.items())
 
 
 def asked_text(request: ChangeRequest) -> str:
-    values = request.asked_values
-    return "; ".join(
-        f"{k.replace('_', ' ')} {fmt(v) if k in ('reservation', 'limit', 'budget_hours') else v}"
-        for k, v in values.items()
-    )
+    return values_text(request.asked_values)
 
 
 class ChangeRequestTable(tables.Table):

@@ -1,5 +1,7 @@
 """CSV and XLSX exports of a usage report: the page's columns and numbers, then the total and the
-unused capacity lines. The API's CSV is the same table."""
+unused capacity lines. The API's CSV is the same table. Each column has one format whatever the
+database returned (``klique.numbers.exact_*``): hours to three decimals, money to two, per cent
+to one; the XLSX holds the numbers themselves, formatted the same way."""
 
 import csv
 import io
@@ -10,17 +12,28 @@ from openpyxl.styles import Font
 
 from apps.core.exports import spreadsheet_safe
 from apps.ledger.selectors import Report
+from klique import numbers
 
 XLSX_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 NUMBER_FORMATS = {"hours": "0.000", "money": "0.00", "percent": "0.0"}
+PLACES = {"hours": 3, "money": 2, "percent": 1}
 
 
-def table(report: Report) -> list[list]:
-    """Header, rows, then the summary lines; empty cells are ``""``."""
+def _cell(value, kind: str, exact: bool):
+    if value is None:
+        return ""
+    if kind in PLACES:
+        return numbers.exact(value, PLACES[kind]) if exact else value
+    return spreadsheet_safe(value)
+
+
+def table(report: Report, *, exact: bool = True) -> list[list]:
+    """Header, rows, then the summary lines; empty cells are ``""``. ``exact``: figures as text in
+    their column's one format (CSV); otherwise the numbers themselves (XLSX)."""
     columns = report.columns()
     lines = [[title for _, title, _ in columns]]
     for record in [*report.records(), *report.summary_records()]:
-        lines.append(["" if record[key] is None else spreadsheet_safe(record[key]) for key, _, _ in columns])
+        lines.append([_cell(record[key], kind, exact) for key, _, kind in columns])
     return lines
 
 
@@ -45,7 +58,7 @@ def xlsx_response(report: Report) -> HttpResponse:
     workbook = Workbook()
     sheet = workbook.active
     sheet.title = "Usage"
-    lines = table(report)
+    lines = table(report, exact=False)
     sheet.append(lines[0])
     for cell in sheet[1]:
         cell.font = Font(bold=True)

@@ -10,8 +10,8 @@ a report covers is ``report_spec``'s, who sees what ``visibility``'s, the unused
 """
 
 from collections import defaultdict
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass, field, replace
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from fractions import Fraction
 
@@ -26,7 +26,7 @@ from apps.ledger.capacity import UnusedCapacity, unused_capacity
 from apps.ledger.labels import LABEL_COLUMNS, ViaAgent, row_labels
 from apps.ledger.report_spec import DIMENSIONS, IDLE_SEPARATE, IDLE_SPREAD, ReportSpec
 from apps.ledger.rollups import built_until
-from apps.ledger.usage import MONEY_DENOMINATOR, PRICE_SCALE
+from apps.ledger.usage import DAY, MONEY_DENOMINATOR, PRICE_SCALE
 from apps.ledger.visibility import visible
 from apps.pools.models import GpuType
 
@@ -228,24 +228,77 @@ def usage_report(viewer: User, spec: ReportSpec, now: datetime | None = None) ->
     figures, total, unpriced = _aggregate(
         spec, names, sums, segments, unused, parents, _shown_groups(viewer, spec)
     )
-    if "group" in spec.dims and spec.level:
-        at = spec.dims.index("group")
-        figures = {k: f for k, f in figures.items() if groups[k[at]].kind == spec.level}
+    figures = _at_level(spec, figures, groups)
     labels = row_labels(spec.dims, list(figures), parents, groups)
-    rows = sorted(
-        (ReportRow(key, labels[key], f) for key, f in figures.items()),
-        key=lambda row: tuple(row.labels["group_path" if d == "group" else d] for d in spec.dims),
-    )
     return Report(
         spec=spec,
         stop=stop,
-        rows=rows,
+        rows=_rows(spec, figures, labels),
         total=total,
         unused=_unused_line(spec, unused),
         unpriced={GpuType.objects.get(pk=pk).name: hours(us) for pk, us in unpriced.items()},
         rollups_until=rolled,
         capacity=unused,
         adjustments=closed.adjustments(viewer, spec),
+    )
+
+
+def daily_reports(viewer: User, spec: ReportSpec, now: datetime | None = None) -> list[Report]:
+    """``usage_report`` of each UTC day of ``spec``'s range (from a midnight), in the queries of
+    one report whatever the number of days: the usage is read keyed by day as well. A range with
+    unused capacity, or of four weeks or more (it may hold a closed month read whole from its
+    frozen rows, which have no days), takes a report per day."""
+    starts = [spec.start + timedelta(days=n) for n in range((spec.end - spec.start).days)]
+    specs = [replace(spec, start=start, end=start + timedelta(days=1)) for start in starts]
+    if spec.idle or spec.end - spec.start >= timedelta(days=28):
+        return [usage_report(viewer, day, now) for day in specs]
+    now = (now or timezone.now()).astimezone(UTC)
+    stop = max(spec.start, min(spec.end, now))
+    rolled = built_until()
+    segments = closed.report_segments(spec.currency, spec.start, stop)
+    names = [DIMENSIONS[d] for d in spec.dims] + (["agent_id"] if "user" in spec.dims else [])
+    where = visible(viewer) & _filters(spec)
+    by_day: dict[date, dict] = defaultdict(dict)
+    for (values, segment), entry in closed.usage_by(
+        [*names, DAY], where, spec.start, stop, segments, rolled, spec.currency
+    ).items():
+        by_day[values[-1]][(values[:-1], segment)] = entry
+    parents, groups = group_tree()
+    shown = _shown_groups(viewer, spec)
+    found = []
+    for day in specs:
+        sums = by_day[day.start.date()]
+        figures, total, unpriced = _aggregate(day, names, sums, segments, None, parents, shown)
+        found.append((_at_level(spec, figures, groups), total, unpriced))
+    labels = row_labels(spec.dims, [key for figures, _, _ in found for key in figures], parents, groups)
+    gpu_types = dict(GpuType.objects.values_list("pk", "name")) if any(u for _, _, u in found) else {}
+    adjustments = closed.adjustments(viewer, spec)
+    return [
+        Report(
+            spec=day,
+            stop=max(day.start, min(day.end, now)),
+            rows=_rows(day, figures, labels),
+            total=total,
+            unused=None,
+            unpriced={gpu_types[pk]: hours(us) for pk, us in unpriced.items()},
+            rollups_until=rolled,
+            adjustments=[a for a in adjustments if a.booked_in == day.start.date()],
+        )
+        for day, (figures, total, unpriced) in zip(specs, found, strict=True)
+    ]
+
+
+def _at_level(spec: ReportSpec, figures: dict, groups: dict) -> dict:
+    if "group" in spec.dims and spec.level:
+        at = spec.dims.index("group")
+        return {k: f for k, f in figures.items() if groups[k[at]].kind == spec.level}
+    return figures
+
+
+def _rows(spec: ReportSpec, figures: dict, labels: dict) -> list[ReportRow]:
+    return sorted(
+        (ReportRow(key, labels[key], f) for key, f in figures.items()),
+        key=lambda row: tuple(row.labels["group_path" if d == "group" else d] for d in spec.dims),
     )
 
 

@@ -7,16 +7,18 @@ are spliced in by ``apps.ledger.closed.usage_by``.
 """
 
 from collections import defaultdict
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.db.models import Q, Sum
+from django.db.models.functions import TruncDate
 
 from apps.ledger.models import DailyGroupRollup, DailyRollup, HourlyRollup, UsageInterval
-from apps.ledger.rollups import US_PER_HOUR, hourly_usage, overlapping, to_ms
+from apps.ledger.rollups import US_PER_HOUR, from_ms, hourly_usage, overlapping, to_ms
 from apps.pricing.selectors import Segment, midnight
 
 PRICE_SCALE = 10**4  # prices have four decimals
 MONEY_DENOMINATOR = US_PER_HOUR * PRICE_SCALE
+DAY = "day"  # a name ``usage_by`` keys on besides the columns: the UTC day of the usage
 
 
 def _segment_filters(segments: list[Segment], field_name: str, by_day: bool) -> list[Q]:
@@ -81,7 +83,7 @@ def usage_by(names: list[str], where: Q, start: datetime, stop: datetime, segmen
     Whole days come from the daily rows without user and project when neither ``names`` nor
     ``where`` needs them. Rollup rows are grouped by ``names`` alone, with one filtered sum per
     price segment, so the database groups on plain columns (and plans for the real number of
-    groups)."""
+    groups). With ``DAY`` among ``names`` the sums are per UTC day too."""
     sums: dict[tuple, list[int]] = defaultdict(lambda: [0, 0])
     needs_user = {"user_id", "project_id", "agent_id"} & ({*names} | _fields_of(where))
     reads, (live_start, live_stop) = _parts(
@@ -92,12 +94,10 @@ def usage_by(names: list[str], where: Q, start: datetime, stop: datetime, segmen
         for i, condition in enumerate(_segment_filters(segments, field_name, by_day=field_name == "day")):
             sums_per_segment[f"gpu_{i}"] = Sum("gpu_us", filter=condition)
             sums_per_segment[f"budget_{i}"] = Sum("budget_us", filter=condition)
-        rows = (
-            model.objects.filter(where, **{f"{field_name}__gte": low, f"{field_name}__lt": high})
-            .values(*names)
-            .annotate(**sums_per_segment)
-            .order_by()
-        )
+        rows = model.objects.filter(where, **{f"{field_name}__gte": low, f"{field_name}__lt": high})
+        if DAY in names and field_name == "hour":
+            rows = rows.annotate(**{DAY: TruncDate("hour", tzinfo=UTC)})
+        rows = rows.values(*names).annotate(**sums_per_segment).order_by()
         for row in rows:
             key = tuple(row[n] for n in names)
             for i in range(len(segments)):
@@ -107,14 +107,17 @@ def usage_by(names: list[str], where: Q, start: datetime, stop: datetime, segmen
                     entry[1] += row[f"budget_{i}"]
     if live_start < live_stop:
         segment_of = _segment_of(segments)
+        columns = [n for n in names if n != DAY]
         intervals = (
             overlapping(UsageInterval.objects.filter(where), live_start, live_stop)
             .order_by("start")
-            .values_list("start", "end", "gpus", "time_weight", "gpu_type_id", *names)
+            .values_list("start", "end", "gpus", "time_weight", "gpu_type_id", *columns)
         )
         # A plain fetch (the open hour is small) lets the database plan for all of its rows.
         pieces = hourly_usage(list(intervals), to_ms(live_start), to_ms(live_stop))
         for hour, (gpu_type_id, *key), gpu, budget in pieces:
+            if DAY in names:
+                key.insert(names.index(DAY), from_ms(hour).date())
             entry = sums[(tuple(key), segment_of(gpu_type_id, hour))]
             entry[0] += gpu
             entry[1] += budget

@@ -23,13 +23,23 @@ def _attachment(body, content_type: str, name: str) -> HttpResponse:
     return response
 
 
+def _own_group(user, offered: list):
+    """The group a statement is first offered for: the viewer's own (the first they belong to),
+    else the first they may see."""
+    own = set(user.memberships.values_list("group_id", flat=True))
+    return next((g for g in offered if g.pk in own), offered[0])
+
+
 @login_required
 def statement(request):
     """The statement form, or with ``format=pdf|csv`` the statement itself."""
     form = StatementForm(request.GET or None)
-    offered = form.fields["group"].queryset.filter(pk__in=visibility.visible_groups(request.user))
-    # The page offers the viewer's groups; another group is refused with 403, like the reports.
-    form.fields["group"].widget.choices = [("", "—"), *((g.slug, g.name) for g in offered)]
+    offered = list(form.fields["group"].queryset.filter(pk__in=visibility.visible_groups(request.user)))
+    # The page offers the viewer's groups; another group is refused with 403, like the reports. One
+    # of them is chosen from the start, so PDF or CSV at once gives a statement, not a 400.
+    form.fields["group"].widget.choices = [(g.slug, g.name) for g in offered] or [("", "—")]
+    if offered and not request.GET.get("group"):
+        form.initial["group"] = _own_group(request.user, offered).slug
     wanted = request.GET.get("format")
     if form.is_bound and not form.is_valid():
         if wanted:

@@ -13,6 +13,7 @@ from apps.core.admin_forms import LinkRowForm
 from apps.core.fields import PLAIN_NUMBERS, PlainIntegerFormField
 from apps.core.formsets import CappedInline
 from apps.policies import rules, selectors, services
+from apps.policies.admin_columns import default_time_limit, gpu_size, max_time_limit, min_runtime, time_weight
 from apps.policies.models import (
     BudgetWindow,
     ComputeResource,
@@ -95,12 +96,12 @@ class ProfileAdmin(admin.ModelAdmin):
     form = ProfileForm
     list_display = [
         "name",
-        "gpus",
+        gpu_size,
         "size_from_task",
-        "time_weight",
-        "min_runtime_s",
-        "default_time_limit_s",
-        "max_time_limit_s",
+        time_weight,
+        min_runtime,
+        default_time_limit,
+        max_time_limit,
         "constraints",
         "pool_order",
     ]
@@ -404,8 +405,8 @@ class ComputeResourceAdmin(PolicyScoped, admin.ModelAdmin):
         "queuing_rank",
         "default_priority",
         "max_priority",
-        "default_time_limit_s",
-        "max_time_limit_s",
+        default_time_limit,
+        max_time_limit,
         "enabled",
     ]
     list_filter = ["enabled", ("profile", admin.RelatedOnlyFieldListFilter)]

@@ -7,6 +7,7 @@ from django.core.exceptions import ValidationError
 
 from apps.core.fields import PLAIN_NUMBERS
 from apps.policies import loans
+from apps.policies.admin_columns import loan_amount
 from apps.policies.models import QuotaLoan
 
 
@@ -49,7 +50,7 @@ class QuotaLoanAdmin(admin.ModelAdmin):
         "lender",
         "borrower",
         "what",
-        "amount",
+        loan_amount,
         "period",
         "starts_at",
         "ends_at",

@@ -83,7 +83,7 @@ class PoolAdmin(admin.ModelAdmin):
         "name",
         "kind",
         "gpu_type",
-        "capacity",
+        "declared",
         "observed",
         "in_use",
         "region",
@@ -126,9 +126,13 @@ class PoolAdmin(admin.ModelAdmin):
             numbers.gpus(effective_capacity(pool.capacity, live)),
         )
 
+    @admin.display(description="capacity", ordering="capacity")
+    def declared(self, pool: Pool) -> str:
+        return numbers.gpus(pool.capacity)
+
     @admin.display(description="in use / declared", ordering="gpus_in_use")
     def in_use(self, pool: Pool) -> str:
-        return f"{pool.gpus_in_use or 0} / {pool.capacity}"
+        return f"{numbers.gpus(pool.gpus_in_use or 0)} / {numbers.gpus(pool.capacity)}"
 
     @admin.display(description="capacity history")
     def capacity_history(self, pool: Pool) -> str:
@@ -145,8 +149,8 @@ class PoolAdmin(admin.ModelAdmin):
                 (
                     (
                         f"{row.at:%Y-%m-%d %H:%M}",
-                        f"{row.capacity.normalize():f}",
-                        "-" if row.observed is None else f"{row.observed.normalize():f}",
+                        numbers.gpus(row.capacity),
+                        "-" if row.observed is None else numbers.gpus(row.observed),
                         "yes" if row.enabled else "no",
                         row.by or "-",
                         row.reason,
@@ -162,7 +166,8 @@ class PoolAdmin(admin.ModelAdmin):
             return "-"
         cover = reservations_behind(pool)
         policies = ", ".join(cover.policies) or "none"
-        return f"{cover.reserved} of {cover.capacity} declared GPUs reserved ({policies})"
+        reserved, declared = numbers.gpus(cover.reserved), numbers.gpus(cover.capacity)
+        return f"{reserved} of {declared} declared GPUs reserved ({policies})"
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         pool = self.get_object(request, object_id)
@@ -171,8 +176,9 @@ class PoolAdmin(admin.ModelAdmin):
             if cover.overcommitted:
                 self.message_user(
                     request,
-                    f"The reservations of the policies behind {pool} ({cover.reserved} GPUs: "
-                    f"{', '.join(cover.policies)}) exceed its declared capacity ({cover.capacity} GPUs); "
+                    f"The reservations of the policies behind {pool} ({numbers.gpus(cover.reserved)} GPUs: "
+                    f"{', '.join(cover.policies)}) exceed its declared capacity "
+                    f"({numbers.gpus(cover.capacity)} GPUs); "
                     "those guarantees can only be met if other pools in their profiles have room.",
                     level=messages.WARNING,
                 )

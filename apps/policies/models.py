@@ -20,6 +20,7 @@ from apps.core.audit import AuditedChange
 from apps.core.checks import Checks
 from apps.core.countries import normalised, validate_country
 from apps.core.gpus import GPU_DECIMAL_PLACES, GPU_MAX_DIGITS
+from apps.policies.periods import Period
 from apps.pools.models import Pool
 
 IMAGE_REFERENCE = RegexValidator(
@@ -224,10 +225,7 @@ class ProfilePool(models.Model):
 
 
 class ResourcePolicy(models.Model):
-    class Period(models.TextChoices):
-        DAY = "day", "Day (from 00:00 UTC)"
-        WEEK = "week", "Week (from Monday, UTC)"
-        MONTH = "month", "Month (from the 1st, UTC)"
+    Period = Period
 
     # What IT sets on a policy beside its group: the admin's form and manage.py bootstrap.
     SETTINGS = (

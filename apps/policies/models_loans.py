@@ -6,7 +6,7 @@ quota changes are in the ``PolicyChange`` trail (via ``loan``), and this row rec
 from django.conf import settings
 from django.db import models
 
-from apps.policies.models import ResourcePolicy
+from apps.policies.periods import Period
 from klique import numbers
 
 
@@ -26,14 +26,14 @@ class QuotaLoan(models.Model):
         ADMIN = "admin", "Admin"
         REQUEST = "request", "Approved change request"
 
-    lender = models.ForeignKey(ResourcePolicy, on_delete=models.PROTECT, related_name="loans_out")
-    borrower = models.ForeignKey(ResourcePolicy, on_delete=models.PROTECT, related_name="loans_in")
+    lender = models.ForeignKey("policies.ResourcePolicy", on_delete=models.PROTECT, related_name="loans_out")
+    borrower = models.ForeignKey("policies.ResourcePolicy", on_delete=models.PROTECT, related_name="loans_in")
     what = models.CharField(max_length=12, choices=What.choices)
     amount = models.DecimalField(max_digits=12, decimal_places=3)
     period = models.CharField(
         "budget period",
         max_length=5,
-        choices=ResourcePolicy.Period.choices,
+        choices=Period.choices,
         blank=True,
         default="",
         help_text="For budget hours: the time budget window lent from.",

@@ -6,6 +6,7 @@ from apps.core.fields import PLAIN_NUMBERS
 from apps.core.formsets import CappedInline
 from apps.pools import services
 from apps.pools.models import EnrolmentToken, GpuType, TaskLog, Worker
+from klique import numbers
 
 
 @admin.register(GpuType)
@@ -18,7 +19,7 @@ class GpuTypeAdmin(admin.ModelAdmin):
 class WorkerInline(CappedInline, admin.TabularInline):
     formfield_overrides = PLAIN_NUMBERS
     model = Worker
-    fields = ["hostname", "state", "gpus", "last_heartbeat"]
+    fields = ["hostname", "state", "worker_gpus", "last_heartbeat"]
     readonly_fields = fields
     extra = 0
     can_delete = False
@@ -26,6 +27,10 @@ class WorkerInline(CappedInline, admin.TabularInline):
 
     def has_add_permission(self, request, obj=None):
         return False
+
+    @admin.display(description="GPUs")
+    def worker_gpus(self, worker: Worker) -> str:
+        return numbers.gpus(worker.gpus)
 
 
 @admin.register(EnrolmentToken)
@@ -74,7 +79,7 @@ class EnrolmentTokenAdmin(admin.ModelAdmin):
         now = timezone.now()
         for token in queryset:
             services.revoke_enrolment_token(token, now)
-        self.message_user(request, f"Revoked {queryset.count()} enrolment tokens.")
+        self.message_user(request, f"Revoked {numbers.plural(queryset.count(), 'enrolment token')}.")
 
 
 @admin.register(TaskLog)

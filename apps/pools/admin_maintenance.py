@@ -6,11 +6,19 @@ from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
+from apps.core.audit_admin import AuditTrailAdmin
+from apps.core.formsets import CappedInline
 from apps.pools.models import MaintenanceChange, MaintenanceWindow
 from apps.pools.services import maintenance
 
 
-class MaintenanceChangeInline(admin.TabularInline):
+@admin.register(MaintenanceChange)
+class MaintenanceChangeAdmin(AuditTrailAdmin):
+    list_display = ["at", "window", "actor", "via"]
+    list_filter = ["via"]
+
+
+class MaintenanceChangeInline(CappedInline, admin.TabularInline):
     model = MaintenanceChange
     fields = ["at", "actor", "via", "changes"]
     readonly_fields = fields

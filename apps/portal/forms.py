@@ -8,6 +8,7 @@ from apps.core.fields import PLAIN_INTEGER, GpuAmountFormField, PlainDecimalForm
 from apps.policies.models import PriorityClass, ResourcePolicy
 from apps.portal.task_runs import limits_text
 from apps.tasks.limits import MAX_COMMAND_CHARS, MAX_NODES
+from klique import numbers
 from klique.durations import DurationError, parse_duration
 
 
@@ -49,14 +50,14 @@ class QuotaForm(forms.Form):
 
         self.policy = policy
         initial = {
-            "reservation": policy.reservation,
-            "limit": policy.limit,
-            "budget_hours": policy.budget_hours,
+            "reservation": numbers.plain(policy.reservation),
+            "limit": numbers.plain(policy.limit),
+            "budget_hours": numbers.plain(policy.budget_hours),
             "budget_period": policy.budget_period,
             "version": policy.version,
         }
         extra = extra_budgets_of(policy)
-        initial.update({name: extra.get(period) for name, period in self.WINDOWS.items()})
+        initial.update({name: numbers.plain(extra.get(period)) for name, period in self.WINDOWS.items()})
         super().__init__(*args, prefix=f"p{policy.pk}", initial=initial, **kwargs)
 
     def clean(self):

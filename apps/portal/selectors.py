@@ -12,7 +12,7 @@ from django.db.models import Count, DecimalField, ExpressionWrapper, F, Min, Q, 
 from django.utils import timezone
 
 from apps.accounts.models import Group
-from apps.accounts.selectors import subtree_ids
+from apps.accounts.selectors import subtree_ids, subtrees
 from apps.cloud import selectors as cloud_selectors
 from apps.cloud.caps import CapStatus, cap_statuses
 from apps.core.gpus import GPU_DECIMAL_PLACES, GPU_MAX_DIGITS
@@ -188,11 +188,12 @@ def child_quotas(policy: ResourcePolicy) -> list[PolicyUse]:
     statuses = budget_status(children)
     waiting = waiting_by_group()
     fair = fair_shares_now({policy.pk}) if policy.lending == ResourcePolicy.Lending.FAIR else {}
+    below = subtrees(child.group_id for child in children)
     return [
         PolicyUse(
             child,
             statuses[child.pk],
-            sum(waiting.get(g, 0) for g in subtree_ids([child.group_id])),
+            sum(waiting.get(g, 0) for g in below[child.group_id]),
             fair.get(child.pk),
         )
         for child in sorted(children, key=lambda c: c.group.name)

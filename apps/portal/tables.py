@@ -7,6 +7,7 @@ work), ``it_tables`` (IT's estate), ``group_tables`` (a department, a team, lead
 Each table has a ``prefix`` so that several can sit on one page."""
 
 import django_tables2 as tables
+from django.template.loader import get_template
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
@@ -98,9 +99,25 @@ class Grid:
     attrs = {"class": "grid"}
 
 
+class PageContextColumn(tables.TemplateColumn):
+    """A template column drawn in the page's context (its CSRF token, the person): rendered with
+    the request instead, as ``TemplateColumn`` does, every context processor (the navigation, the
+    unread count) would run again for each row."""
+
+    def render(self, record, table, value, bound_column, **kwargs):
+        page = getattr(table, "context", None)
+        if page is None or self.template_code:
+            return super().render(record, table, value, bound_column, **kwargs)
+        row = self.get_context_data(
+            record=record, table=table, value=value, bound_column=bound_column, **kwargs
+        )
+        with page.update(row):
+            return get_template(self.template_name).render(page.flatten())
+
+
 def actions_column(template: str, verbose_name: str = "") -> tables.TemplateColumn:
     """A column of forms (cancel, remove, set): never sorted, never exported."""
-    return tables.TemplateColumn(
+    return PageContextColumn(
         template_name=template, verbose_name=verbose_name, orderable=False, exclude_from_export=True
     )
 

@@ -13,7 +13,7 @@ from django.utils import timezone
 from apps.accounts.models import Group, Membership, Project, User
 from apps.accounts.selectors import subtree_ids
 from apps.ledger.report_spec import ReportSpec, period_range
-from apps.ledger.selectors import Report, usage_report
+from apps.ledger.selectors import Report, daily_reports, usage_report
 from apps.pools.models import Pool
 from apps.pools.selectors import capacity_history
 from apps.portal.selectors import ZERO, counted
@@ -56,13 +56,18 @@ def estate_history(viewer: User, days: int = 14, now: datetime | None = None) ->
     gpu_hours: dict[str, list[Decimal]] = defaultdict(lambda: [ZERO] * days)
     cost: dict[str, list[Decimal]] = defaultdict(lambda: [ZERO] * days)
     utilisation = []
-    for i, start in enumerate(starts):
+    currency = currencies()[0]
+    first = starts[0] if starts else now
+    end = first + timedelta(days=days)
+    by_units = daily_reports(
+        viewer, ReportSpec(("group",), first, end, currency, level=Group.Kind.BUSINESS_UNIT), now
+    )
+    by_pools = daily_reports(viewer, ReportSpec(("pool",), first, end, currency), now)
+    for i, (start, by_unit, by_pool) in enumerate(zip(starts, by_units, by_pools, strict=True)):
         end = start + timedelta(days=1)
-        by_unit = report(viewer, ("group",), start, end, level=Group.Kind.BUSINESS_UNIT)
         for row in by_unit.rows:
             gpu_hours[row.labels["group"]][i] = row.figures.gpu_hours
             cost[row.labels["group"]][i] = row.figures.cost_amount
-        by_pool = report(viewer, ("pool",), start, end)
         used = sum((r.figures.gpu_hours for r in by_pool.rows if r.labels["pool"] in owned_names), ZERO)
         capacity = sum(
             (
@@ -74,7 +79,7 @@ def estate_history(viewer: User, days: int = 14, now: datetime | None = None) ->
             ZERO,
         )
         utilisation.append(used / capacity * 100 if capacity > 0 else ZERO)
-    return EstateHistory(starts, dict(gpu_hours), dict(cost), utilisation, currencies()[0])
+    return EstateHistory(starts, dict(gpu_hours), dict(cost), utilisation, currency)
 
 
 # A team: its members, projects and budget.

@@ -8,8 +8,19 @@ from apps.core.fields import PLAIN_NUMBERS
 from apps.pricing import selectors, services
 from apps.pricing.models import NodePrice, Price, PriceChange
 from apps.pricing.tables import PRICE_CHANGE_COLUMNS
+from klique import numbers
 
 VIA = PriceChange.Via.ADMIN
+
+
+@admin.display(description="price per GPU-hour", ordering="per_gpu_hour")
+def gpu_hour_price(price: Price) -> str:
+    return numbers.price(price.per_gpu_hour, price.currency)
+
+
+@admin.display(description="price per node-hour", ordering="per_node_hour")
+def node_hour_price(price: NodePrice) -> str:
+    return numbers.price(price.per_node_hour, price.currency)
 
 
 class _AuditedPriceAdmin(admin.ModelAdmin):
@@ -45,7 +56,7 @@ class _AuditedPriceAdmin(admin.ModelAdmin):
 @admin.register(Price)
 class PriceAdmin(_AuditedPriceAdmin):
     formfield_overrides = PLAIN_NUMBERS
-    list_display = ["gpu_type", "per_gpu_hour", "currency", "effective_from"]
+    list_display = ["gpu_type", gpu_hour_price, "currency", "effective_from"]
     list_filter = ["gpu_type", "currency"]
     search_fields = ["gpu_type__name"]
     date_hierarchy = "effective_from"
@@ -58,7 +69,7 @@ class NodePriceAdmin(_AuditedPriceAdmin):
     """Cloud node prices per node-hour, per instance type (the provider's name) and market."""
 
     formfield_overrides = PLAIN_NUMBERS
-    list_display = ["instance_type", "market", "per_node_hour", "currency", "effective_from"]
+    list_display = ["instance_type", "market", node_hour_price, "currency", "effective_from"]
     list_filter = ["market", "currency"]
     search_fields = ["instance_type"]
     date_hierarchy = "effective_from"

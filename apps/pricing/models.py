@@ -10,6 +10,7 @@ from django.db import models
 
 from apps.core.audit import AuditedChange
 from apps.core.currency import currency_error
+from klique import numbers
 
 
 def clean_currency(currency: str) -> str:
@@ -43,7 +44,8 @@ class Price(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.gpu_type} {self.per_gpu_hour} {self.currency}/GPU-hour from {self.effective_from}"
+        price = numbers.price(self.per_gpu_hour, self.currency)
+        return f"{self.gpu_type} {price}/GPU-hour from {self.effective_from}"
 
     def clean(self) -> None:
         self.currency = clean_currency(self.currency)
@@ -77,10 +79,8 @@ class NodePrice(models.Model):
         ]
 
     def __str__(self) -> str:
-        return (
-            f"{self.instance_type} {self.market} {self.per_node_hour} {self.currency}/node-hour "
-            f"from {self.effective_from}"
-        )
+        price = numbers.price(self.per_node_hour, self.currency)
+        return f"{self.instance_type} {self.market} {price}/node-hour from {self.effective_from}"
 
     def clean_fields(self, exclude=None) -> None:
         """The instance type and currency are stripped before they are checked: "  " is no name."""

@@ -1,6 +1,7 @@
 import django_tables2 as tables
 
 from apps.pricing.models import NodePrice, Price, PriceChange
+from klique import numbers
 
 NUMBER_ATTRS = {"td": {"class": "num"}, "th": {"class": "num"}}
 # The audit trail's columns, in the portal and the admin alike.
@@ -18,9 +19,22 @@ PRICE_CHANGE_COLUMNS = (
 )
 
 
+class PriceColumn(tables.Column):
+    """A price per hour as a person reads it ("€2.10"), exported with its four decimals."""
+
+    def __init__(self, **kwargs):
+        super().__init__(attrs=NUMBER_ATTRS, **kwargs)
+
+    def render(self, value, record):
+        return numbers.price(value, record.currency)
+
+    def value(self, value):
+        return numbers.exact(value, 4)
+
+
 class PriceTable(tables.Table):
     gpu_type = tables.Column(verbose_name="GPU type", order_by="gpu_type__name")
-    per_gpu_hour = tables.Column(attrs=NUMBER_ATTRS)
+    per_gpu_hour = PriceColumn()
     effective_from = tables.DateColumn(format="Y-m-d", verbose_name="Effective from (00:00 UTC)")
     actions = tables.TemplateColumn(
         template_name="pricing/price_actions.html", verbose_name="", orderable=False
@@ -34,7 +48,7 @@ class PriceTable(tables.Table):
 
 
 class NodePriceTable(tables.Table):
-    per_node_hour = tables.Column(attrs=NUMBER_ATTRS)
+    per_node_hour = PriceColumn()
     effective_from = tables.DateColumn(format="Y-m-d", verbose_name="Effective from (00:00 UTC)")
     actions = tables.TemplateColumn(
         template_name="pricing/node_price_actions.html", verbose_name="", orderable=False
@@ -72,4 +86,4 @@ def _describe(values: dict) -> str:
     if not values:
         return "—"
     amount = values.get("per_gpu_hour") or values.get("per_node_hour")
-    return f"{amount} {values['currency']} from {values['effective_from']}"
+    return f"{numbers.price(amount, values['currency'])} from {values['effective_from']}"

@@ -9,6 +9,7 @@ from apps.engine.core.decisions import RULES
 from apps.tasks import services
 from apps.tasks.models import Channel, Schedule, ScheduleRun, Task, TaskDependency, TaskEvent
 from apps.tasks.services.time_limits import resolve_time_limit
+from klique import numbers
 
 
 class TaskEventInline(CappedInline, admin.TabularInline):
@@ -112,18 +113,32 @@ class TaskAdminForm(forms.ModelForm):
 
 
 class VerdictFilter(admin.SimpleListFilter):
-    """Waiting tasks by the rule of the engine's last verdict (``never_fits``: IT must act)."""
+    """Waiting tasks by the rule of the engine's last verdict ("never fits": IT must act), each
+    shown in the engine's few words. The engine, above this app, owns them and hands them in
+    (``words``: rule -> words, from ``apps.engine.verdict_words.RULE_WORDS``); a rule without
+    words shows as its code in words ("never fits")."""
 
     title = "waits because"
     parameter_name = "verdict"
+    words: dict[str, str] = {}
 
     def lookups(self, request, model_admin):
-        return [(rule, rule) for rule in RULES]
+        return [(rule, self.words.get(rule) or rule.replace("_", " ")) for rule in RULES]
 
     def queryset(self, request, queryset):
         if self.value() in RULES:
             return queryset.filter(state=Task.State.QUEUED, verdict__rule=self.value())
         return queryset
+
+
+@admin.display(description="GPUs", ordering="gpus")
+def task_gpus(task: Task) -> str:
+    return numbers.gpus(task.gpus)
+
+
+@admin.display(description="time limit", ordering="time_limit_s")
+def time_limit(row) -> str:
+    return numbers.duration(row.time_limit_s)
 
 
 @admin.register(Task)
@@ -135,14 +150,14 @@ class TaskAdmin(admin.ModelAdmin):
         "name",
         "user",
         "compute_resource",
-        "gpus",
+        task_gpus,
         "nodes",
         "state",
         "pool",
         "queue_seq",
         "channel",
         "preemption_count",
-        "time_limit_s",
+        time_limit,
         "array",
         "submitted_at",
     ]
@@ -244,7 +259,7 @@ class ScheduleAdmin(admin.ModelAdmin):
         "owner",
         "cron",
         "compute_resource",
-        "time_limit_s",
+        time_limit,
         "active",
         "next_run_at",
         "stopped_reason",

@@ -81,24 +81,39 @@ KIND_WORDS = {
 }
 
 
-def describe(changes: dict) -> list[tuple[str, str]]:
-    """A run's changes as (what, new value) lines."""
+# The changes keyed by a group's slug (the others by a profile's or a pool's name).
+GROUP_KINDS = ("reservations", "limits", "budgets", "lending", "over_quota_weights")
+
+
+def change_group_slugs(changes: dict) -> set[str]:
+    return {slug for kind in GROUP_KINDS for slug in (changes.get(kind) or {})}
+
+
+def describe(changes: dict, names: dict[str, str] | None = None) -> list[tuple[str, str]]:
+    """A run's changes as (what, new value) lines; ``names``: the groups' names by slug."""
+    names = names or {}
     lines = []
     for kind, template in KIND_WORDS.items():
-        for name, value in (changes.get(kind) or {}).items():
-            lines.append((template.format(name), _value_text(kind, value)))
+        for key, value in (changes.get(kind) or {}).items():
+            label = names.get(key, key) if kind in GROUP_KINDS else key
+            lines.append((template.format(label), _value_text(kind, value)))
     return lines
 
 
 def _value_text(kind: str, value) -> str:
     if kind == "pool_order" and isinstance(value, list):
         return " then ".join(map(str, value))
+    if kind in ("reservations", "limits", "capacities"):
+        return numbers.gpus(value)
     if kind == "budgets":
         windows = [value] if isinstance(value, dict) else value
         if windows == []:
             return "no budget"
         if isinstance(windows, list) and all(isinstance(w, dict) for w in windows):
-            return "; ".join(f"{w.get('hours')} hours a {w.get('period')}" for w in windows)
+            return "; ".join(
+                f"{numbers.plural(w.get('hours'), 'hour', figure=numbers.hours)} a {w.get('period')}"
+                for w in windows
+            )
     return str(value)
 
 

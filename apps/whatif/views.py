@@ -20,7 +20,7 @@ from apps.whatif import runs, selectors, services
 from apps.whatif.forms import RunForms, initial_of, presets
 from apps.whatif.models import WhatIfRun
 from apps.whatif.services import RunError
-from apps.whatif.tables import RunTable, comparison, describe, period, scope
+from apps.whatif.tables import RunTable, change_group_slugs, comparison, describe, period, scope
 
 REFUSED = "Only IT admins run what-ifs."
 
@@ -63,9 +63,12 @@ def whatif(request):
     return render_page(request, "whatif/whatif.html", context, [runs], status=status)
 
 
+def _group_names(slugs) -> dict[str, str]:
+    return dict(Group.objects.filter(slug__in=list(slugs)).values_list("slug", "name"))
+
+
 def _names(report: dict) -> dict[str, str]:
-    slugs = list(report["base"]["groups"])
-    return dict(Group.objects.filter(slug__in=slugs).values_list("slug", "name"))
+    return _group_names(report["base"]["groups"])
 
 
 def _charts(report: dict, names: dict[str, str]) -> list[charts.Chart]:
@@ -103,7 +106,7 @@ def run_detail(request, pk: int):
         "run": run,
         "period": period(run),
         "scope": scope(run),
-        "changes": describe(run.changes or {}),
+        "changes": describe(run.changes or {}, _group_names(change_group_slugs(run.changes or {}))),
         "status_url": reverse("portal:whatif-status", args=[run.pk]),
     }
     if run.state == WhatIfRun.State.DONE and run.report:

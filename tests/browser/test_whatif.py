@@ -63,7 +63,7 @@ def test_it_runs_a_what_if_and_sees_both_sides_and_the_charts(demo_estate, sessi
     assert page.locator("#pools tbody tr").count() == 5
     page.wait_for_selector(".js-plotly-plot .main-svg")
     assert page.locator(".js-plotly-plot").count() == 3
-    assert "Reservation of perception (GPUs)" in page.inner_text("#changes")
+    assert "Reservation of Perception (GPUs)" in page.inner_text("#changes")
     assert page.evaluate("window.__cspViolations") == []
 
     page.screenshot(path=shots / "whatif.png", full_page=True)

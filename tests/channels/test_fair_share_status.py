@@ -64,7 +64,7 @@ def test_klique_status_shows_priority_fair_share_and_why_the_task_waits(live_ser
     text = klique(env, "status", str(task.pk)).stdout
     assert "  priority          200 (high)" in text
     assert "  fair share        vision holds 1 of its fair 2 borrowed GPUs (research shares fairly)" in text
-    assert f"  why waiting       no_capacity: {VERDICT['message']}" in text
+    assert f"  why waiting       {VERDICT['message']}" in text
     body = json.loads(klique(env, "status", str(task.pk), "--json").stdout)
     assert body["fair_share"] == {"parent": "research", "borrowed": "1.000", "share": "2.000"}
     assert body["priority_class"] == "high"

@@ -14,11 +14,12 @@ from apps.cloud.models import CloudSpendCapChange
 from apps.core.audit import AuditedChange, record_change
 from apps.core.audit_admin import AuditTrailAdmin
 from apps.policies.models import PolicyChange
+from apps.pools.models import MaintenanceChange
 from apps.pricing.models import PriceChange
 from tests.admins import superuser_request
 from tests.factories import PolicyFactory, UserFactory
 
-TRAILS = [PriceChange, CloudSpendCapChange, PolicyChange]
+TRAILS = [PriceChange, CloudSpendCapChange, PolicyChange, MaintenanceChange]
 TRAIL_IDS = [trail.__name__ for trail in TRAILS]
 
 

@@ -150,5 +150,5 @@ def test_the_meter_alerts_once_per_window_and_names_it(windows, django_capture_o
     alerts = sorted(BudgetAlert.objects.values_list("period", "kind"))
     assert alerts == [("day", "threshold"), ("day", "used_up"), ("month", "threshold"), ("month", "used_up")]
     subjects = [m.subject for m in mail.outbox]
-    assert any("monthly time budget" in s and "90%" in s for s in subjects)
+    assert any("monthly time budget" in s and "90 %" in s for s in subjects)
     assert any("daily time budget" in s and "used up" in s for s in subjects)

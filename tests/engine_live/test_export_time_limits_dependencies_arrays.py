@@ -128,13 +128,19 @@ def test_the_export_carries_maintenance_windows_and_loans_as_quota_changes():
     policies.link_pool(profile, pool)
     policies.update_profile(profile, unlimited_before_maintenance=True)
     dept = policies.create_policy(group=GroupFactory(name="Dept", slug="dept"), reservation=4, limit=4)
-    a = policies.create_policy(group=GroupFactory(name="A", slug="a", parent=dept.group), reservation=3, limit=4)
-    b = policies.create_policy(group=GroupFactory(name="B", slug="b", parent=dept.group), reservation=1, limit=4)
+    a = policies.create_policy(
+        group=GroupFactory(name="A", slug="a", parent=dept.group), reservation=3, limit=4
+    )
+    b = policies.create_policy(
+        group=GroupFactory(name="B", slug="b", parent=dept.group), reservation=1, limit=4
+    )
     policies.connect(policy=a, profile=profile, name="a/gpu1")
     policies.connect(policy=b, profile=profile, name="b/gpu1")
     maintenance.schedule(pool, starts_at=at(-50), ends_at=at(60), note="firmware", now=at(-100))
     with time_machine.travel(at(10), tick=False):
-        loans.lend(a, b, what="reservation", amount=Decimal("2"), until=at(40), check_permission=False, now=at(10))
+        loans.lend(
+            a, b, what="reservation", amount=Decimal("2"), until=at(40), check_permission=False, now=at(10)
+        )
     with time_machine.travel(at(40), tick=False):
         loans.end_due(at(40))
     data = export.export(at(0), at(100))

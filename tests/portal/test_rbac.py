@@ -101,6 +101,8 @@ MATRIX = {
     "GET /departments/search/": Rule(ESTATE),
     "GET /departments/language/split/": Rule({"it", "head-language"}),
     "GET /departments/vision/split/": Rule({"it"}),
+    "GET /departments/language/lend/": Rule({"it", "head-language"}),
+    "GET /departments/vision/lend/": Rule({"it"}),
     "POST /departments/language/split/": posted({"it", "head-language"}, split="language"),
     "POST /departments/vision/split/": posted({"it"}, split="vision"),
     "GET /teams/pretraining/": Rule(ESTATE | RESEARCH | MANAGE_PRETRAINING),

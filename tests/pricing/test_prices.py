@@ -104,7 +104,7 @@ def test_everyone_signed_in_reads_the_price_list_but_only_finance_and_it_see_edi
     assert client.get("/prices/").status_code == 302
     client.force_login(estate.users["alice"])
     page = client.get("/prices/").content.decode()
-    assert "2.1000" in page and "Add a price" not in page and "/edit/" not in page
+    assert "€2.10<" in page and "2.1000" not in page and "Add a price" not in page and "/edit/" not in page
     client.force_login(estate.users["fin"])
     page = client.get("/prices/?gpu_type=A100-80GB").content.decode()
     assert "Add a price" in page and "/edit/" in page

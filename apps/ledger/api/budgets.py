@@ -13,6 +13,23 @@ from apps.policies import selectors
 from apps.policies.api.serializers import GroupRefSerializer, gpus_field, hours_field
 from apps.policies.models import ResourcePolicy
 
+RUNS_OUT_HELP = (
+    "Whether the budget runs out before its reset at the current burn rate (a projected run-out at or "
+    "after the reset is no run-out)."
+)
+RUN_OUT_HELP = (
+    'The run-out in the portal\'s words: "projected to run out at ...", "lasts until reset ...", '
+    '"not burning now", "used up; resets ..." or "no budget".'
+)
+
+
+def _run_out(status) -> dict:
+    return {
+        "over_threshold": status.over_threshold,
+        "runs_out_in_period": status.runs_out_in_period,
+        "run_out": status.run_out_text(),
+    }
+
 
 class BudgetWindowSerializer(serializers.Serializer):
     """One time budget window of a policy, on its own UTC calendar period."""
@@ -25,6 +42,8 @@ class BudgetWindowSerializer(serializers.Serializer):
     left_hours = hours_field()
     burn_rate = hours_field(help_text="Budget hours spent per hour at the current rate.")
     projected_run_out = serializers.DateTimeField(allow_null=True)
+    runs_out_in_period = serializers.BooleanField(help_text=RUNS_OUT_HELP)
+    run_out = serializers.CharField(help_text=RUN_OUT_HELP)
     over_threshold = serializers.BooleanField()
     used_up = serializers.BooleanField()
 
@@ -47,6 +66,8 @@ class UsageSerializer(serializers.Serializer):
     left_hours = hours_field(allow_null=True)
     burn_rate = hours_field(help_text="Budget hours spent per hour at the current rate.")
     projected_run_out = serializers.DateTimeField(allow_null=True)
+    runs_out_in_period = serializers.BooleanField(help_text=RUNS_OUT_HELP)
+    run_out = serializers.CharField(help_text=RUN_OUT_HELP)
     alert_threshold = serializers.IntegerField(help_text="Percent of the budget that raises an alert.")
     over_threshold = serializers.BooleanField()
     used_up = serializers.BooleanField()
@@ -87,11 +108,8 @@ class UsageView(generics.GenericAPIView):
                 "group": p.group,
                 "reservation": p.reservation,
                 "limit": p.limit,
-                "over_threshold": statuses[p.pk].over_threshold,
-                "windows": [
-                    {**asdict(window), "over_threshold": window.over_threshold}
-                    for window in statuses[p.pk].windows
-                ],
+                **_run_out(statuses[p.pk]),
+                "windows": [{**asdict(window), **_run_out(window)} for window in statuses[p.pk].windows],
             }
             for p in policies
         ]

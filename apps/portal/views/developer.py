@@ -16,10 +16,9 @@ from apps.portal.filters import (
     TaskFilter,
 )
 from apps.portal.forms import SubmitForm
-from apps.portal.it_tables import EventTable
 from apps.portal.session_forms import StartSessionForm
 from apps.portal.views.common import allow, kept, render_page
-from apps.portal.work_tables import NotificationTable, ResourceTable, TaskTable
+from apps.portal.work_tables import NotificationTable, ResourceTable, TaskHistoryTable, TaskTable
 from apps.sessions import services as sessions
 from apps.sessions.selectors import my_sessions, open_url
 from apps.tasks import services as tasks
@@ -131,7 +130,7 @@ def _visible_task(request, pk: int) -> Task:
 @login_required
 def task_detail(request, pk: int):
     task = _visible_task(request, pk)
-    history = EventTable(my_work.task_history(task), exclude=("task", "compute_resource"))
+    history = TaskHistoryTable(my_work.task_history(task), exclude=("task", "compute_resource"))
     context = {
         "task": task,
         "place": queue_positions([task]).get(task.pk),

@@ -4,6 +4,7 @@ batches, each all or none."""
 import json
 import sys
 
+from klique import numbers
 from klique.client.cli.exits import INVALID, OK
 from klique.client.cli.inputs import BadInput, read_text
 from klique.client.cli.output import show
@@ -52,8 +53,9 @@ def submit_from(args, client: Client) -> int:
         try:
             batch = client.submit_many(items[start : start + args.batch])
         except InvalidRequest as error:
+            before = numbers.plural(len(created), "task")
             print(
-                f"klique: the server refused the input ({len(created)} tasks submitted before):",
+                f"klique: the server refused the input ({before} submitted before):",
                 file=sys.stderr,
             )
             for field, reasons in error.errors.items():

@@ -124,7 +124,7 @@ def cmd_ls(args, client: Client) -> int:
     rows = [
         [
             t.id,
-            t.state,
+            t.state.replace("_", " "),
             t.compute_resource,
             size(t),
             t.pool,
@@ -161,7 +161,8 @@ def task_text(task: Task) -> str:
         )
     lines += limits_text(task)
     if task.verdict:
-        lines.append(f"  why waiting       {task.verdict.rule}: {task.verdict.message}")
+        words = task.verdict.message or task.verdict.rule.replace("_", " ")
+        lines.append(f"  why waiting       {words}")
     if task.preemptions:
         lines.append(f"  preemptions       {task.preemption_count}")
         for event in task.preemptions:

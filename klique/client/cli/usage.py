@@ -25,7 +25,8 @@ def cmd_usage(args, client: Client) -> int:
 
 
 def cmd_budget(args, client: Client) -> int:
-    """One row per time budget window of each budgeted policy."""
+    """One row per time budget window of each budgeted policy; its run-out in the portal's words
+    (the server's ``BudgetStatus.run_out_text``: a run-out after the reset "lasts until reset")."""
     usage = client.usage()
     rows = [
         [
@@ -35,7 +36,7 @@ def cmd_budget(args, client: Client) -> int:
             hours(w.budget_hours),
             "-" if w.left_hours is None else numbers.hours_left(w.left_hours),
             hours(w.burn_rate),
-            when(w.projected_run_out),
+            w.run_out or when(w.projected_run_out),
             when(w.resets_at),
             "USED UP" if w.used_up else ("over alert threshold" if w.over_threshold else ""),
         ]

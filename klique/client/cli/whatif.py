@@ -53,7 +53,7 @@ def summary(run: WhatIfRun) -> str:
     report = run.report or {}
     period = f"{run.start:%Y-%m-%d %H:%M} to {run.end:%Y-%m-%d %H:%M} UTC"
     head = f"What-if run {run.id}{f' ({run.title})' if run.title else ''}: {period}, "
-    head += f"{numbers.count(run.tasks)} tasks. Figures: recorded -> changed."
+    head += f"{numbers.plural(run.tasks, 'task')}. Figures: recorded -> changed."
     past = f"WAITED > {numbers.count(report.get('wait_threshold_s', run.wait_threshold_s))} S"
     groups = [
         [

@@ -22,6 +22,8 @@ class BudgetWindow:
     projected_run_out: datetime | None
     over_threshold: bool
     used_up: bool
+    run_out: str = ""  # the run-out in the portal's words ("lasts until reset ..."); "" from older servers
+    runs_out_in_period: bool = False
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,8 @@ class Usage:
     over_threshold: bool
     used_up: bool
     windows: tuple[BudgetWindow, ...] = ()
+    run_out: str = ""
+    runs_out_in_period: bool = False
 
     @classmethod
     def from_api(cls, data: dict) -> "Usage":
