@@ -220,7 +220,7 @@ def pdf_bytes(statement: Statement) -> bytes:
             "columns": columns,
             "lines": lines(report.records()),
             "summary": lines(report.summary_records()),
-            "prices": [(p, numbers.money(p.per_gpu_hour, currency)) for p in statement.prices],
+            "prices": [(p, numbers.price(p.per_gpu_hour, currency)) for p in statement.prices],
             "adjustment_columns": ADJUSTMENT_COLUMNS,
             "adjustments": [
                 [

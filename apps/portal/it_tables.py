@@ -203,6 +203,22 @@ class NeverFitsTable(tables.Table):
         return words.never_fits_cause(value)[0]
 
 
+WORKER_KINDS = {TaskEvent.Kind.CLAIMED, TaskEvent.Kind.STARTED}
+
+
+def event_actor(event: TaskEvent) -> str:
+    """Who or what acted: the person, the worker that claimed, started or ended the task (its
+    report carries the worker or the exit code), else the engine."""
+    if event.actor_id:
+        return str(event.actor)
+    detail = event.detail or {}
+    if detail.get("worker"):
+        return f"worker {detail['worker']}"
+    if event.kind in WORKER_KINDS or "exit_code" in detail:
+        return "its worker"
+    return "engine"
+
+
 class EventTable(tables.Table):
     at = tables.DateTimeColumn(format="Y-m-d H:i:s", verbose_name="At (UTC)")
     task = tables.Column(linkify=("portal:task", {"pk": tables.A("task_id")}), order_by="task_id")
@@ -212,7 +228,7 @@ class EventTable(tables.Table):
     kind = tables.Column()
     reason = tables.Column()
     pool = tables.Column(order_by="pool__name")
-    actor = tables.Column(verbose_name="By", default="engine")
+    actor = tables.Column(verbose_name="By", empty_values=(), orderable=False)
 
     class Meta(Grid):
         model = TaskEvent
@@ -222,6 +238,9 @@ class EventTable(tables.Table):
 
     def render_reason(self, record):
         return words.explained(*words.event_reason(record.kind, record.reason))
+
+    def render_actor(self, record):
+        return event_actor(record)
 
     def value_reason(self, record):
         return words.event_reason(record.kind, record.reason)[0]

@@ -8,7 +8,7 @@ from django.utils.html import format_html
 
 from apps.accounts.models import Notification
 from apps.portal import words
-from apps.portal.it_tables import EventTable
+from apps.portal.it_tables import EventTable, event_actor
 from apps.portal.tables import (
     NUM,
     GpuColumn,
@@ -23,7 +23,7 @@ from apps.portal.tables import (
     when,
 )
 from apps.portal.task_runs import limits_text
-from apps.tasks.models import Task, TaskEvent
+from apps.tasks.models import Task
 
 
 def work_state(task: Task) -> str:
@@ -175,22 +175,6 @@ class NotificationTable(tables.Table):
 
     def render_read_at(self, value):
         return when(value) if value else "unread"
-
-
-WORKER_KINDS = {TaskEvent.Kind.CLAIMED, TaskEvent.Kind.STARTED}
-
-
-def event_actor(event: TaskEvent) -> str:
-    """Who or what acted: the person, the worker that claimed, started or ended the task (its
-    report carries the worker or the exit code), else the engine."""
-    if event.actor_id:
-        return str(event.actor)
-    detail = event.detail or {}
-    if detail.get("worker"):
-        return f"worker {detail['worker']}"
-    if event.kind in WORKER_KINDS or "exit_code" in detail:
-        return "its worker"
-    return "engine"
 
 
 class TaskHistoryTable(EventTable):
