@@ -2,7 +2,6 @@
 a line names its task, pool and pass as the JSON lines do; the worker daemons' successful polls
 are left out unless asked for, their failures kept (docs/operations.md, "Logs")."""
 
-import io
 import logging
 
 import pytest
@@ -48,14 +47,15 @@ def test_the_workers_successful_calls_leave_the_access_log_their_failures_stay(
 
 
 def test_the_settings_log_text_lines_with_ids_through_the_console():
-    stream = io.StringIO()
-    formatter = next(
-        h.formatter for h in logging.getLogger().handlers if isinstance(h.formatter, TextFormatter)
-    )
-    probe = logging.StreamHandler(stream)
-    probe.setFormatter(formatter)
-    logger = logging.getLogger("klique.test.probe")
-    logger.addHandler(probe)
-    logger.propagate = False
-    logger.warning("task preempted", extra={"task_id": 4, "reason": "maintenance"})
-    assert stream.getvalue().strip().endswith("task preempted task_id=4 reason=maintenance")
+    from django.conf import settings
+    from django.utils.module_loading import import_string
+
+    from klique.settings.base import logging_config
+
+    text = logging_config("text")
+    assert text["handlers"]["console"]["formatter"] == "text"
+    formatter = import_string(text["formatters"]["text"]["()"])()
+    record = logging.LogRecord("klique.engine.pass", logging.WARNING, __file__, 1, "task preempted", (), None)
+    record.task_id, record.reason = 4, "maintenance"
+    assert formatter.format(record).endswith("task preempted task_id=4 reason=maintenance")
+    assert settings.LOGGING["formatters"]["text"] == text["formatters"]["text"]
