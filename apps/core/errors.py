@@ -31,3 +31,11 @@ def refusal(error):
 
     detail = error.message_dict if hasattr(error, "error_dict") else {"non_field_errors": error.messages}
     return serializers.ValidationError(detail)
+
+
+def form_refusal(form, error, fields: dict | None = None) -> None:
+    """A service's ``ValidationError`` on a form: each message under its field when the form has
+    it (``fields`` renames a service's field to the form's), else above the form."""
+    for field, messages in error.message_dict.items():
+        field = (fields or {}).get(field, field)
+        form.add_error(field if field in form.fields else None, messages)

@@ -185,10 +185,8 @@ def _loan_request(request, policy, lender, until, reservation, limit, budget_hou
     lender_policy = _policy_of(lender)
     if lender_policy is None:
         raise ValidationError({"lender": f"{lender} has no resource policy."})
-    given = {
-        f: v for f, v in (("reservation", reservation), ("limit", limit), ("budget_hours", budget_hours))
-    }
-    given = {f: v for f, v in given.items() if v is not None and v != ""}
+    quantities = (("reservation", reservation), ("limit", limit), ("budget_hours", budget_hours))
+    given = {f: v for f, v in quantities if v is not None and v != ""}
     if len(given) != 1:
         raise ValidationError({"reservation": "A loan lends one of reservation, limit or budget hours."})
     ((what, amount),) = given.items()

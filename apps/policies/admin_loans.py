@@ -5,6 +5,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 
+from apps.core.errors import form_refusal
 from apps.core.fields import PLAIN_NUMBERS
 from apps.policies import loans
 from apps.policies.admin_columns import loan_amount
@@ -36,9 +37,7 @@ class LoanForm(forms.ModelForm):
                     check_permission=False,
                 )
             except ValidationError as error:
-                fields = {"until": "ends_at", "state": None, "borrower": "borrower"}
-                for field, messages_ in error.message_dict.items():
-                    self.add_error(fields.get(field, field if field in self.fields else None), messages_)
+                form_refusal(self, error, {"until": "ends_at"})
         return data
 
 
@@ -81,7 +80,7 @@ class QuotaLoanAdmin(admin.ModelAdmin):
     def get_readonly_fields(self, request, obj=None):
         if obj is None:
             return self.readonly_fields
-        return [f for f in self.fields]  # a loan is changed by giving it back, never edited
+        return self.fields  # a loan is changed by giving it back, never edited
 
     def get_form(self, request, obj=None, change=False, **kwargs):
         form = super().get_form(request, obj, change, **kwargs)

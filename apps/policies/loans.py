@@ -116,14 +116,14 @@ def _check_ends(new: QuotaLoan) -> None:
             "lender__group", "borrower__group"
         )
     )
+    ids = {pk for loan in [*active, new] for pk in (loan.lender_id, loan.borrower_id)}
+    policies = {p.pk: p for p in ResourcePolicy.objects.select_related("group").filter(pk__in=ids)}
     try:
         with transaction.atomic():
             for loan in sorted(
                 [*active, new], key=lambda loan: (loan.ends_at, loan.pk is None, loan.pk or 0)
             ):
-                source, target = (
-                    ResourcePolicy.objects.get(pk=pk) for pk in (loan.borrower_id, loan.lender_id)
-                )
+                source, target = policies[loan.borrower_id], policies[loan.lender_id]
                 which = "it" if loan is new else f"the loan of {loan}"
                 when = f"When {which} ends ({loan.ends_at:%Y-%m-%d %H:%M} UTC)"
                 _move(source, target, loan.what, loan.period, loan.amount, when)

@@ -116,11 +116,3 @@ def windows_not_over(now: datetime, pool_ids=None):
     if pool_ids is not None:
         rows = rows.filter(pool_id__in=pool_ids)
     return rows.order_by("starts_at", "pk")
-
-
-def in_force_or_ahead(now: datetime, pool_ids=None) -> dict[int, MaintenanceWindow]:
-    """Each pool's window in force at ``now``, else its next one (one query)."""
-    found: dict[int, MaintenanceWindow] = {}
-    for window in windows_not_over(now, pool_ids):
-        found.setdefault(window.pool_id, window)
-    return found

@@ -16,7 +16,7 @@ from django.core.exceptions import ValidationError
 from apps.accounts.models import Group
 from apps.core.gpus import from_milli
 from apps.engine import services as engine
-from apps.engine.core import UNITS_PER_HOUR, period_bounds
+from apps.engine.core import period_bounds
 from apps.engine.core.scenario_model import Loan, Scenario, Submit
 from apps.ledger.models import UsageInterval
 from apps.policies import loans
@@ -25,14 +25,10 @@ from apps.pools import services as pools
 from apps.pools.models import GpuType
 from apps.tasks import services as tasks
 from apps.tasks.models import Task, TaskEvent
-from tests.engine_live.db_scenario_issue35 import Issue35Replay
+from tests.engine_live.db_scenario_issue35 import Issue35Replay, hours
 from tests.factories import UserFactory
 
 US = 1_000_000
-
-
-def _hours(units: int) -> Decimal:
-    return (Decimal(units) / UNITS_PER_HOUR).quantize(Decimal("0.001"))
 
 
 class DatabaseReplay(Issue35Replay):
@@ -73,7 +69,7 @@ class DatabaseReplay(Issue35Replay):
                 group=group,
                 reservation=from_milli(p.reservation),
                 limit=from_milli(p.limit),
-                budget_hours=_hours(main[1]) if main else None,
+                budget_hours=hours(main[1]) if main else None,
                 budget_period=main[0] if main else "",
             )
             policies.update_policy(
@@ -84,7 +80,7 @@ class DatabaseReplay(Issue35Replay):
                 lendable=None if p.lendable is None else from_milli(p.lendable),
             )
             if len(p.budgets) > 1:
-                further = {period: _hours(units) for period, units in p.budgets[1:]}
+                further = {period: hours(units) for period, units in p.budgets[1:]}
                 policies.set_budget_windows(self.policies[p.name], further)
         # as the simulator does, a budget stop names its window where the task's policy or an
         # ancestor has several windows
@@ -241,9 +237,9 @@ class DatabaseReplay(Issue35Replay):
             policy = self.policies[what.target]
             policy.refresh_from_db()
             if what.period in (None, policy.budget_period):
-                policies.update_policy(policy, budget_hours=_hours(what.value))
+                policies.update_policy(policy, budget_hours=hours(what.value))
             else:
-                further = policies.extra_budgets_of(policy) | {what.period: _hours(what.value)}
+                further = policies.extra_budgets_of(policy) | {what.period: hours(what.value)}
                 policies.set_budget_windows(policy, further)
         elif what.kind == "set_capacity":
             pools.update_pool(self.pools[what.target], capacity=from_milli(what.value))

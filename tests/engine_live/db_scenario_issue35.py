@@ -30,6 +30,11 @@ WORKER_GPUS = 10000  # more than any scenario's pool: a pool's capacity stays it
 RANKS = {"completed": 0, "canceled": 1, "timed_out": 2, "preempted": 3, "placed": 4}
 
 
+def hours(units: int) -> Decimal:
+    """Budget units as the budget hours the database keeps (to the thousandth)."""
+    return (Decimal(units) / UNITS_PER_HOUR).quantize(Decimal("0.001"))
+
+
 class Issue35Replay:
     """Mixed into ``DatabaseReplay``: it brings ``sc``, ``ids``, ``resources``, ``user``, ``at``."""
 
@@ -96,11 +101,7 @@ class Issue35Replay:
             tasks.stopped_many(stopping, now)
 
     def _lend(self, loan, now) -> None:
-        amount = (
-            (Decimal(loan.amount) / UNITS_PER_HOUR).quantize(Decimal("0.001"))
-            if loan.key == "budget_hours"
-            else from_milli(loan.amount)
-        )
+        amount = hours(loan.amount) if loan.key == "budget_hours" else from_milli(loan.amount)
         loans.lend(
             self.policies[loan.lender],
             self.policies[loan.borrower],

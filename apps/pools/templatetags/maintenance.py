@@ -16,5 +16,5 @@ AHEAD = timedelta(days=14)
 @register.inclusion_tag("pools/_maintenance.html")
 def maintenance_notice():
     now = timezone.now()
-    windows = [w for w in windows_not_over(now) if w.starts_at <= now + AHEAD]
+    windows = windows_not_over(now).filter(starts_at__lte=now + AHEAD)
     return {"windows": [(w, w.in_force(now)) for w in windows]}

@@ -7,6 +7,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.shortcuts import redirect, render
 
 from apps.accounts.models import Group
+from apps.core.errors import form_refusal
 from apps.governance.forms import LendForm
 from apps.policies import loans
 from apps.policies.models import QuotaLoan
@@ -39,8 +40,7 @@ def lend(request, slug: str):
             except PermissionDenied as error:
                 form.add_error(None, str(error))
             except ValidationError as error:
-                for field, errors in error.message_dict.items():
-                    form.add_error(field if field in form.fields else None, errors)
+                form_refusal(form, error)
             else:
                 messages.success(request, f"Lent: {loan}. It goes back automatically then.")
                 return redirect("portal:department", slug=group.slug)

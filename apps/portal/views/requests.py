@@ -6,6 +6,7 @@ from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from apps.core.errors import form_refusal
 from apps.governance import selectors, services
 from apps.governance.forms import DecisionForm, RequestForm
 from apps.governance.models import ChangeRequest
@@ -13,11 +14,6 @@ from apps.governance.tables import ChangeRequestTable
 from apps.policies.models import ResourcePolicy
 from apps.policies.services import QuotaChanged
 from apps.portal.views.common import allow, group_or_404, render_page
-
-
-def _add_errors(form, error: ValidationError) -> None:
-    for field, errors in error.message_dict.items():
-        form.add_error(field if field in form.fields else None, errors)
 
 
 @login_required
@@ -56,7 +52,7 @@ def request_new(request, slug: str):
                     loan_until=data["loan_until"],
                 )
             except ValidationError as error:
-                _add_errors(form, error)
+                form_refusal(form, error)
             else:
                 messages.success(request, f"Your request for {group} is filed and waits for a decision.")
                 return redirect("portal:requests")
@@ -113,7 +109,7 @@ def request_decide(request, pk: int):
         except QuotaChanged as changed:
             return _detail(request, change, conflict=changed.message, status=409)
         except ValidationError as error:
-            _add_errors(form, error)
+            form_refusal(form, error)
         else:
             change.refresh_from_db()
             messages.success(
