@@ -23,7 +23,8 @@ from apps.pools import services as pools
 from apps.pools.models import Pool
 from apps.portal import demo
 from tests.browser import history
-from tests.engine_live.db_scenario import DatabaseReplay, _hours
+from tests.engine_live.db_scenario import DatabaseReplay
+from tests.engine_live.db_scenario_issue35 import hours
 
 pytestmark = pytest.mark.django_db
 
@@ -39,7 +40,7 @@ class RecordedReplay(DatabaseReplay):
             field = kind.removeprefix("set_")
             policies.update_policy(self.policies[what.target], via="admin", **{field: from_milli(what.value)})
         elif kind == "set_budget":
-            policies.update_policy(self.policies[what.target], via="admin", budget_hours=_hours(what.value))
+            policies.update_policy(self.policies[what.target], via="admin", budget_hours=hours(what.value))
         else:
             super()._apply(what, now)
 
