@@ -1,6 +1,7 @@
 """Sessions: notebooks and IDE servers on GPUs. A session is a task of kind ``session``; its row
 here holds what the daemon reports (URL, activity) and since when each idle condition holds."""
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
@@ -62,6 +63,18 @@ class SessionKind(models.Model):
         help_text="The path under the session's base URL that answers once the server is up; "
         "empty: /api/status for Jupyter, / for a port kind.",
     )
+    open_path = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="The page the Open link shows, under the session's base URL: e.g. lab for JupyterLab, "
+        "vnc.html?autoconnect=1&path={base_path}websockify for noVNC ({base_path}: the base URL without "
+        "its first /). Empty: the base URL itself.",
+    )
+    strip_base_url = models.BooleanField(
+        default=False,
+        help_text="The server serves at / and knows no base URL (noVNC's websockify): the worker's tunnel "
+        "takes the base URL off each path. Only through the session gateway.",
+    )
     description = models.CharField(max_length=300, blank=True)
     enabled = models.BooleanField(default=True, help_text="Offered for new sessions.")
 
@@ -82,6 +95,12 @@ class SessionKind(models.Model):
             raise ValidationError({"command": "A Jupyter kind runs jupyter-server; leave the command empty."})
         if self.ready_path and not self.ready_path.startswith("/"):
             raise ValidationError({"ready_path": "Start the path with /, e.g. /api/status."})
+        if (
+            self.open_path.startswith("/")
+            or "//" in self.open_path
+            or any(c.isspace() for c in self.open_path)
+        ):
+            raise ValidationError({"open_path": "A path under the base URL, without a first /: e.g. lab."})
 
     @property
     def readiness_path(self) -> str:
@@ -159,6 +178,12 @@ class Session(models.Model):
     net_idle_since = models.DateTimeField(null=True, blank=True)
     warned = models.JSONField(default=list, blank=True, help_text="The limits its owner was warned of.")
     stopped_by = models.CharField(max_length=20, blank=True, help_text="The idle limit that stopped it.")
+    shared_with = models.ManyToManyField(
+        settings.AUTH_USER_MODEL,
+        blank=True,
+        related_name="shared_sessions",
+        help_text="Who else may open it through the session gateway (its owner always may).",
+    )
 
     class Meta:
         ordering = ["-task"]

@@ -9,6 +9,7 @@ from django.conf import settings
 
 from apps.sessions.models import DEFAULT_BELOW_PCT, IdleLimits, ProfileIdleLimits, ResourceIdleLimits, Session
 from apps.tasks.models import Task
+from apps.tasks.selectors import visible_tasks
 
 
 def session_token(task_id: int) -> str:
@@ -40,6 +41,8 @@ def claim_blocks(tasks) -> dict[int, dict]:
         }
         if kind.type == kind.Type.PORT:
             block["command"] = list(kind.command)
+        if kind.strip_base_url:
+            block["strip_base_url"] = True
         blocks[session.task_id] = block
     return blocks
 
@@ -85,11 +88,50 @@ def limits_for(compute_resource_id: int, profile_id: int, *, profiles=None, reso
     return limits
 
 
+def tunnel_url() -> str:
+    """Where workers open their session tunnel; empty when no gateway is set."""
+    if settings.SESSION_TUNNEL_URL or not settings.SESSION_GATEWAY_URL:
+        return settings.SESSION_TUNNEL_URL
+    return "ws" + settings.SESSION_GATEWAY_URL.removeprefix("http") + "/tunnel/"
+
+
+def public_url(session: Session) -> str:
+    """Where people open it: through the session gateway when one is set, else where its worker
+    says it answers."""
+    if settings.SESSION_GATEWAY_URL:
+        return settings.SESSION_GATEWAY_URL + base_url(session.task_id)
+    return session.url
+
+
 def open_url(session: Session) -> str:
-    """The link its owner opens: the reported URL with the token (Jupyter reads ``?token=``)."""
+    """The link its owner opens: through the gateway, the kind's page (the portal login is the
+    credential); straight to the worker, the reported URL with the token (Jupyter reads ``?token=``)."""
     if not session.ready or not session.url:
         return ""
+    if settings.SESSION_GATEWAY_URL:
+        page = session.kind.open_path.replace("{base_path}", base_url(session.task_id).lstrip("/"))
+        return public_url(session) + page
     return f"{session.url}?token={session_token(session.task_id)}"
+
+
+def may_open(user, session: Session) -> bool:
+    """Its owner, and those its owner shares it with, open it; no one else (IT included)."""
+    return session.task.user_id == user.pk or session.shared_with.filter(pk=user.pk).exists()
+
+
+def gateway_access(user, task_id: int) -> tuple[int, dict]:
+    """The session gateway's question: may ``user`` open session ``task_id`` now, and on which
+    worker does it run. 404 when the user may not see it, 403 when they may see but not open it,
+    409 when it does not run (yet or any more)."""
+    session = Session.objects.select_related("task", "kind").filter(task_id=task_id).first()
+    if session is None or not (may_open(user, session) or visible_tasks(user).filter(pk=task_id).exists()):
+        return 404, {"detail": "No such session."}
+    if not may_open(user, session):
+        return 403, {"detail": "Only its owner and those it is shared with open a session."}
+    task = session.task
+    if task.state != Task.State.RUNNING or task.worker_id is None:
+        return 409, {"detail": f"The session is not running (it is {task.get_state_display().lower()})."}
+    return 200, {"session": task_id, "worker": task.worker_id, "kind": session.kind.type}
 
 
 def session_view(session: Session | None, user) -> dict | None:
@@ -101,7 +143,7 @@ def session_view(session: Session | None, user) -> dict | None:
         "kind": session.kind.name,
         "type": session.kind.type,
         "ready": session.ready,
-        "url": session.url or None,
+        "url": public_url(session) or None,
         "token": session_token(session.task_id) if mine else None,
         "open_url": (open_url(session) or None) if mine else None,
         "cpu_percent": session.cpu_percent,
@@ -120,3 +162,8 @@ def my_sessions(user):
         .filter(task__user=user)
         .order_by("-task_id")
     )
+
+
+def owned_session(user, task_id: int) -> Session | None:
+    """The session ``task_id`` when ``user`` owns it."""
+    return Session.objects.select_related("task").filter(task_id=task_id, task__user=user).first()

@@ -13,6 +13,7 @@ sample, never later than their receipt: a worker whose clock lags cannot make a 
 longer than it has run.
 """
 
+import logging
 import shlex
 from datetime import datetime, timedelta
 
@@ -28,6 +29,8 @@ from apps.sessions.models import Session, SessionKind
 from apps.sessions.selectors import idle_limit_rows, limits_for
 from apps.tasks import services as tasks
 from apps.tasks.models import Channel, Task
+
+log = logging.getLogger("klique.sessions")
 
 LIMIT_WORDS = {
     "lifetime": "its maximum lifetime",
@@ -332,3 +335,15 @@ def _check_one(pk: int, now: datetime, profiles: dict, resources: dict) -> tuple
             _warn(session, name, limits, deadline)
             warned += 1
     return warned, 0
+
+
+def share(session: Session, users, *, by) -> None:
+    """Set who besides its owner may open the session through the gateway (its owner only)."""
+    if session.task.user_id != by.pk:
+        raise ValidationError("Only the session's owner shares it.")
+    others = [user for user in users if user.pk != session.task.user_id]
+    session.shared_with.set(others)
+    log.info(
+        "session shared",
+        extra={"fields": {"task": session.task_id, "with": ",".join(sorted(u.username for u in others))}},
+    )

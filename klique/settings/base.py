@@ -343,6 +343,11 @@ CLOUD_NODE_ENVIRONMENT: dict[str, str] = {}
 SESSION_CHECK_INTERVAL_S = float(os.environ.get("SESSION_CHECK_INTERVAL_S", "5"))
 SESSION_IDLE_WARNING_S = int(os.environ.get("SESSION_IDLE_WARNING_S", "300"))
 SESSION_SAMPLE_S = float(os.environ.get("SESSION_SAMPLE_S", "10"))
+# The session gateway (klique-gateway, docs/sessions.md): where browsers open sessions (empty: at
+# the address the worker reports, which needs an inbound port on the worker) and where workers
+# open their tunnel (empty: the gateway's URL as ws(s)://.../tunnel/).
+SESSION_GATEWAY_URL = os.environ.get("KLIQUE_SESSION_GATEWAY_URL", "").rstrip("/")
+SESSION_TUNNEL_URL = os.environ.get("KLIQUE_SESSION_TUNNEL_URL", "")
 CELERY_TASK_ROUTES = {
     "klique.cloud.autoscale": {"queue": "autoscale"},
     "klique.whatif.run": {"queue": "whatif"},

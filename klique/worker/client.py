@@ -69,6 +69,11 @@ class ControlPlane:
         self._waiting_lock = threading.Lock()
         self.token = ""
 
+    @property
+    def verify(self) -> bool | ssl.SSLContext:
+        """How the control plane's certificate is checked (the session tunnel checks the same)."""
+        return self._options["verify"]
+
     def close(self) -> None:
         self._http.close()
         with self._waiting_lock:

@@ -77,6 +77,7 @@ class Daemon(Enrolment, Syncing, Reporting, Claiming, Holding, Booking, Shutting
         self.held: dict[int, Held] = {}
         self.orphans: dict[int, Held] = {}  # runs of tasks no longer ours, until they have ended
         self.sessions = sessions.Sessions()  # the session servers of held tasks
+        self.tunnel = None  # the session tunnel's agent (klique/tunnel/agent.py), once enrolled with one
         self.reports: deque[Report] = deque()
         self.heartbeat_s = 5.0
         self.claim_max_s = 0.0  # the control plane's longest idle claim interval (0: --poll-max)
@@ -137,6 +138,8 @@ class Daemon(Enrolment, Syncing, Reporting, Claiming, Holding, Booking, Shutting
         finally:
             self.stopping.set()
             self.starter.close()
+            if self.tunnel is not None:
+                self.tunnel.stop()
             with self.claim_answers:
                 self.claim_answers.notify_all()
             self.client.close()
@@ -153,10 +156,26 @@ class Daemon(Enrolment, Syncing, Reporting, Claiming, Holding, Booking, Shutting
         except OSError as error:
             log.warning("cannot touch the alive file", extra={"fields": {"error": str(error)}})
 
+    def open_tunnel(self, url: str | None) -> None:
+        """Keep the session tunnel the control plane named at enrolment open (again, with the new
+        token, after enrolling again)."""
+        if not url or not getattr(self.runner, "sessions", False):
+            return
+        if self.tunnel is None:
+            from klique.tunnel.agent import Agent
+
+            self.tunnel = Agent(url, lambda: self.client.token, verify=self.client.verify)
+            self.tunnel.start()
+        else:
+            self.tunnel.url = url
+            self.tunnel.reconnect()
+
     def tick(self) -> None:
         now = self.clock()
         self.observe(now)
         self.follow(now)
+        if self.tunnel is not None:
+            self.tunnel.routes = self.sessions.routes(self.held)
         if now < self.retry_at:
             return
         try:

@@ -49,6 +49,7 @@ class Enrolment:
             self.log_context.update(worker_id=answer["worker"], pool_id=self.pool_id)
             self.recovered()
             self.adopt(answer.get("adopted") or [])
+            self.open_tunnel(answer.get("tunnel"))
             log.info(
                 "enrolled",
                 extra={"fields": {"worker": answer["worker"], "pool": answer["pool"], "gpus": gpus}},

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from klique.tunnel.routes import Route
 from klique.worker.runs import StartFailed
 from klique.worker.session_metrics import CpuMeter, established, gpu_utilisation, session_processes
 from klique.worker.session_probes import answers, jupyter_status
@@ -56,6 +57,7 @@ class SessionSpec:
     ready_path: str
     command: tuple[str, ...] = ()
     sample_s: float = DEFAULT_SAMPLE_S
+    strip_base_url: bool = False  # the server serves at /: the tunnel takes the base URL off
 
     @classmethod
     def parse(cls, raw) -> "SessionSpec":
@@ -81,7 +83,8 @@ class SessionSpec:
         if isinstance(sample_s, bool) or not isinstance(sample_s, int | float) or not math.isfinite(sample_s):
             raise SessionError(f"session sample_s {sample_s!r} is not a number of seconds")
         command = tuple(command) if kind == PORT else ()
-        return cls(kind, token, base_url, ready_path, command, max(MIN_SAMPLE_S, float(sample_s)))
+        strip = raw.get("strip_base_url", False) is True
+        return cls(kind, token, base_url, ready_path, command, max(MIN_SAMPLE_S, float(sample_s)), strip)
 
 
 def default_host(hostname: str) -> str:
@@ -219,6 +222,16 @@ class Session:
     def url(self) -> str:
         return f"http://{self.public_host}:{self.port}{self.spec.base_url}"
 
+    def served(self, path: str) -> str:
+        """Where the server answers ``path`` of the session: under its base URL, or at / when it
+        knows no base URL."""
+        return join("/" if self.spec.strip_base_url else self.spec.base_url, path)
+
+    def route(self) -> Route:
+        """How the session tunnel reaches it (klique/tunnel)."""
+        token = self.spec.token if self.spec.kind == JUPYTER else ""
+        return Route(self.local, self.spec.base_url, token, self.spec.strip_base_url)
+
     def headers(self) -> dict:
         return {"Authorization": f"token {self.spec.token}"} if self.spec.kind == JUPYTER else {}
 
@@ -228,14 +241,15 @@ class Session:
         if self.ready or now < self.next_probe:
             return False
         self.next_probe = now + PROBE_EVERY_S
-        if not answers(self.local + join(self.spec.base_url, self.spec.ready_path), self.headers()):
+        if not answers(self.local + self.served(self.spec.ready_path), self.headers()):
             return False
         self.ready, self.next_sample = True, now
         return True
 
-    def sample(self, now: float, root_pid: int | None, nvml=None) -> bool:
+    def sample(self, now: float, root_pid: int | None, nvml=None, moved: int | None = None) -> bool:
         """Measure, from the start and then every ``sample_s``, whether it answers yet or not;
-        True when it did. The first sample starts the CPU count (its ``cpu_percent`` is None)."""
+        True when it did. The first sample starts the CPU count (its ``cpu_percent`` is None).
+        ``moved``: the bytes it has moved through the session tunnel (its network activity)."""
         if now < self.next_sample:
             return False
         self.next_sample = now + self.spec.sample_s
@@ -244,7 +258,7 @@ class Session:
             "connections": established(self.port),
             "cpu_percent": self.cpu.sample(session_processes(root_pid)) if root_pid else None,
             "gpu_util": gpu_utilisation(nvml, self.devices),
-            "net_bytes": None,
+            "net_bytes": moved,
             "last_activity": None,
         }
         if self.spec.kind == JUPYTER and self.ready:
@@ -305,11 +319,12 @@ class Sessions(dict[int, Session]):
         self[task["id"]] = Session(task["id"], spec, host, port, url_host(host, hostname), devices)
         log.info("session starting", extra={"fields": {"task": task["id"], "kind": spec.kind, "port": port}})
 
-    def watch(self, held: dict, runner, now: float, nvml=None) -> bool:
+    def watch(self, held: dict, runner, now: float, nvml=None, moved: dict | None = None) -> bool:
         """Probe each running session until it answers and measure it every ``sample_s``; forget
         those whose task ended or is no longer ours (``held``: the daemon's held tasks). True when
         one has just come up (the daemon heartbeats at once). A session whose probe or sample
-        fails is logged and reported with nulls: the others and the daemon go on."""
+        fails is logged and reported with nulls: the others and the daemon go on. ``moved``: the
+        session tunnel's bytes by task id, when the daemon keeps one."""
         came_up = False
         for task_id, session in list(self.items()):
             task = held.get(task_id)
@@ -322,11 +337,20 @@ class Sessions(dict[int, Session]):
                 if session.probe(now):
                     came_up = True
                     log.info("session ready", extra={"fields": {"task": task_id, "url": session.url}})
-                session.sample(now, getattr(runner, "pid", lambda _: None)(task_id), nvml)
+                through = moved.get(task_id, 0) if moved is not None else None
+                session.sample(now, getattr(runner, "pid", lambda _: None)(task_id), nvml, through)
             except Exception:
                 log.exception("could not measure the session", extra={"fields": {"task": task_id}})
                 session.unknown()
         return came_up
+
+    def routes(self, held: dict) -> dict[int, Route]:
+        """The sessions the tunnel may reach: those whose task runs here and answers."""
+        return {
+            task_id: session.route()
+            for task_id, session in self.items()
+            if session.ready and (task := held.get(task_id)) is not None and task.started and not task.ended
+        }
 
     def reports(self, held: dict) -> dict[str, dict]:
         """The heartbeat's ``sessions``: an entry for each session whose task runs."""

@@ -136,7 +136,8 @@ class Holding:
                     self.queue(held, "stopped", {"at": utc_now(), "log_tail": ""})
                 else:
                     self.start(held)
-        if self.sessions.watch(self.held, self.runner, now, self.nvml):
+        moved = self.tunnel.moved if self.tunnel is not None else None
+        if self.sessions.watch(self.held, self.runner, now, self.nvml, moved):
             self.next_heartbeat = now  # a session that has just come up is reported at once
 
     def time_from(self, held: Held, now: float) -> None:

@@ -1,3 +1,4 @@
+from django.contrib.auth import get_user_model
 from rest_framework import serializers
 
 from apps.sessions.models import SessionKind
@@ -28,3 +29,15 @@ class SessionSerializer(serializers.Serializer):
     stopped_by = serializers.CharField(
         allow_null=True, help_text="The idle limit that stopped it: lifetime, cpu, gpu, network, jupyter."
     )
+
+
+class SharingSerializer(serializers.Serializer):
+    """Who besides its owner may open a session through the session gateway, by username."""
+
+    users = serializers.SlugRelatedField(
+        slug_field="username", many=True, queryset=get_user_model().objects.filter(is_active=True)
+    )
+
+    @staticmethod
+    def of(session) -> dict:
+        return {"users": sorted(session.shared_with.values_list("username", flat=True))}

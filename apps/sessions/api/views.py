@@ -1,11 +1,24 @@
-"""Session kinds over the API; sessions themselves are tasks (``/api/v1/tasks/`` with
-``kind: "session"``)."""
+"""Session kinds over the API, the session gateway's access question, and who a session is shared
+with; sessions themselves are tasks (``/api/v1/tasks/`` with ``kind: "session"``)."""
 
-from drf_spectacular.utils import extend_schema, extend_schema_view
-from rest_framework import mixins, viewsets
+from drf_spectacular.utils import extend_schema, extend_schema_view, inline_serializer
+from rest_framework import exceptions, mixins, serializers, status, viewsets
+from rest_framework.permissions import AllowAny, IsAuthenticated
+from rest_framework.response import Response
+from rest_framework.views import APIView
 
-from apps.sessions.api.serializers import SessionKindSerializer
+from apps.sessions import selectors, services
+from apps.sessions.api.serializers import SessionKindSerializer, SharingSerializer
 from apps.sessions.models import SessionKind
+
+ACCESS = inline_serializer(
+    "SessionAccess",
+    {
+        "session": serializers.IntegerField(),
+        "worker": serializers.IntegerField(),
+        "kind": serializers.CharField(),
+    },
+)
 
 
 @extend_schema_view(list=extend_schema(summary="The session kinds IT offers"))
@@ -14,3 +27,46 @@ class SessionKindViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
     serializer_class = SessionKindSerializer
     pagination_class = None
     filter_backends = []
+
+
+class SessionAccessView(APIView):
+    """The session gateway asks, with the browser's cookies, whether its person may open a session
+    and on which worker it runs (docs/sessions.md). 401 without a login."""
+
+    permission_classes = [AllowAny]
+
+    @extend_schema(summary="May the caller open this session, and where does it run", responses={200: ACCESS})
+    def get(self, request, pk: int):
+        if not request.user.is_authenticated:
+            return Response({"detail": "Log in to the portal first."}, status=status.HTTP_401_UNAUTHORIZED)
+        code, body = selectors.gateway_access(request.user, pk)
+        return Response(body, status=code)
+
+
+class SharingView(APIView):
+    """Who else may open a session through the gateway: its owner reads and sets the list."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(summary="Who a session is shared with", responses={200: SharingSerializer})
+    def get(self, request, pk: int):
+        return Response(SharingSerializer.of(_owned(request.user, pk)))
+
+    @extend_schema(
+        summary="Share a session with these people",
+        request=SharingSerializer,
+        responses={200: SharingSerializer},
+    )
+    def put(self, request, pk: int):
+        session = _owned(request.user, pk)
+        serializer = SharingSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        services.share(session, serializer.validated_data["users"], by=request.user)
+        return Response(SharingSerializer.of(session))
+
+
+def _owned(user, pk: int):
+    session = selectors.owned_session(user, pk)
+    if session is None:
+        raise exceptions.NotFound("No session of yours has that id.")
+    return session

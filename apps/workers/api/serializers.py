@@ -329,9 +329,18 @@ class EnrolledSerializer(serializers.Serializer):
     claim_max_s = serializers.FloatField(
         help_text="The longest an idle daemon goes between claims, when longer than its own --poll-max."
     )
+    tunnel = serializers.CharField(
+        allow_null=True,
+        help_text="The session gateway's tunnel URL (ws:// or wss://): the daemon keeps a tunnel open "
+        "there, through which people open its sessions; null: no gateway, sessions are opened directly.",
+    )
     adopted = ClaimedTaskSerializer(
         many=True, help_text="The tasks of ``running`` this worker keeps following, as claimed."
     )
+
+
+class TunnelSerializer(serializers.Serializer):
+    worker = serializers.IntegerField(help_text="The worker whose token opened the tunnel.")
 
 
 class StopCommandSerializer(serializers.Serializer):

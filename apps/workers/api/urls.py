@@ -6,6 +6,7 @@ urlpatterns = [
     path("enrol", views.EnrolView.as_view(), name="worker-enrol"),
     path("heartbeat", views.HeartbeatView.as_view(), name="worker-heartbeat"),
     path("claim", views.ClaimView.as_view(), name="worker-claim"),
+    path("tunnel", views.TunnelView.as_view(), name="worker-tunnel"),
     path("wait", wait.WaitView.as_view(), name="worker-wait"),
     path("sync", sync.SyncView.as_view(), name="worker-sync"),
     path("tasks/<int:task_id>/started", views.started, name="worker-started"),

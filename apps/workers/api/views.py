@@ -14,6 +14,7 @@ from rest_framework.views import APIView
 
 from apps.core.throttles import ScopedThrottle
 from apps.pools.models import Worker
+from apps.sessions.selectors import tunnel_url
 from apps.tasks.models import Task
 from apps.workers import heartbeats, services
 from apps.workers.api import serializers
@@ -61,6 +62,7 @@ class EnrolView(APIView):
                 "heartbeat_s": told.interval_s,
                 "heartbeat_timeout_s": told.timeout_s,
                 "claim_max_s": told.interval_s,
+                "tunnel": tunnel_url() or None,
                 "adopted": serializers.ClaimedTaskSerializer(adopted, many=True).data,
             },
             status=status.HTTP_201_CREATED,
@@ -82,6 +84,16 @@ class WorkerView(APIView):
     permission_classes = [IsWorker]
     throttle_classes = [ScopedThrottle]
     throttle_scope = "worker"
+
+
+class TunnelView(WorkerView):
+    """The session gateway asks, with a daemon's worker token, which worker opens a tunnel."""
+
+    throttle_scope = "heartbeat"
+
+    @extend_schema(responses=serializers.TunnelSerializer)
+    def get(self, request):
+        return Response({"worker": request.auth.pk})
 
 
 class HeartbeatView(WorkerView):

@@ -1,0 +1,5 @@
+import sys
+
+from klique.tunnel.gateway import main
+
+sys.exit(main())
