@@ -3,6 +3,7 @@ per role. ``seed_demo`` loads it; running it again changes nothing."""
 
 import itertools
 import os
+import sys
 from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
@@ -347,15 +348,38 @@ def seed_node_prices() -> None:
 
 
 # The demo's session kind and the idle limits of the profile meant for sessions (docs/sessions.md).
-SESSION_KIND = "Jupyter Server"
 SESSION_PROFILE = "a100-quarter"
 SESSION_LIMITS = {"max_lifetime_s": 8 * 3600, "cpu_idle_s": 1800, "jupyter_idle_s": 3600}
 
 
+# Opened through the session gateway (docs/sessions.md): JupyterLab, its editor and terminal as the
+# IDE (code-server is packaged neither in Debian nor on PyPI), and a desktop (noVNC, Debian's packages).
+DESKTOP = ["{python}", "-m", "klique.worker.desktop", "--port", "{port}"]
+SESSION_KINDS = (
+    {"name": "JupyterLab", "open_path": "lab", "description": "Notebooks, consoles and files."},
+    {
+        "name": "JupyterLab editor (IDE)",
+        "open_path": "lab/tree",
+        "description": "JupyterLab's code editor, terminal and debugger, opened on your files.",
+    },
+    {
+        "name": "Desktop",
+        "type": SessionKind.Type.PORT,
+        "ready_path": "/vnc.html",
+        "strip_base_url": True,
+        "open_path": "vnc.html?autoconnect=1&resize=remote&path={base_path}websockify",
+        "description": "A Linux desktop in the browser (noVNC); the worker needs Debian's xvfb x11vnc xterm "
+        "novnc websockify.",
+    },
+)
+
+
 def seed_sessions(profiles: dict) -> None:
-    """A Jupyter session kind and idle limits for the sessions profile, once."""
-    if not SessionKind.objects.filter(name=SESSION_KIND).exists():
-        validated_save(SessionKind(name=SESSION_KIND, type=SessionKind.Type.JUPYTER))
+    """The demo's session kinds and idle limits for the sessions profile, once."""
+    for fields in SESSION_KINDS:
+        if not SessionKind.objects.filter(name=fields["name"]).exists():
+            command = [sys.executable if arg == "{python}" else arg for arg in DESKTOP]
+            validated_save(SessionKind(**fields, command=command if fields.get("type") else []))
     if not ProfileIdleLimits.objects.filter(profile=profiles[SESSION_PROFILE]).exists():
         validated_save(ProfileIdleLimits(profile=profiles[SESSION_PROFILE], **SESSION_LIMITS))
 

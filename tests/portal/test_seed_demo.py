@@ -102,6 +102,10 @@ def test_the_demo_offers_a_jupyter_session_kind_with_idle_limits_on_its_sessions
 
     call_command("seed_demo", verbosity=0)
     call_command("seed_demo", verbosity=0)
-    assert list(SessionKind.objects.values_list("name", "type")) == [("Jupyter Server", "jupyter")]
+    assert list(SessionKind.objects.values_list("name", "type")) == [
+        ("Desktop", "port"),
+        ("JupyterLab", "jupyter"),
+        ("JupyterLab editor (IDE)", "jupyter"),
+    ]
     limits = ProfileIdleLimits.objects.get(profile__name="a100-quarter")
     assert {field: getattr(limits, field) for field in SESSION_LIMITS} == SESSION_LIMITS

@@ -5,6 +5,7 @@ included, without the session's token; anyone else is refused; the bytes moved c
 session's network activity."""
 
 import json
+import sys
 import time
 
 import httpx
@@ -18,6 +19,7 @@ from apps.pools import services
 from apps.pools.models import EnrolmentToken
 from apps.sessions.models import Session, SessionKind
 from apps.tasks.models import Task
+from klique.worker import desktop
 from klique.worker.client import ControlPlane
 from klique.worker.daemon import Daemon, Settings
 from klique.worker.process import ProcessRunner
@@ -57,9 +59,11 @@ def daemon(live_server, gateway, pool, tmp_path, fast):
     daemon.client.close()
 
 
-def started(small_estate, daemon) -> Task:
+def started(small_estate, daemon, kind: SessionKind | None = None) -> Task:
     resource, token = small_estate
-    kind = SessionKind.objects.create(name="JupyterLab", type=SessionKind.Type.JUPYTER, open_path="lab")
+    kind = kind or SessionKind.objects.create(
+        name="JupyterLab", type=SessionKind.Type.JUPYTER, open_path="lab"
+    )
     answer = httpx.post(
         f"{daemon.client._options['base_url'].removesuffix('/api/v1/workers/')}/api/v1/tasks/",
         headers={"Authorization": f"Bearer {token}"},
@@ -158,3 +162,35 @@ def test_the_session_link_goes_through_the_gateway(small_estate, daemon, gateway
     page = Client()
     page.force_login(task.user)
     assert f'href="{gateway.url}/sessions/{task.pk}/lab"' in page.get("/work/").content.decode()
+
+
+@pytest.mark.skipif(bool(desktop.missing()), reason="needs Debian's " + " ".join(desktop.PACKAGES))
+def test_the_owner_opens_a_linux_desktop_through_the_gateway(small_estate, daemon, gateway):
+    kind = SessionKind.objects.create(
+        name="Desktop",
+        type=SessionKind.Type.PORT,
+        command=[sys.executable, "-m", "klique.worker.desktop", "--port", "{port}"],
+        ready_path="/vnc.html",
+        strip_base_url=True,
+        open_path="vnc.html?autoconnect=1&path={base_path}websockify",
+    )
+    task = started(small_estate, daemon, kind)
+    cookies = cookies_of(task.user)
+    page = httpx.get(f"{gateway.url}/sessions/{task.pk}/vnc.html", cookies=cookies, timeout=30)
+    assert page.status_code == 200 and "noVNC" in page.text
+    cookie = "; ".join(f"{k}={v}" for k, v in cookies.items())
+    screen = websocket.create_connection(
+        f"ws://{gateway.url.removeprefix('http://')}/sessions/{task.pk}/websockify",
+        header=[f"Cookie: {cookie}"],
+        origin=gateway.url,
+        subprotocols=["binary"],
+        timeout=30,
+    )
+    try:
+        assert screen.recv() == b"RFB 003.008\n"
+    finally:
+        screen.close()
+    link = Client()
+    link.force_login(task.user)
+    opened = f"/sessions/{task.pk}/vnc.html?autoconnect=1&amp;path=sessions/{task.pk}/websockify"
+    assert opened in link.get("/work/").content.decode()
