@@ -21,6 +21,11 @@ case "$role" in
     exec celery -A klique worker -Q whatif --concurrency "${CELERY_WHATIF_CONCURRENCY:-1}" \
       --loglevel "${LOG_LEVEL:-INFO}" "$@"
     ;;
+  gateway)
+    # The session gateway (docs/sessions.md): browsers open sessions, worker daemons keep tunnels.
+    exec klique-gateway --listen "0.0.0.0:${GATEWAY_PORT:-8001}" \
+      --control-plane "${KLIQUE_INTERNAL_URL:-http://web:8000}" --public-url "${KLIQUE_SESSION_GATEWAY_URL:-}" "$@"
+    ;;
   beat)
     exec celery -A klique beat --loglevel "${LOG_LEVEL:-INFO}" \
       --schedule "${CELERY_BEAT_SCHEDULE_FILE:-/var/lib/klique/celerybeat-schedule}" "$@"

@@ -66,6 +66,7 @@ def nginx_tree(tmp_path: Path, site: str, locations: str | None = None) -> Path:
         "/etc/ssl/klique/": f"{tmp_path}/ssl/",
         "/var/log/nginx/": f"{tmp_path}/log/",
         "server web:8000": "server 127.0.0.1:8000",  # compose's service name resolves only there
+        "server gateway:8001": "server 127.0.0.1:8001",
     }.items():
         text = text.replace(old, new)
     (tmp_path / "site.conf").write_text(text)
@@ -115,9 +116,8 @@ def test_nginx_t_refuses_a_broken_site(tmp_path):
 
 
 def directive(name: str) -> str:
-    found = re.findall(
-        rf"^\s*{name}\s+([^;]+);", (DEPLOY / "nginx" / "klique-locations.conf").read_text(), re.M
-    )
+    """The shared locations' top-level value of ``name`` (the session gateway's locations set their own)."""
+    found = re.findall(rf"^{name}\s+([^;]+);", (DEPLOY / "nginx" / "klique-locations.conf").read_text(), re.M)
     assert len(found) == 1, (name, found)
     return found[0]
 

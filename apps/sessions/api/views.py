@@ -9,6 +9,7 @@ from rest_framework.views import APIView
 
 from apps.sessions import selectors, services
 from apps.sessions.api.serializers import SessionKindSerializer, SharingSerializer
+from apps.sessions.api.work.limits import TASK_ID_MAX
 from apps.sessions.models import SessionKind
 
 ACCESS = inline_serializer(
@@ -34,11 +35,14 @@ class SessionAccessView(APIView):
     and on which worker it runs (docs/sessions.md). 401 without a login."""
 
     permission_classes = [AllowAny]
+    error_statuses = {"get": (401, 403, 404, 409)}
 
     @extend_schema(summary="May the caller open this session, and where does it run", responses={200: ACCESS})
     def get(self, request, pk: int):
         if not request.user.is_authenticated:
             return Response({"detail": "Log in to the portal first."}, status=status.HTTP_401_UNAUTHORIZED)
+        if pk > TASK_ID_MAX:
+            return Response({"detail": "No such session."}, status=status.HTTP_404_NOT_FOUND)
         code, body = selectors.gateway_access(request.user, pk)
         return Response(body, status=code)
 
@@ -47,6 +51,7 @@ class SharingView(APIView):
     """Who else may open a session through the gateway: its owner reads and sets the list."""
 
     permission_classes = [IsAuthenticated]
+    error_statuses = {"get": (404,), "put": (400, 404)}
 
     @extend_schema(summary="Who a session is shared with", responses={200: SharingSerializer})
     def get(self, request, pk: int):
@@ -66,7 +71,7 @@ class SharingView(APIView):
 
 
 def _owned(user, pk: int):
-    session = selectors.owned_session(user, pk)
+    session = selectors.owned_session(user, pk) if pk <= TASK_ID_MAX else None
     if session is None:
         raise exceptions.NotFound("No session of yours has that id.")
     return session
