@@ -15,9 +15,10 @@ from django.test import Client
 from django.utils import timezone
 
 from apps.engine import services as engine
-from apps.pools import services
+from apps.pools import services as pools
 from apps.pools.models import EnrolmentToken
-from apps.sessions.models import Session, SessionKind
+from apps.sessions import services
+from apps.sessions.models import ProfileIdleLimits, Session, SessionKind
 from apps.tasks.models import Task
 from klique.worker import desktop
 from klique.worker.client import ControlPlane
@@ -25,7 +26,7 @@ from klique.worker.daemon import Daemon, Settings
 from klique.worker.process import ProcessRunner
 from tests.factories import UserFactory
 from tests.sessions.gateway import RunningGateway
-from tests.sessions.test_end_to_end import execute_request
+from tests.sessions.test_end_to_end import IDLE, execute_request
 from tests.worker import conftest as worker_fixtures
 from tests.worker.conftest import fast as fast
 from tests.worker.conftest import pool as pool
@@ -47,7 +48,7 @@ def gateway(live_server, settings):
 
 @pytest.fixture
 def daemon(live_server, gateway, pool, tmp_path, fast):
-    raw = services.issue_enrolment_token(EnrolmentToken(pool=pool, name="test"), now=timezone.now())
+    raw = pools.issue_enrolment_token(EnrolmentToken(pool=pool, name="test"), now=timezone.now())
     settings = Settings("node-1", raw, ["GPU-0"], poll_min_s=0.05, poll_max_s=0.2, tick_s=0.02)
     runner = ProcessRunner(tmp_path / "node-1", tmp_path / "checkpoints")
     daemon = Daemon(settings, ControlPlane(live_server.url), runner)
@@ -194,3 +195,33 @@ def test_the_owner_opens_a_linux_desktop_through_the_gateway(small_estate, daemo
     link.force_login(task.user)
     opened = f"/sessions/{task.pk}/vnc.html?autoconnect=1&amp;path=sessions/{task.pk}/websockify"
     assert opened in link.get("/work/").content.decode()
+
+
+def test_traffic_through_the_tunnel_keeps_a_session_alive_and_its_end_lets_the_network_limit_stop_it(
+    small_estate, daemon, gateway, settings
+):
+    settings.SESSION_IDLE_WARNING_S = 1
+    settings.SESSION_SAMPLE_S = 0.5
+    resource, _ = small_estate
+    ProfileIdleLimits.objects.update_or_create(profile=resource.profile, defaults={"net_idle_s": 4})
+    kind = SessionKind.objects.create(
+        name="files", type=SessionKind.Type.PORT, command=["sh", "-c", IDLE], ready_path="/"
+    )
+    task = started(small_estate, daemon, kind)
+    cookies = cookies_of(task.user)
+    kept_until = time.monotonic() + 8
+    while time.monotonic() < kept_until:  # twice the limit, a request every half second
+        assert httpx.get(f"{gateway.url}/sessions/{task.pk}/", cookies=cookies, timeout=30).status_code == 200
+        daemon.tick()
+        services.check_idle()
+        time.sleep(0.5)
+    task.refresh_from_db()
+    assert task.state == Task.State.RUNNING, task.stop_reason
+
+    def ended():
+        services.check_idle()
+        task.refresh_from_db()
+        return task.state == Task.State.CANCELED
+
+    run_until(daemon, ended, 60)
+    assert (task.stop_reason, Session.objects.get(pk=task.pk).stopped_by) == ("idle", "network")
