@@ -115,3 +115,25 @@ def test_stopping_a_session_refuses_a_batch_task_in_the_sdk_the_cli_and_mcp_and_
     answer = talk(live_server, token_for(estate.member), calls)
     assert answer.is_error and f"Task {batch.id} is a batch task, not a session" in answer.content[0].text
     assert Task.objects.get(pk=batch.id).state == Task.State.QUEUED
+
+
+def test_the_owner_shares_a_session_from_the_cli_and_the_sdk_and_no_one_else_may(
+    env, live_server, estate, jupyter, worker, running
+):
+    started = klique(env, "session", "start", "vision/a100", "--kind", "JupyterLab", "--json")
+    task_id = json.loads(started.stdout)["id"]
+    shared = klique(env, "session", "share", str(task_id), "victor")
+    assert shared.returncode == 0, shared.stderr
+    assert "Shared with  victor" in shared.stdout
+    assert list(Task.objects.get(pk=task_id).session.shared_with.values_list("username", flat=True)) == [
+        "victor"
+    ]
+    owner = Client(live_server.url, token=token_for(estate.member))
+    assert owner.session_shared_with(task_id) == ["victor"]
+    assert owner.share_session(task_id, []) == []
+    assert "no one" in klique(env, "session", "share", str(task_id)).stdout
+    with pytest.raises(InvalidRequest) as unknown:
+        owner.share_session(task_id, ["nobody-here"])
+    assert "users" in unknown.value.errors
+    with pytest.raises(NotFound):
+        Client(live_server.url, token=token_for(estate.other_member)).share_session(task_id, ["vera"])

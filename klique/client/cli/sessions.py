@@ -80,6 +80,16 @@ def cmd_session_stop(args, client: Client) -> int:
     return stopped(args, client.stop_session(args.id), "session", "stop requested")
 
 
+def cmd_session_share(args, client: Client) -> int:
+    users = (
+        client.share_session(args.id, args.users)
+        if args.users or args.nobody
+        else client.session_shared_with(args.id)
+    )
+    show(args, {"users": users}, f"Shared with  {', '.join(users) or 'no one'}")
+    return OK
+
+
 def register(commands, command) -> None:
     session = commands.add_parser("session", help="notebook and IDE sessions on GPUs")
     sessions = session.add_subparsers(dest="session_command", required=True, metavar="ACTION")
@@ -97,6 +107,12 @@ def register(commands, command) -> None:
     opener.add_argument("--browser", action="store_true", help="open the link in your web browser")
     opener.add_argument("--timeout", type=float, help="wait up to this many seconds for it to be ready")
     opener.add_argument("--poll", type=float, default=2.0, help="with --timeout: seconds between checks")
+    share = command(
+        "share", cmd_session_share, "who else may open your session (through the gateway)", sessions
+    )
+    share.add_argument("id", type=int)
+    share.add_argument("users", nargs="*", metavar="USER", help="usernames; none: show the list")
+    share.add_argument("--nobody", action="store_true", help="share it with no one")
     command("stop", cmd_session_stop, "stop a session: its GPUs go back to the pool", sessions).add_argument(
         "id", type=int
     )

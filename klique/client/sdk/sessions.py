@@ -74,3 +74,12 @@ class SessionsApi:
         that is not a session is refused (``InvalidRequest``) and left as it is."""
         self.session(task_id)
         return self.cancel(task_id)
+
+    def session_shared_with(self, task_id: int) -> list[str]:
+        """Who besides its owner may open a session through the session gateway (owner only)."""
+        return self._request("GET", f"sessions/{task_id}/sharing/")["users"]
+
+    def share_session(self, task_id: int, users: list[str]) -> list[str]:
+        """Let these people (usernames) open your session through the session gateway; an empty
+        list shares it with no one. The list as it now stands."""
+        return self._request("PUT", f"sessions/{task_id}/sharing/", json={"users": list(users)})["users"]
