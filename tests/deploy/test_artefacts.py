@@ -373,10 +373,12 @@ def test_every_workload_has_a_liveness_probe_and_the_processes_without_a_port_pr
     rendered,
 ):
     deployments = {name: doc for (kind, name), doc in rendered.items() if kind == "Deployment"}
-    assert len(deployments) == 6
+    assert len(deployments) == 7
     for name, deployment in deployments.items():
         probe = container(deployment)["livenessProbe"]
-        if name != "klique-web":
+        if name in ("klique-web", "klique-gateway"):
+            assert probe["httpGet"]["path"] == "/healthz", name
+        else:
             assert "find /tmp/klique-alive -mmin -2" in probe["exec"]["command"][-1], name
     assert rendered[("ConfigMap", "klique")]["data"]["KLIQUE_ALIVE_FILE"] == "/tmp/klique-alive"
     daemon = container(deployments["klique-worker-gpu-cluster-1"])

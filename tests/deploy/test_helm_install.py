@@ -62,7 +62,7 @@ def test_the_chart_installs_upgrades_and_uninstalls_on_a_real_api_server(helm, k
     items = objects(kube_cluster)
     deployments = named(items, "Deployment")
     assert set(deployments) == {
-        "klique-web", "klique-celery", "klique-whatif", "klique-beat",
+        "klique-web", "klique-celery", "klique-whatif", "klique-beat", "klique-gateway",
         "klique-worker-gpu-cluster-1", "klique-worker-gpu-cluster-2",
     }  # fmt: skip
     for name, deployment in deployments.items():  # helm waited: every replica scheduled and ready

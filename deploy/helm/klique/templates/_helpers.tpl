@@ -42,6 +42,9 @@ DJANGO_SETTINGS_MODULE: klique.settings.production
 ALLOWED_HOSTS: {{ .Values.host | quote }}
 CSRF_TRUSTED_ORIGINS: {{ printf "https://%s" .Values.host | quote }}
 KLIQUE_PUBLIC_URL: {{ printf "https://%s" .Values.host | quote }}
+{{- if .Values.gateway.enabled }}
+KLIQUE_SESSION_GATEWAY_URL: {{ printf "https://%s" .Values.host | quote }}
+{{- end }}
 WEB_WORKERS: {{ .Values.web.workers | quote }}
 WEB_THREADS: {{ .Values.web.threads | quote }}
 WEB_TIMEOUT: {{ .Values.web.timeout | quote }}
