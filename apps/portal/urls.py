@@ -1,7 +1,7 @@
 from django.urls import include, path
 
 from apps.portal import views
-from apps.portal.views import closing, governance, loans, requests
+from apps.portal.views import closing, governance, loans, requests, session_sharing
 from apps.portal.views import webhooks as webhook_views
 
 app_name = "portal"
@@ -30,6 +30,7 @@ urlpatterns = [
     path("work/", views.work, name="work"),
     path("work/tasks/<int:pk>/", views.task_detail, name="task"),
     path("work/tasks/<int:pk>/cancel/", views.cancel, name="cancel"),
+    path("work/sessions/<int:pk>/share/", session_sharing.share, name="share-session"),
     path("notifications/", views.notifications, name="notifications"),
     path("notifications/<int:pk>/read/", views.notification_read, name="notification-read"),
     path("notifications/read-all/", views.notifications_read_all, name="notifications-read-all"),

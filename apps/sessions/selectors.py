@@ -159,7 +159,17 @@ def session_view(session: Session | None, user) -> dict | None:
 def my_sessions(user):
     return (
         Session.objects.select_related("task__compute_resource", "kind", "task__user")
+        .prefetch_related("shared_with")
         .filter(task__user=user)
+        .order_by("-task_id")
+    )
+
+
+def shared_with_me(user):
+    """The running sessions others share with ``user``, newest first."""
+    return (
+        Session.objects.select_related("task__compute_resource", "kind", "task__user")
+        .filter(shared_with=user, task__state=Task.State.RUNNING)
         .order_by("-task_id")
     )
 

@@ -127,6 +127,10 @@ MATRIX = {
     "GET /work/tasks/{ranking_task}/": Rule(ESTATE),
     "POST /work/tasks/{pretraining_task}/cancel/": posted(PRETRAINING_WORK),
     "POST /work/tasks/{alignment_task}/cancel/": posted(ALIGNMENT_WORK),
+    # Only its owner shares a session; it is not found among anyone else's.
+    "POST /work/sessions/{dev_session}/share/": posted(
+        {"dev-pretraining"}, refused=404, users="lead-pretraining"
+    ),
     "GET /notifications/": Rule(EVERYONE),
     "POST /notifications/{my_notification}/read/": posted(EVERYONE),
     # Another person's notification is not found among yours.
@@ -269,6 +273,7 @@ def ids(estate):
         "pretraining_task": submit("dev-pretraining", "pretraining/h100-8").pk,
         "alignment_task": submit("dev-alignment", "alignment/a100-1").pk,
         "ranking_task": submit("dev-ranking", "ranking/l40s-1").pk,
+        "dev_session": _session(dev),
         "pretraining_member": Membership.objects.get(user=dev, group__slug="pretraining").pk,
         "perception_member": Membership.objects.get(user__username="dev-vision", group__slug="perception").pk,
         "pretraining_project": Project.objects.get(name="llm-7b").pk,
@@ -299,6 +304,15 @@ def ids(estate):
         "perception_webhook": _webhook("perception"),
         "whatif_run": _whatif_run(),
     }
+
+
+def _session(user: User) -> int:
+    from apps.sessions import services as sessions
+    from apps.sessions.models import SessionKind
+
+    kind = SessionKind.objects.create(name="rbac-jupyter", type=SessionKind.Type.JUPYTER)
+    resource = ComputeResource.objects.get(name="pretraining/h100-8")
+    return sessions.start(user=user, compute_resource=resource, session_kind=kind).pk
 
 
 def _webhook(slug: str) -> int:

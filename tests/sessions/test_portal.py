@@ -90,3 +90,32 @@ def test_only_the_owner_or_the_groups_leads_stop_a_session_from_the_portal(estat
     assert browser(estate.member).post(f"/work/tasks/{task.pk}/cancel/").status_code == 302
     task.refresh_from_db()
     assert task.state == Task.State.CANCELED
+
+
+def test_with_a_gateway_the_owner_shares_a_session_and_the_one_shared_with_sees_its_link(
+    estate, jupyter, worker, running, settings
+):
+    settings.SESSION_GATEWAY_URL = "https://klique.example.org"
+    jupyter.open_path = "lab"
+    jupyter.save()
+    task = running(services.start(user=estate.member, compute_resource=estate.vision_a100, session_kind=jupyter))
+    url = f"http://gpu-1:41000/sessions/{task.pk}/"
+    worker.heartbeat([task.pk], {str(task.pk): sample(timezone.now(), url=url, ready=True)})
+    owner = browser(estate.member)
+    link = f'href="https://klique.example.org/sessions/{task.pk}/lab"'
+    assert link in owner.get("/work/").content.decode()
+
+    unknown = owner.post(f"/work/sessions/{task.pk}/share/", {"users": "victor nobody-here"}, follow=True)
+    assert "no one is called nobody-here" in unknown.content.decode()
+    assert not task.session.shared_with.exists()
+    assert (
+        browser(estate.other_member).post(f"/work/sessions/{task.pk}/share/", {"users": "victor"}).status_code
+        == 404
+    )
+
+    shared = owner.post(f"/work/sessions/{task.pk}/share/", {"users": "victor"}, follow=True)
+    assert f"Session {task.pk} is now shared with victor." in shared.content.decode()
+    friend_page = browser(estate.other_member).get("/work/").content.decode()
+    assert "Shared with you" in friend_page and link in friend_page
+    owner.post(f"/work/sessions/{task.pk}/share/", {"users": ""})
+    assert "Shared with you" not in browser(estate.other_member).get("/work/").content.decode()

@@ -1,5 +1,6 @@
 """A developer's pages: their work (submit, follow, cancel) and notifications."""
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
@@ -20,7 +21,7 @@ from apps.portal.session_forms import StartSessionForm
 from apps.portal.views.common import allow, kept, render_page
 from apps.portal.work_tables import NotificationTable, ResourceTable, TaskHistoryTable, TaskTable
 from apps.sessions import services as sessions
-from apps.sessions.selectors import my_sessions, open_url
+from apps.sessions.selectors import my_sessions, open_url, shared_with_me
 from apps.tasks import services as tasks
 from apps.tasks.models import Channel, Task
 from apps.tasks.selectors import may_cancel, queue_positions, visible_tasks
@@ -83,8 +84,18 @@ def work(request):
         "form": form,
         "session_form": session_form,
         "sessions": [
-            {"session": s, "task": s.task, "link": open_url(s)} for s in my_sessions(user)[:SESSIONS_SHOWN]
+            {
+                "session": s,
+                "task": s.task,
+                "link": open_url(s),
+                "shared": [u.username for u in s.shared_with.all()],
+            }
+            for s in my_sessions(user)[:SESSIONS_SHOWN]
         ],
+        "shared_sessions": [
+            {"session": s, "task": s.task, "link": open_url(s)} for s in shared_with_me(user)[:SESSIONS_SHOWN]
+        ],
+        "gateway": bool(settings.SESSION_GATEWAY_URL),
         "tasks": TaskTable(
             found.qs,
             positions=queue_positions(waiting),
