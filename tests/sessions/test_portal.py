@@ -98,7 +98,9 @@ def test_with_a_gateway_the_owner_shares_a_session_and_the_one_shared_with_sees_
     settings.SESSION_GATEWAY_URL = "https://klique.example.org"
     jupyter.open_path = "lab"
     jupyter.save()
-    task = running(services.start(user=estate.member, compute_resource=estate.vision_a100, session_kind=jupyter))
+    task = running(
+        services.start(user=estate.member, compute_resource=estate.vision_a100, session_kind=jupyter)
+    )
     url = f"http://gpu-1:41000/sessions/{task.pk}/"
     worker.heartbeat([task.pk], {str(task.pk): sample(timezone.now(), url=url, ready=True)})
     owner = browser(estate.member)
