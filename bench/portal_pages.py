@@ -8,15 +8,23 @@ those end an hour later, and a second pass places more (so there are queued, run
 tasks, usage intervals, events and rollups). Then it logs in as each role's demo user with
 Django's test ``Client``, opens every page of that person's navigation (``apps.portal.access``)
 and prints per page its status, the server time (the median of ``--runs`` timed runs after one
-warm-up) and the number of queries (``CaptureQueriesContext``).
+warm-up), the CPU time of the benchmark's process in it (the same median: on a loaded machine the
+steadier figure, the database's own time left out) and the number of queries
+(``CaptureQueriesContext``).
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/klique_bench_pages \\
         .venv/bin/python bench/portal_pages.py --groups 45 --tasks 600
     DATABASE_URL=... .venv/bin/python bench/portal_pages.py --smoke   # 60 tasks, one run each
 
+``--size medium`` or ``large`` seeds the estate at scale instead (``seed_demo --size``,
+``apps.portal.demo_large``: 200 or 2,000 groups, 5,000 or 50,000 tasks, 1 or 10 million usage
+intervals over a year) and prints how long it took; ``--reuse`` measures the database as it is (an
+estate seeded by an earlier run or by ``seed_demo``), ``--only TEXT`` the pages whose URL holds it.
+
 The database named in DATABASE_URL is dropped and created afresh (its name must contain
 "bench"). ``--smoke`` exits 1 when a page answers other than 200 or takes more than
-``QUERY_BUDGET`` queries.
+``QUERY_BUDGET`` queries; at a size, the pages over ``TIME_BUDGET_MS`` (the issue's 1 s) are
+listed, not failed (times depend on the machine's load; a test may count queries, not time).
 """
 
 import argparse
@@ -37,6 +45,8 @@ sys.path.insert(0, str(ROOT))
 
 # The most queries any page may take (sessions and the navigation included), whatever the size.
 QUERY_BUDGET = 90
+# The issue's goal at the large size, on a quiet machine: slower pages are listed.
+TIME_BUDGET_MS = 1000
 # One demo user per role, the order of the navigation.
 ROLE_USERS = ["cio", "it", "tenant-vision", "head-language", "finance", "lead-pretraining", "dev-pretraining"]
 
@@ -52,13 +62,14 @@ def fresh_database(url: str) -> None:
         conn.execute(f'CREATE DATABASE "{name}"')
 
 
-def django_on_a_fresh_database() -> None:
+def django_on_a_fresh_database(reuse: bool = False) -> None:
     url = os.environ.get("DATABASE_URL", "")
     if not url.startswith("postgres"):
         sys.exit(
             "set DATABASE_URL to a PostgreSQL database that may be dropped (e.g. .../klique_bench_pages)"
         )
-    fresh_database(url)
+    if not reuse:
+        fresh_database(url)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "klique.settings.base")
     import django
 
@@ -145,8 +156,9 @@ def repeated(queries: list[dict], most: int = 5) -> list[tuple[int, str]]:
     return [(n, sql) for sql, n in shapes.most_common(most) if n > 1]
 
 
-def measure(username: str, url: str, runs: int) -> tuple[int, float, list[dict]]:
-    """(status, median server time in ms, the queries of the last run)."""
+def measure(username: str, url: str, runs: int) -> tuple[int, float, float, list[dict]]:
+    """(status, median server time in ms, median CPU time of this process in ms, the queries of the
+    last run). The CPU time leaves out the database's and the waits of a loaded machine."""
     from django.db import connection
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
@@ -156,14 +168,15 @@ def measure(username: str, url: str, runs: int) -> tuple[int, float, list[dict]]
     client = Client()
     client.force_login(User.objects.get(username=username))
     status = client.get(url).status_code  # warm-up
-    samples, queries = [], 0
+    samples, cpu, queries = [], [], 0
     for _ in range(runs):
         with CaptureQueriesContext(connection) as captured:
-            began = time.perf_counter()
+            began, began_cpu = time.perf_counter(), time.process_time()
             status = client.get(url).status_code
             samples.append((time.perf_counter() - began) * 1000)
+            cpu.append((time.process_time() - began_cpu) * 1000)
         queries = captured.captured_queries
-    return status, statistics.median(samples), queries
+    return status, statistics.median(samples), statistics.median(cpu), queries
 
 
 def main() -> None:
@@ -175,21 +188,28 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--show", action="store_true", help="the repeated statements of every page")
     parser.add_argument("--smoke", action="store_true", help="60 tasks, one run per page, budgets checked")
+    parser.add_argument("--size", choices=["demo", "medium", "large"], default="demo")
+    parser.add_argument("--reuse", action="store_true", help="measure the database as it is")
+    parser.add_argument("--only", default="", help="only the pages whose URL holds this")
     args = parser.parse_args()
     if args.smoke:
         parser.set_defaults(tasks=60, runs=1)
         args = parser.parse_args()
 
-    django_on_a_fresh_database()
+    django_on_a_fresh_database(args.reuse)
     from apps.accounts.models import Group
     from apps.ledger.models import UsageInterval
-    from apps.portal import demo
+    from apps.portal import demo, demo_large
     from apps.tasks.models import Task
 
     began = time.perf_counter()
-    demo.seed(password="!")
-    more_groups(args.groups)
-    more_tasks(args.tasks)
+    if not args.reuse:
+        demo.seed(password="!")
+        if args.size == "demo":
+            more_groups(args.groups)
+            more_tasks(args.tasks)
+        else:
+            demo_large.seed(demo_large.SIZES[args.size])
     print(
         f"estate: {Group.objects.count()} groups, {Task.objects.count()} tasks, "
         f"{UsageInterval.objects.count()} usage intervals; built in {time.perf_counter() - began:.1f} s"
@@ -197,17 +217,25 @@ def main() -> None:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, load {load:.2f}")
     print(f"median of {args.runs} runs after a warm-up\n")
-    print("| user | page | status | ms | queries |\n|---|---|---|---|---|")
-    failures = []
+    print("| user | page | status | ms | CPU ms | queries |\n|---|---|---|---|---|---|")
+    failures, slow = [], []
     for username in ROLE_USERS:
         for url in pages(username):
-            status, ms, queries = measure(username, url, args.runs)
-            print(f"| {username} | {url} | {status} | {ms:.0f} | {len(queries)} |", flush=True)
+            if args.only not in url:
+                continue
+            status, ms, cpu, queries = measure(username, url, args.runs)
+            print(f"| {username} | {url} | {status} | {ms:.0f} | {cpu:.0f} | {len(queries)} |", flush=True)
             if status != 200:
                 failures.append(f"{username} {url}: status {status}")
             elif len(queries) > QUERY_BUDGET or args.show:
                 failures.append(f"{username} {url}: {len(queries)} queries (budget {QUERY_BUDGET})")
                 failures += [f"    {n} x {sql}" for n, sql in repeated(queries)]
+            if args.size != "demo" and ms > TIME_BUDGET_MS:
+                load = os.getloadavg()[0]
+                slow.append(f"{username} {url}: {ms:.0f} ms (goal {TIME_BUDGET_MS} ms; load {load:.1f})")
+    if slow:
+        print("\nover the time goal (reported, never a failure: times depend on the machine's load)")
+        print("\n".join(slow))
     if failures:
         print("\n" + "\n".join(failures))
         if args.smoke:

@@ -279,7 +279,8 @@ def budget_status(policies=None, now: datetime | None = None) -> dict[int, Budge
     of queries, whatever the number of policies and windows.
     """
     now = now or timezone.now()
-    policies = list(ResourcePolicy.objects.all() if policies is None else policies)
+    every = policies is None
+    policies = list(ResourcePolicy.objects.all() if every else policies)
     if not policies:
         return {}
     parents = parent_policy_ids()
@@ -288,7 +289,9 @@ def budget_status(policies=None, now: datetime | None = None) -> dict[int, Budge
     if len(windows) < len(policies):
         kinds.add("month")
     used = {}
-    for kind, charged in _charged_by_kind(kinds, now).items():
+    # Some policies: only the intervals of their subtrees count toward them.
+    below = None if every else _subtrees({p.pk for p in policies}, parents)
+    for kind, charged in _charged_by_kind(kinds, now, below).items():
         used[kind] = (
             _subtree_sums({pk: Decimal(v[0]) / UNITS_PER_HOUR for pk, v in charged.items()}, parents),
             _subtree_sums({pk: v[1] / MICROS_PER_HOUR for pk, v in charged.items()}, parents),

@@ -45,6 +45,8 @@ class UsageInterval(models.Model):
         ordering = ["-start"]
         indexes = [
             models.Index(fields=["policy", "start"], name="interval_policy_start"),
+            # Budgets read a policy's intervals still running or ended in the current period.
+            models.Index(fields=["policy", "end"], name="interval_policy_end"),
             models.Index(fields=["start"], name="interval_start"),
             models.Index(fields=["end"], name="interval_end"),
         ]

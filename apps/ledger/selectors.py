@@ -226,7 +226,7 @@ def usage_report(viewer: User, spec: ReportSpec, now: datetime | None = None) ->
     unused = unused_capacity(spec, stop, segments, rolled) if spec.idle else None
     parents, groups = group_tree()
     figures, total, unpriced = _aggregate(
-        spec, names, sums, segments, unused, parents, _shown_groups(viewer, spec)
+        spec, names, sums, segments, unused, parents, _shown_groups(viewer, spec), groups
     )
     figures = _at_level(spec, figures, groups)
     labels = row_labels(spec.dims, list(figures), parents, groups)
@@ -268,7 +268,7 @@ def daily_reports(viewer: User, spec: ReportSpec, now: datetime | None = None) -
     found = []
     for day in specs:
         sums = by_day[day.start.date()]
-        figures, total, unpriced = _aggregate(day, names, sums, segments, None, parents, shown)
+        figures, total, unpriced = _aggregate(day, names, sums, segments, None, parents, shown, groups)
         found.append((_at_level(spec, figures, groups), total, unpriced))
     labels = row_labels(spec.dims, [key for figures, _, _ in found for key in figures], parents, groups)
     gpu_types = dict(GpuType.objects.values_list("pk", "name")) if any(u for _, _, u in found) else {}
@@ -302,39 +302,64 @@ def _rows(spec: ReportSpec, figures: dict, labels: dict) -> list[ReportRow]:
     )
 
 
-def _aggregate(spec, names, sums, segments, unused, parents, shown):
+def _aggregate(spec, names, sums, segments, unused, parents, shown, groups=None):
     """Price each sum, spread unused capacity over it, and add it to its row (for a cut by group,
     to the rows of the group and of its ancestors shown, or with ``spec.leaves`` to its own group's
-    row only) and to the total. The total adds each sum once, whatever the rows overlap."""
+    row only) and to the total. The total adds each sum once, whatever the rows overlap.
+
+    Costs are summed as integers over ``MONEY_DENOMINATOR`` (every price has ``PRICE_SCALE``) and
+    made fractions once per row: the same figures as adding fractions, without a gcd per sum. With
+    ``groups`` and ``spec.level``, only the rows of groups of that kind are summed (``_at_level``
+    keeps no other)."""
     dims = len(spec.dims)
     group_at = spec.dims.index("group") if "group" in spec.dims else None
-    figures: dict[tuple, Figures] = defaultdict(Figures)
-    total = Figures()
+    agent_at = names.index("agent_id") if "agent_id" in names else None
+    pool_at = names.index("pool_id") if spec.idle == IDLE_SPREAD else None
+    scaled = [None if s.per_gpu_hour is None else int(s.per_gpu_hour * PRICE_SCALE) for s in segments]
+    sums_of: dict[tuple, list] = defaultdict(lambda: [0, 0, 0, Fraction(0)])
+    total = [0, 0, 0, Fraction(0)]
     unpriced: dict[int, int] = defaultdict(int)
+    chains: dict[int, list[int]] = {}
     for (values, segment), (gpu, budget) in sums.items():
-        price = segments[segment].per_gpu_hour if segment >= 0 else None
-        cost = Fraction(0)
+        price = scaled[segment] if segment >= 0 else None
+        cost = 0
         if price is not None:
-            cost = Fraction(gpu * int(price * PRICE_SCALE), MONEY_DENOMINATOR)
+            cost = gpu * price
         elif gpu and segment >= 0:
             unpriced[segments[segment].gpu_type_id] += gpu
         share = Fraction(0)
-        if spec.idle == IDLE_SPREAD:
-            pool_id = values[names.index("pool_id")]
+        if pool_at is not None:
+            pool_id = values[pool_at]
             if unused.used_us.get(pool_id):
                 share = unused.cost[pool_id] * gpu / unused.used_us[pool_id]
         key = tuple(values[:dims])
         keys = [key]
         if group_at is not None and not spec.leaves:
-            ancestors = _with_ancestors(key[group_at], parents, shown)
-            keys = [(*key[:group_at], g, *key[group_at + 1 :]) for g in ancestors]
-        if "agent_id" in names and values[names.index("agent_id")] is not None:
-            at, agent = spec.dims.index("user"), values[names.index("agent_id")]
+            group_id = key[group_at]
+            if group_id not in chains:
+                chain = _with_ancestors(group_id, parents, shown)
+                if groups is not None and spec.level:
+                    chain = [g for g in chain if groups[g].kind == spec.level]
+                chains[group_id] = chain
+            keys = [(*key[:group_at], g, *key[group_at + 1 :]) for g in chains[group_id]]
+        if agent_at is not None and values[agent_at] is not None:
+            at, agent = spec.dims.index("user"), values[agent_at]
             keys += [(*k[:at], ViaAgent(k[at], agent), *k[at + 1 :]) for k in keys]
-        for row_key in keys:
-            figures[row_key].add(gpu, budget, cost, share)
-        total.add(gpu, budget, cost, share)
-    return figures, total, unpriced
+        for entry in (*(sums_of[row_key] for row_key in keys), total):
+            entry[0] += gpu
+            entry[1] += budget
+            entry[2] += cost
+            if share:
+                entry[3] += share
+    figures: dict[tuple, Figures] = defaultdict(Figures)
+    for row_key, entry in sums_of.items():
+        figures[row_key] = _figures(entry)
+    return figures, _figures(total), unpriced
+
+
+def _figures(entry: list) -> Figures:
+    gpu, budget, cost, share = entry
+    return Figures(gpu, budget, Fraction(cost, MONEY_DENOMINATOR), share)
 
 
 def _unused_line(spec: ReportSpec, unused: UnusedCapacity | None) -> Figures | None:

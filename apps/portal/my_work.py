@@ -5,10 +5,10 @@ from django.db.models import Count
 
 from apps.accounts.models import Notification, Project, User
 from apps.accounts.selectors import member_group_ids
-from apps.ledger.budgets import ResourceBudget, budget_status, resource_budget
+from apps.ledger.budgets import ResourceBudget, resource_budget
 from apps.policies.models import ComputeResource
 from apps.policies.selectors import submittable_resources
-from apps.portal.selectors import budget_holds
+from apps.portal.selectors import holds_over
 from apps.tasks import selectors as task_selectors
 from apps.tasks.models import Task
 
@@ -32,8 +32,10 @@ def my_tasks(user: User):
 def my_resources(user: User) -> list[tuple[ComputeResource, ResourceBudget]]:
     """Where the user may submit, each with its standing against the budgets above it (held until
     a reset by a used-up budget, or exempt with a time weight of 0)."""
-    holds = budget_holds(budget_status())
-    resources = submittable_resources(user).filter(enabled=True).select_related("profile").order_by("name")
+    resources = list(
+        submittable_resources(user).filter(enabled=True).select_related("profile").order_by("name")
+    )
+    holds = holds_over({r.policy_id for r in resources})
     return [(r, resource_budget(r.profile.time_weight, holds.get(r.policy_id))) for r in resources]
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-from django.db.models import Count, DecimalField, ExpressionWrapper, F, Min, Q, Sum
+from django.db.models import Count, DecimalField, ExpressionWrapper, F, FilteredRelation, Min, Q, Sum
 from django.utils import timezone
 
 from apps.accounts.models import Group
@@ -115,9 +115,28 @@ def pool_usage(kind: str | None = None) -> list[PoolUse]:
 
 def budget_holds(statuses: dict[int, BudgetStatus]) -> dict[int, datetime]:
     """Policies held by a used-up budget, their own or an ancestor's: policy id -> its reset."""
+    return _held(statuses, statuses, parent_policy_ids())
+
+
+def holds_over(policy_ids: set[int]) -> dict[int, datetime]:
+    """``budget_holds`` of these policies, reading only the budgets on them and above them (and so
+    the usage of those budgets' subtrees), not every policy's."""
     parents = parent_policy_ids()
+    chain: set[int] = set()
+    for pk in policy_ids:
+        node = pk
+        while node is not None and node not in chain:
+            chain.add(node)
+            node = parents.get(node)
+    budgeted = ResourcePolicy.objects.filter(
+        Q(budget_hours__isnull=False) | Q(extra_budgets__isnull=False), pk__in=chain
+    ).distinct()
+    return _held(policy_ids, budget_status(budgeted), parents)
+
+
+def _held(policy_ids, statuses: dict[int, BudgetStatus], parents: dict) -> dict[int, datetime]:
     holds = {}
-    for pk in statuses:
+    for pk in policy_ids:
         node = pk
         while node is not None:
             status = statuses.get(node)
@@ -131,14 +150,20 @@ def budget_holds(statuses: dict[int, BudgetStatus]) -> dict[int, datetime]:
 def queues(group_ids: set[int] | None = None):
     """Compute resources with their work waiting and running (tasks, and GPUs x nodes) and the
     oldest wait."""
-    waiting = Q(tasks__state=Task.State.QUEUED)
-    running = Q(tasks__state__in=Task.ACTIVE_STATES)
-    resources = ComputeResource.objects.select_related("policy__group", "profile").annotate(
-        waiting=Count("tasks", filter=waiting),
-        waiting_gpus=Sum(counted("tasks__"), filter=waiting, default=ZERO),
-        running=Count("tasks", filter=running),
-        running_gpus=Sum(counted("tasks__"), filter=running, default=ZERO),
-        oldest_wait=Min("tasks__submitted_at", filter=waiting),
+    # Joined to their waiting and placed tasks only (the state index), not to every task ever run.
+    live = FilteredRelation("tasks", condition=Q(tasks__state__in=(Task.State.QUEUED, *Task.ACTIVE_STATES)))
+    waiting = Q(live__state=Task.State.QUEUED)
+    running = Q(live__state__in=Task.ACTIVE_STATES)
+    resources = (
+        ComputeResource.objects.select_related("policy__group", "profile")
+        .annotate(live=live)
+        .annotate(
+            waiting=Count("live", filter=waiting),
+            waiting_gpus=Sum(counted("live__"), filter=waiting, default=ZERO),
+            running=Count("live", filter=running),
+            running_gpus=Sum(counted("live__"), filter=running, default=ZERO),
+            oldest_wait=Min("live__submitted_at", filter=waiting),
+        )
     )
     if group_ids is not None:
         resources = resources.filter(policy__group_id__in=group_ids)

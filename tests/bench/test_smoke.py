@@ -38,7 +38,7 @@ def need_wrk() -> None:
         _fail_or_skip("wrk is not installed (apt-get install wrk; CI's .ci/run does)")
 
 
-def smoke(script: str, *args: str, **env: str) -> str:
+def smoke(script: str, *args: str, timeout: int = 180, **env: str) -> str:
     """Run ``bench/<script>.py --smoke``; its output, once it has exited 0."""
     base = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
     done = subprocess.run(
@@ -47,7 +47,7 @@ def smoke(script: str, *args: str, **env: str) -> str:
         env={**base, "DJANGO_SETTINGS_MODULE": "klique.settings.base", **env},
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=timeout,
     )
     assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return done.stdout

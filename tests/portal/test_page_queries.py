@@ -12,10 +12,12 @@ from apps.accounts import services as accounts
 from apps.accounts.models import Group, Membership, User
 from apps.engine.services import run_pass
 from apps.ledger import rollups
+from apps.ledger.budgets import budget_status
 from apps.ledger.report_spec import ReportSpec
 from apps.ledger.selectors import daily_reports, usage_report
 from apps.policies import services as policies
-from apps.policies.models import ComputeResource, Profile
+from apps.policies.models import ComputeResource, Profile, ResourcePolicy
+from apps.portal.selectors import budget_holds, holds_over
 from apps.pricing import services as pricing
 from apps.tasks import services as tasks
 from tests.ledger.ledger_data import make_estate, record
@@ -142,3 +144,13 @@ def test_daily_reports_give_each_days_usage_report_in_the_queries_of_one(fortnig
         ]
         assert (day.total, day.unpriced) == (alone.total, alone.unpriced)
     assert sum(d.total.gpu_us for d in days) == usage_report(person, spec, now).total.gpu_us > 0
+
+
+def test_holds_over_some_policies_are_those_of_every_policys_budget_status_reading_fewer_intervals(estate):
+    grow(teams=2, per_resource=1)
+    ResourcePolicy.objects.filter(group__slug__in=["agents", "language"]).update(budget_hours=0)
+    policies = dict(ResourcePolicy.objects.values_list("group__slug", "pk"))
+    asked = {policies[slug] for slug in ("agents", "pretraining", "ranking", "extra-0")}
+    every = budget_holds(budget_status())
+    assert holds_over(asked) == {pk: at for pk, at in every.items() if pk in asked}
+    assert set(holds_over(asked)) == {policies["agents"], policies["pretraining"]}

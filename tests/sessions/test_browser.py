@@ -5,7 +5,6 @@ import pytest
 from django.utils import timezone
 
 from apps.portal import demo
-from apps.sessions.models import SessionKind
 from apps.sessions.selectors import session_token
 from apps.tasks.models import Task
 from tests.browser.conftest import chromium as chromium  # the fixtures
@@ -15,8 +14,7 @@ from tests.sessions.conftest import Worker, place, sample
 
 @pytest.fixture
 def seeded(transactional_db):
-    demo.seed()
-    SessionKind.objects.create(name="JupyterLab", type=SessionKind.Type.JUPYTER)
+    demo.seed()  # its session kinds: JupyterLab, its editor as the IDE, the desktop
 
 
 def test_a_developer_starts_a_session_from_the_portal_and_sees_the_link(seeded, session):
