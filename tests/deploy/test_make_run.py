@@ -1,7 +1,7 @@
 """`make run` as a person runs it (the README's command), in a copy of the tree: it serves the
-portal, and Ctrl-C (SIGINT to the terminal's process group) stops the portal, the engine, the
-demo's worker daemons and the cloud nodes, printing one line and no error of make's. How long
-that takes is measured in docs/benchmarks.md, not here."""
+portal and the session gateway, and Ctrl-C (SIGINT to the terminal's process group) stops the
+portal, the gateway, the engine, the demo's worker daemons and the cloud nodes, printing one line
+and no error of make's. How long that takes is measured in docs/benchmarks.md, not here."""
 
 import os
 import shutil
@@ -44,11 +44,11 @@ def _group(pgid: int) -> list[str]:
 @pytest.mark.skipif(not (ROOT / ".venv" / ".installed").exists(), reason="needs `make install` first")
 def test_make_run_serves_the_portal_and_ctrl_c_stops_everything_with_one_line(tmp_path):
     _copy_tree(tmp_path)
-    port = _free_port()
+    port, gateway = _free_port(), _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_URL", "REDIS_URL", "DJANGO_"))}
     log = open(tmp_path / "make-run.log", "wb")  # noqa: SIM115 - the child writes it
     make = subprocess.Popen(
-        ["make", "run", f"PORT={port}"],
+        ["make", "run", f"PORT={port}", f"GATEWAY_PORT={gateway}"],
         cwd=tmp_path,
         env=env,
         stdout=log,
@@ -68,6 +68,8 @@ def test_make_run_serves_the_portal_and_ctrl_c_stops_everything_with_one_line(tm
         else:
             pytest.fail((tmp_path / "make-run.log").read_text()[-3000:])
         time.sleep(5)  # the daemons enrol and work starts
+        with urllib.request.urlopen(f"http://127.0.0.1:{gateway}/healthz", timeout=5) as health:
+            assert health.status == 200  # the session gateway, the demo's daemons' tunnels in it
         before = (tmp_path / "make-run.log").read_text()
         os.killpg(make.pid, signal.SIGINT)
         make.wait(timeout=WAIT_S)
