@@ -153,7 +153,7 @@ def run(args) -> dict:
     load_before = os.getloadavg()[0]
     started = time.monotonic()
     make = subprocess.Popen(
-        ["make", "run", f"PORT={port}"],
+        ["make", "run", f"PORT={port}", f"GATEWAY_PORT={free_port()}"],
         cwd=tree,
         env=env,
         stdout=subprocess.PIPE,

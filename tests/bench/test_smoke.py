@@ -122,3 +122,8 @@ def test_kueue_replay(database):
 def test_kueue_replay_large(database):
     out = smoke("kueue_replay", "--shape", "large", "--database", database, "--redis", settings.REDIS_URL)
     assert '"shape": "large"' in out and '"klique_over_ideal"' in out
+
+
+def test_session_tunnel():
+    out = smoke("session_tunnel", timeout=120)
+    assert "through the tunnel" in out and "tunnel / straight" in out
