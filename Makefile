@@ -93,7 +93,7 @@ run: seed
 	$(PY) manage.py demo_load --workers --server http://$(HOST):$(PORT) & \
 	load=$$!; \
 	$(VENV)/bin/klique-gateway --listen $(HOST):$(GATEWAY_PORT) --control-plane http://$(HOST):$(PORT) \
-	  --public-url $$KLIQUE_SESSION_GATEWAY_URL --log-level WARNING & \
+	  --public-url $$KLIQUE_SESSION_GATEWAY_URL --portal-url http://$(HOST):$(PORT) --log-level WARNING & \
 	gateway=$$!; \
 	$(PY) manage.py runserver --noreload --skip-checks $(HOST):$(PORT) & \
 	web=$$!; \

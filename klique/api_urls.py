@@ -13,4 +13,5 @@ urlpatterns = [
     path("usage/", include("apps.ledger.api.urls")),
     path("", include("apps.governance.api.urls")),
     path("", include("apps.whatif.api.urls")),
+    path("", include("apps.cloud.api_urls")),
 ]

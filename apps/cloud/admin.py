@@ -1,9 +1,20 @@
 from django.contrib import admin
+from django.urls import reverse
+from django.utils.html import format_html
 
 from apps.accounts.models import Membership
 from apps.accounts.selectors import has_role
 from apps.cloud import services
-from apps.cloud.models import CloudNode, CloudPool, CloudSpendCap, CloudSpendCapChange, InstanceType
+from apps.cloud.models import (
+    CloudBill,
+    CloudBillBooking,
+    CloudBillLine,
+    CloudNode,
+    CloudPool,
+    CloudSpendCap,
+    CloudSpendCapChange,
+    InstanceType,
+)
 from apps.core.audit_admin import AuditTrailAdmin
 from apps.core.fields import PLAIN_NUMBERS
 from apps.core.formsets import CappedInline
@@ -131,3 +142,70 @@ class CloudSpendCapChangeAdmin(AuditTrailAdmin):
     date_hierarchy = "at"
     list_select_related = ["group", "actor"]
     fields = ["cap", "group", "action", "before", "after", "actor", "via", "at"]
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(CloudBill)
+class CloudBillAdmin(ReadOnlyAdmin):
+    """Imported cloud bills (CUR 2.0 files), read-only: finance imports them on the portal's cloud
+    bill page or the API. Their lines are listed under *Cloud bill lines*, filtered by import (a
+    month's bill has thousands: no inline)."""
+
+    list_display = [
+        "month",
+        "file_name",
+        "file_format",
+        "currency",
+        "rows_kept",
+        "lines_matched",
+        "imported_by",
+        "imported_at",
+        "via",
+        "lines",
+    ]
+    list_select_related = ["imported_by"]
+    date_hierarchy = "imported_at"
+
+    @admin.display(description="lines")
+    def lines(self, obj: CloudBill):
+        url = reverse("admin:cloud_cloudbillline_changelist") + f"?bill__id__exact={obj.pk}"
+        return format_html('<a href="{}">{} lines</a>', url, obj.rows_kept)
+
+
+@admin.register(CloudBillLine)
+class CloudBillLineAdmin(ReadOnlyAdmin):
+    list_display = [
+        "instance_id",
+        "usage_start",
+        "usage_end",
+        "hours",
+        "cost",
+        "rate",
+        "instance_type",
+        "node",
+        "tagged_pool",
+        "bill",
+    ]
+    list_filter = ["bill"]
+    list_select_related = ["node", "bill"]
+    search_fields = ["instance_id"]
+
+
+@admin.register(CloudBillBooking)
+class CloudBillBookingAdmin(AuditTrailAdmin):
+    """Every booked cloud bill difference: read-only, like the adjustment it booked."""
+
+    list_display = ["at", "cloud_pool", "month", "amount", "currency", "actor", "via", "adjustment"]
+    list_select_related = ["cloud_pool__pool", "actor", "adjustment"]
+    date_hierarchy = "at"
+    fields = ["cloud_pool", "month", "bill", "adjustment", "amount", "currency", "actor", "via", "at"]

@@ -133,6 +133,17 @@ class _Priced:
                 cost += Fraction(overlap) * Fraction(price) * share / US_PER_HOUR
         return cost, unpriced
 
+    def rate_at(self, moment: int) -> Decimal | None:
+        """The price per node-hour in force at ``moment`` (None: no price then)."""
+        return next((price for start, end, price in self.segments if start <= moment < end), None)
+
+
+def node_pricing(node: CloudNode, prices: dict, start: datetime, end: datetime) -> _Priced:
+    """A node's prices over [start, end): those of the instance type name and market it was
+    launched as in ``prices`` (``node_price_segments``), else none."""
+    segments = prices.get((node.instance_type_name, node.market)) or [NodeSegment(start, end, None)]
+    return _Priced([(_us(s.start), _us(s.end), s.per_node_hour) for s in segments])
+
 
 def _union(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     merged: list[list[int]] = []
@@ -155,7 +166,7 @@ def _gaps(start: int, end: int, busy: list[tuple[int, int]]) -> list[tuple[int, 
     return gaps
 
 
-def _nodes(start: datetime, end: datetime):
+def alive(start: datetime, end: datetime):
     lives = Q(terminated_at__isnull=True) | Q(terminated_at__gt=start)
     return (
         CloudNode.objects.filter(launched_at__lt=end)
@@ -203,9 +214,8 @@ def _node_cost(
     a, b = _us(life_start), _us(life_end)
     if b <= a:
         return None
-    segments = prices.get((node.instance_type_name, node.market)) or [NodeSegment(start, end, None)]
-    priced = _Priced([(_us(s.start), _us(s.end), s.per_node_hour) for s in segments])
-    cost, unpriced = priced.cost(a, b)
+    pricing = node_pricing(node, prices, start, end)
+    cost, unpriced = pricing.cost(a, b)
     spans, by_group = [], defaultdict(Fraction)
     for row in held:
         if row["pool_id"] != node.cloud_pool.pool_id:
@@ -215,11 +225,11 @@ def _node_cost(
             continue
         spans.append((s, e))
         share = min(Fraction(row["gpus"]) / node.gpus, Fraction(1))
-        by_group[row["group_id"]] += priced.cost(s, e, share)[0]
+        by_group[row["group_id"]] += pricing.cost(s, e, share)[0]
     idle_us, idle_cost = 0, Fraction(0)
     for s, e in _gaps(a, b, _union(spans)):
         idle_us += e - s
-        idle_cost += priced.cost(s, e)[0]
+        idle_cost += pricing.cost(s, e)[0]
     whole = unpriced < b - a
     per_hour = None
     if not unpriced:
@@ -285,7 +295,7 @@ def cloud_spend(start: datetime, end: datetime, currency: str, now: datetime | N
     """What every cloud node cost in [start, end) in ``currency``: the total, its idle part, the
     part each group's usage pays and the nodes one by one. Four queries however many nodes."""
     now = now or timezone.now()
-    nodes = list(_nodes(start, end))
+    nodes = list(alive(start, end))
     held = _held(nodes, start, end)
     prices = node_price_segments(currency, start, end)
     costs, priced = [], []

@@ -267,3 +267,94 @@ class CloudSpendCapChange(AuditedChange):
 
     def __str__(self) -> str:
         return f"{self.get_action_display()} cloud spend cap of {self.group} at {self.at:%Y-%m-%d %H:%M}"
+
+
+# The provider's bill (``docs/cloud.md``, "Reconciling the cloud bill").
+
+
+class CloudBill(models.Model):
+    """One imported AWS Cost and Usage Report 2.0 file of one UTC month: who imported it, when,
+    and how many of its rows were kept; the kept rows (EC2 instance usage) are its ``lines``."""
+
+    class Format(models.TextChoices):
+        CSV = "csv", "CSV"
+        CSV_GZIP = "csv.gz", "gzip'd CSV"
+        PARQUET = "parquet", "Parquet"
+
+    class Via(models.TextChoices):
+        PORTAL = "portal", "Portal"
+        API = "api", "API"
+
+    month = models.DateField(help_text="The first day of the UTC month.")
+    file_name = models.CharField(max_length=255)
+    file_format = models.CharField(max_length=10, choices=Format.choices)
+    currency = models.CharField(max_length=3, help_text="The lines' line_item_currency_code.")
+    imported_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    imported_at = models.DateTimeField()
+    via = models.CharField(max_length=10, choices=Via.choices)
+    rows_read = models.PositiveIntegerField(help_text="Every row of the file.")
+    rows_kept = models.PositiveIntegerField(help_text="EC2 instance usage of the month: the lines.")
+    rows_other = models.PositiveIntegerField(
+        help_text="Not EC2 instance usage: other services, tax, credits, fees, volumes, data transfer."
+    )
+    rows_outside = models.PositiveIntegerField(help_text="EC2 instance usage of another month.")
+    lines_matched = models.PositiveIntegerField(help_text="Lines of an instance Klique launched.")
+
+    class Meta:
+        ordering = ["-month", "-imported_at", "-pk"]
+        verbose_name = "cloud bill import"
+
+    def __str__(self) -> str:
+        return f"{self.file_name} ({self.month:%B %Y})"
+
+
+class CloudBillLine(models.Model):
+    """One EC2 instance usage row of an imported bill, with the Klique node of its instance id
+    (empty: an instance Klique does not know). Amounts as the file has them, to 10 decimals."""
+
+    bill = models.ForeignKey(CloudBill, on_delete=models.CASCADE, related_name="lines")
+    instance_id = models.CharField(max_length=80, help_text="line_item_resource_id")
+    instance_type = models.CharField(max_length=60, blank=True, help_text="product_instance_type")
+    usage_start = models.DateTimeField()
+    usage_end = models.DateTimeField()
+    hours = models.DecimalField(max_digits=24, decimal_places=10, help_text="line_item_usage_amount")
+    cost = models.DecimalField(max_digits=24, decimal_places=10, help_text="line_item_unblended_cost")
+    rate = models.DecimalField(
+        max_digits=24, decimal_places=10, null=True, blank=True, help_text="line_item_unblended_rate"
+    )
+    tagged_pool = models.CharField(
+        max_length=80, blank=True, help_text="The instance's klique:pool tag, where the bill has it."
+    )
+    node = models.ForeignKey(CloudNode, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+
+    class Meta:
+        ordering = ["usage_start", "pk"]
+        indexes = [models.Index(fields=["bill", "instance_id"], name="cloud_bill_line_instance")]
+
+    def __str__(self) -> str:
+        return f"{self.instance_id} from {self.usage_start:%Y-%m-%d %H:%M}"
+
+
+class CloudBillBooking(AuditedChange):
+    """The difference between a pool's bill and what Klique charged for its nodes in a closed
+    month, booked by finance as a ledger adjustment: at most one in force per pool and month."""
+
+    class Via(models.TextChoices):
+        PORTAL = "portal", "Portal"
+        API = "api", "API"
+
+    cloud_pool = models.ForeignKey(CloudPool, on_delete=models.PROTECT, related_name="bill_bookings")
+    month = models.DateField(help_text="The closed month (its first day).")
+    bill = models.ForeignKey(CloudBill, on_delete=models.PROTECT, related_name="bookings")
+    adjustment = models.OneToOneField("ledger.Adjustment", on_delete=models.PROTECT, related_name="+")
+    amount = models.DecimalField(max_digits=18, decimal_places=2, help_text="The bill - Klique.")
+    currency = models.CharField(max_length=3)
+    via = models.CharField(max_length=10, choices=Via.choices)
+
+    class Meta(AuditedChange.Meta):
+        verbose_name = "cloud bill booking"
+
+    def __str__(self) -> str:
+        return f"cloud bill of {self.cloud_pool} for {self.month:%B %Y} booked at {self.at:%Y-%m-%d %H:%M}"

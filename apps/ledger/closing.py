@@ -161,7 +161,12 @@ def record_adjustments(
             entry[1] -= row["budget"]
             entry[2] -= _units(row["gpu"], row["per_gpu_hour"])
         booked = (
-            Adjustment.objects.filter(closed_month=close.month, currency=currency, voided_at__isnull=True)
+            Adjustment.objects.filter(
+                closed_month=close.month,
+                currency=currency,
+                voided_at__isnull=True,
+                source=Adjustment.Source.REPRICING,
+            )
             .values(*ADJUSTMENT_KEY)
             .annotate(gpu=Sum("gpu_us"), budget=Sum("budget_us"), units=Sum("cost_units"))
             .order_by()

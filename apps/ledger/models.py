@@ -261,7 +261,14 @@ class FrozenUsage(models.Model):
 class Adjustment(models.Model):
     """A change to a closed month's figures, booked in the next open month: a back-dated price
     change or a late usage correction. Deltas per group, project and GPU type, in one currency;
-    ``cost_units`` is the exact cost delta x 3.6e13 (``cost`` the same rounded to cents)."""
+    ``cost_units`` is the exact cost delta x 3.6e13 (``cost`` the same rounded to cents).
+    ``source``: a re-pricing of the month's usage (the late-corrections sweep books and nets those)
+    or a cloud bill's difference booked by finance (apps/cloud/bill_reconcile.py), which the sweep
+    leaves alone."""
+
+    class Source(models.TextChoices):
+        REPRICING = "repricing", "Prices or usage changed"
+        CLOUD_BILL = "cloud_bill", "Cloud bill reconciled"
 
     closed_month = models.DateField(help_text="The closed month whose figures changed.")
     booked_in = models.DateField(help_text="The open month the adjustment is booked in (its first day).")
@@ -276,6 +283,7 @@ class Adjustment(models.Model):
     cost_units = models.DecimalField(max_digits=40, decimal_places=0)
     cost = models.DecimalField(max_digits=18, decimal_places=2)
     reason = models.TextField()
+    source = models.CharField(max_length=12, choices=Source.choices, default=Source.REPRICING)
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

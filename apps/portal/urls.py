@@ -1,7 +1,7 @@
 from django.urls import include, path
 
 from apps.portal import views
-from apps.portal.views import closing, governance, loans, requests, session_sharing
+from apps.portal.views import bills, closing, governance, loans, requests, sessions
 from apps.portal.views import webhooks as webhook_views
 
 app_name = "portal"
@@ -20,6 +20,9 @@ urlpatterns = [
     path("finance/months/close/", closing.close_month, name="close-month"),
     path("finance/months/<int:pk>/reopen/", closing.reopen_month, name="reopen-month"),
     path("finance/months/sweep/", closing.sweep, name="sweep-months"),
+    path("finance/bills/", bills.bills_page, name="bills"),
+    path("finance/bills/import/", bills.import_bill, name="import-bill"),
+    path("finance/bills/book/", bills.book, name="book-bill"),
     path("departments/<slug:slug>/", views.department, name="department"),
     path("departments/<slug:slug>/split/", views.split, name="split"),
     path("departments/<slug:slug>/lend/", loans.lend, name="lend"),
@@ -30,7 +33,9 @@ urlpatterns = [
     path("work/", views.work, name="work"),
     path("work/tasks/<int:pk>/", views.task_detail, name="task"),
     path("work/tasks/<int:pk>/cancel/", views.cancel, name="cancel"),
-    path("work/sessions/<int:pk>/share/", session_sharing.share, name="share-session"),
+    path("work/sessions/<int:pk>/share/", sessions.share, name="share-session"),
+    path("sessions/<int:pk>/", sessions.open_session, name="open-session"),
+    path("sessions/<int:pk>/<path:rest>", sessions.open_session, name="open-session-page"),
     path("notifications/", views.notifications, name="notifications"),
     path("notifications/<int:pk>/read/", views.notification_read, name="notification-read"),
     path("notifications/read-all/", views.notifications_read_all, name="notifications-read-all"),

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from urllib.parse import quote, urlsplit
 
-from aiohttp import ClientSession, ClientTimeout, WSMsgType, web
+from aiohttp import ClientError, ClientSession, ClientTimeout, WSMsgType, web
 
 from klique.tunnel import protocol as p
 
@@ -95,9 +95,13 @@ class Tunnel:
 
 
 class Gateway:
-    def __init__(self, control_plane: str, *, public_url: str = "", cookies=KLIQUE_COOKIES):
+    def __init__(
+        self, control_plane: str, *, public_url: str = "", portal_url: str = "", cookies=KLIQUE_COOKIES
+    ):
         self.control_plane = control_plane.rstrip("/")
         self.public_url = public_url.rstrip("/")
+        # Where people log in (the portal); the gateway's own URL when they share an origin.
+        self.portal_url = (portal_url or public_url).rstrip("/")
         self.cookies = frozenset(cookies)
         self.tunnels: dict[int, Tunnel] = {}
         self.cache: dict[tuple[int, str], tuple[float, Access]] = {}
@@ -134,7 +138,10 @@ class Gateway:
 
     async def tunnel(self, request: web.Request) -> web.StreamResponse:
         authorization = request.headers.get("Authorization", "")
-        worker = await self.worker_of(authorization) if authorization else None
+        try:
+            worker = await self.worker_of(authorization) if authorization else None
+        except (ClientError, TimeoutError, ValueError) as error:
+            raise web.HTTPBadGateway(text="The control plane did not answer; try again shortly.") from error
         if worker is None:
             raise web.HTTPUnauthorized(text="A worker token is needed: Authorization: Bearer kqw_...")
         ws = web.WebSocketResponse(heartbeat=30, max_msg_size=MAX_MESSAGE + p.HEAD.size)
@@ -172,10 +179,14 @@ class Gateway:
             raise web.HTTPForbidden(
                 text="Open the session from the portal: this request came from another site."
             )
-        access = await self.access(session, self.cookie(request, klique=True))
+        try:
+            access = await self.access(session, self.cookie(request, klique=True))
+        except (ClientError, TimeoutError, ValueError) as error:
+            log.warning("cannot ask the control plane", extra={"fields": {"error": str(error)}})
+            raise web.HTTPBadGateway(text="The control plane did not answer; try again shortly.") from error
         if access.status == 401 or access.status == 403 and not request.cookies.keys() & self.cookies:
             if request.method == "GET" and not websocket:
-                raise web.HTTPFound(f"{self.public_url}/accounts/login/?next={quote(request.path_qs)}")
+                raise web.HTTPFound(f"{self.portal_url}/accounts/login/?next={quote(request.path_qs)}")
             raise web.HTTPUnauthorized(text="Log in to the portal first.")
         if access.status != 200:
             status = access.status if access.status in (403, 404, 409) else 502
@@ -324,6 +335,9 @@ def main(argv: list[str] | None = None) -> int:
         default="",
         help="the gateway's URL as browsers see it (the WebSocket Origin check and the login redirect)",
     )
+    parser.add_argument(
+        "--portal-url", default="", help="the portal's URL, where people log in (default: --public-url)"
+    )
     parser.add_argument("--log-level", default="INFO")
     parser.add_argument("--log-json", action="store_true", help="one JSON object per log line")
     args = parser.parse_args(argv)
@@ -336,6 +350,6 @@ def main(argv: list[str] | None = None) -> int:
     url = urlsplit(args.public_url) if args.public_url else None
     if url is not None and not url.scheme:
         parser.error("--public-url needs a scheme: https://klique.example.org")
-    gateway = Gateway(args.control_plane, public_url=args.public_url)
+    gateway = Gateway(args.control_plane, public_url=args.public_url, portal_url=args.portal_url)
     web.run_app(gateway.app(), host=host or "127.0.0.1", port=int(port), print=None, access_log=None)
     return 0

@@ -10,7 +10,7 @@ from django.contrib import admin
 from django.db import models
 from django.utils import timezone
 
-from apps.cloud.models import CloudSpendCapChange
+from apps.cloud.models import CloudBillBooking, CloudSpendCapChange
 from apps.core.audit import AuditedChange, record_change
 from apps.core.audit_admin import AuditTrailAdmin
 from apps.policies.models import PolicyChange
@@ -19,7 +19,7 @@ from apps.pricing.models import PriceChange
 from tests.admins import superuser_request
 from tests.factories import PolicyFactory, UserFactory
 
-TRAILS = [PriceChange, CloudSpendCapChange, PolicyChange, MaintenanceChange]
+TRAILS = [PriceChange, CloudSpendCapChange, PolicyChange, MaintenanceChange, CloudBillBooking]
 TRAIL_IDS = [trail.__name__ for trail in TRAILS]
 
 

@@ -73,6 +73,9 @@ NO_ADD_PAGE = {
     "whatif.WhatIfRun",  # started from the portal, the API or the CLI (a checked Celery job)
     "ledger.MonthClose",  # closed and reopened only on the finance page (apps.ledger.closing)
     "ledger.Adjustment",  # booked only by the month close (apps.ledger.closing)
+    "cloud.CloudBill",  # imported on the portal's cloud bill page or the API (apps.cloud.bills)
+    "cloud.CloudBillLine",  # the rows of an import
+    "cloud.CloudBillBooking",  # an audit trail: written only by booking a bill's difference
 }
 
 

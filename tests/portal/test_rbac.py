@@ -84,6 +84,12 @@ MATRIX = {
     "POST /finance/months/close/": posted(PRICE_EDITORS, month="2026-01"),
     "POST /finance/months/{month_close}/reopen/": posted(PRICE_EDITORS, reason="Wrong prices."),
     "POST /finance/months/sweep/": posted(PRICE_EDITORS),
+    # The cloud bill (issue 37): finance and IT at the root import, reconcile and book; a POST
+    # without its file or pool is a 400 (tests/cloud/test_bill_faces.py posts real ones).
+    "GET /finance/bills/": Rule(PRICE_EDITORS),
+    "GET /finance/bills/?month=2026-02": Rule(PRICE_EDITORS),
+    "POST /finance/bills/import/": posted(PRICE_EDITORS, ok=400, month="2026-02"),
+    "POST /finance/bills/book/": posted(PRICE_EDITORS, ok=400, month="2026-02", pool="0"),
     # Statements and the cost-centre cut: the reports' own rule.
     "GET /reports/statements/": Rule(EVERYONE),
     "GET /reports/statements/?group=language&month=2026-02&format=pdf": Rule(
@@ -127,6 +133,9 @@ MATRIX = {
     "GET /work/tasks/{ranking_task}/": Rule(ESTATE),
     "POST /work/tasks/{pretraining_task}/cancel/": posted(PRETRAINING_WORK),
     "POST /work/tasks/{alignment_task}/cancel/": posted(ALIGNMENT_WORK),
+    # A session's path on the portal: 404 without a session gateway (the tests set none).
+    "GET /sessions/{dev_session}/lab": Rule(set(), refused=404),
+    "GET /sessions/{dev_session}/": Rule(set(), refused=404),
     # Only its owner shares a session; it is not found among anyone else's.
     "POST /work/sessions/{dev_session}/share/": posted(
         {"dev-pretraining"}, refused=404, users="lead-pretraining"

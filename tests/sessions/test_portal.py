@@ -121,3 +121,10 @@ def test_with_a_gateway_the_owner_shares_a_session_and_the_one_shared_with_sees_
     assert "Shared with you" in friend_page and link in friend_page
     owner.post(f"/work/sessions/{task.pk}/share/", {"users": ""})
     assert "Shared with you" not in browser(estate.other_member).get("/work/").content.decode()
+
+
+def test_a_sessions_path_on_the_portal_goes_on_to_the_gateway_after_the_login(estate, settings):
+    settings.SESSION_GATEWAY_URL = "http://127.0.0.1:8001"
+    page = browser(estate.member).get("/sessions/12/lab?reset")
+    assert (page.status_code, page["Location"]) == (302, "http://127.0.0.1:8001/sessions/12/lab?reset")
+    assert Client().get("/sessions/12/lab")["Location"].startswith("/accounts/login/?next=/sessions/12/lab")

@@ -6,6 +6,7 @@ from django.contrib.auth.decorators import login_required
 
 from apps.accounts.models import Group
 from apps.accounts.selectors import sees_whole_estate
+from apps.cloud import bills
 from apps.cloud import selectors as cloud
 from apps.cloud.tables import CloudGroupTable, CloudSpendTable
 from apps.ledger.tables import UsageTable
@@ -37,6 +38,7 @@ def finance(request):
         "groups": UsageTable(shown, prefix="groups-"),
         "prices": PriceTable(prices_filter.qs, prefix="prices-", exclude=("actions",)),
         "spend": spend,
+        "may_reconcile": bills.may_reconcile(request.user),
         "cloud": CloudSpendTable(spend, prefix="cloud-") if spend is not None else None,
         "cloud_groups": CloudGroupTable(spend, prefix="cloudgroups-") if spend is not None else None,
         "groups_filter": groups_filter,

@@ -3,7 +3,7 @@ commands, in the order ``klique --help`` lists them."""
 
 import argparse
 
-from klique.client.cli import estate, login, mcp, resources, schedules, sessions, tasks, usage, whatif
+from klique.client.cli import bills, estate, login, mcp, resources, schedules, sessions, tasks, usage, whatif
 
 
 def parser() -> argparse.ArgumentParser:
@@ -29,6 +29,6 @@ def parser() -> argparse.ArgumentParser:
         sub.set_defaults(handler=handler)
         return sub
 
-    for module in (login, resources, tasks, usage, schedules, sessions, estate, mcp, whatif):
+    for module in (login, resources, tasks, usage, schedules, sessions, estate, mcp, whatif, bills):
         module.register(commands, command)
     return root

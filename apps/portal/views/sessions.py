@@ -1,9 +1,13 @@
-"""The owner of a session shares it from **My work**: who else may open it through the session
-gateway (docs/sessions.md)."""
+"""Sessions in the portal beside **My work**: their owner shares one (who else may open it through
+the session gateway), and a session's path on the portal sends the browser on to the gateway when
+the gateway has an origin of its own (``make run``: the portal on :8000, the gateway on :8001;
+behind the production proxy both share one and ``/sessions/`` never reaches Django)
+(docs/sessions.md)."""
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404
+from django.http import Http404, HttpResponseRedirect
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST
@@ -29,3 +33,12 @@ def share(request, pk: int):
         shared = ", ".join(sorted(user.username for user in users if user != request.user)) or "no one"
         messages.success(request, f"Session {pk} is now shared with {shared}.")
     return redirect(reverse("portal:work") + "#sessions")
+
+
+@login_required
+def open_session(request, pk: int, rest: str = ""):
+    """After the gateway sent an anonymous browser to log in, the login's ``next`` lands here."""
+    if not settings.SESSION_GATEWAY_URL:
+        raise Http404("Sessions are not opened through a gateway here.")
+    query = f"?{request.META['QUERY_STRING']}" if request.META.get("QUERY_STRING") else ""
+    return HttpResponseRedirect(f"{settings.SESSION_GATEWAY_URL}/sessions/{pk}/{rest}{query}")
