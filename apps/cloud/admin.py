@@ -15,7 +15,7 @@ from apps.cloud.models import (
     CloudSpendCapChange,
     InstanceType,
 )
-from apps.core.audit_admin import AuditTrailAdmin
+from apps.core.audit_admin import AuditTrailAdmin, ReadOnlyAdmin
 from apps.core.fields import PLAIN_NUMBERS
 from apps.core.formsets import CappedInline
 from apps.core.parsers import JSON_FIELDS
@@ -61,7 +61,7 @@ class CloudPoolAdmin(admin.ModelAdmin):
 
 
 @admin.register(CloudNode)
-class CloudNodeAdmin(admin.ModelAdmin):
+class CloudNodeAdmin(ReadOnlyAdmin):
     """Every node the autoscaler launched: read-only, the record of what it did and why."""
 
     list_display = [
@@ -82,15 +82,6 @@ class CloudNodeAdmin(admin.ModelAdmin):
 
     def get_readonly_fields(self, request, obj=None):
         return [field.name for field in CloudNode._meta.fields]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 CAP_VIA = CloudSpendCapChange.Via.ADMIN
@@ -142,17 +133,6 @@ class CloudSpendCapChangeAdmin(AuditTrailAdmin):
     date_hierarchy = "at"
     list_select_related = ["group", "actor"]
     fields = ["cap", "group", "action", "before", "after", "actor", "via", "at"]
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(CloudBill)

@@ -1,10 +1,11 @@
-"""The admin of an audit trail (``apps.core.audit``): read only, as an audit trail must be. Rows are
-written only by the services that make the changes."""
+"""Read-only admins: of an audit trail (``apps.core.audit``), read only as an audit trail must be,
+and of any record only its services write (imported files, cloud nodes). Rows are written only by
+the services that make the changes."""
 
 from django.contrib import admin
 
 
-class AuditTrailAdmin(admin.ModelAdmin):
+class ReadOnlyAdmin(admin.ModelAdmin):
     def has_add_permission(self, request) -> bool:
         return False
 
@@ -13,3 +14,7 @@ class AuditTrailAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
+
+
+class AuditTrailAdmin(ReadOnlyAdmin):
+    """An audit trail's admin."""

@@ -96,9 +96,9 @@ def tunnel_url() -> str:
 
 
 def public_url(session: Session) -> str:
-    """Where people open it: through the session gateway when one is set, else where its worker
-    says it answers."""
-    if settings.SESSION_GATEWAY_URL:
+    """Where people open it, once its worker says it answers: through the session gateway when one
+    is set, else at that address."""
+    if settings.SESSION_GATEWAY_URL and session.url:
         return settings.SESSION_GATEWAY_URL + base_url(session.task_id)
     return session.url
 

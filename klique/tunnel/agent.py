@@ -27,6 +27,7 @@ log = logging.getLogger("klique.worker")
 
 BACKOFF_MAX_S = 30.0
 MAX_MESSAGE = 64 * 1024 * 1024
+QUEUE_FRAMES = 256  # a stream's frames waiting for its session; more hold the tunnel's reading back
 
 
 class Agent:
@@ -127,9 +128,9 @@ class Agent:
                     frame = p.decode(message.data)
                     if frame.type in (p.HTTP, p.WS):
                         head = frame.json()
-                        queues[frame.stream] = queue = asyncio.Queue()
+                        queues[frame.stream] = queue = asyncio.Queue(QUEUE_FRAMES)
                         serve = self._http if frame.type == p.HTTP else self._websocket
-                        task = asyncio.create_task(serve(http, send, frame.stream, head, queue))
+                        task = asyncio.create_task(self._stream(serve, http, send, frame.stream, head, queue))
                         tasks[frame.stream] = task
                         task.add_done_callback(lambda t, s=frame.stream: done(s, t))
                     elif frame.stream in queues:
@@ -158,12 +159,16 @@ class Agent:
             return None, {"status": 400, "error": "That path is not under the session's base URL."}
         return route, path
 
-    async def _http(self, http, send, stream: int, head: dict, queue: asyncio.Queue) -> None:
-        session = head.get("session")
+    async def _stream(self, serve, http, send, stream: int, head: dict, queue: asyncio.Queue) -> None:
+        """Serve one stream the gateway opened, when it is for a session of this worker."""
         route, path = self._route(head)
         if route is None:
             await send(stream, p.RESET, path)
             return
+        await serve(http, send, stream, head, queue, route, path)
+
+    async def _http(self, http, send, stream: int, head: dict, queue: asyncio.Queue, route: Route, path: str):
+        session = head.get("session")
         first = await queue.get()
         body = None if first.type == p.END else _body(first, queue, self._counter(session))
         try:
@@ -184,16 +189,12 @@ class Agent:
                         await send(stream, p.DATA, piece)
                 await send(stream, p.END)
         except (aiohttp.ClientError, OSError, TimeoutError) as error:
-            await send(
-                stream, p.RESET, {"status": 502, "error": f"The session's server did not answer: {error}"}
-            )
+            await send(stream, p.RESET, _unreachable(error))
 
-    async def _websocket(self, http, send, stream: int, head: dict, queue: asyncio.Queue) -> None:
+    async def _websocket(
+        self, http, send, stream: int, head: dict, queue: asyncio.Queue, route: Route, path: str
+    ) -> None:
         session = head.get("session")
-        route, path = self._route(head)
-        if route is None:
-            await send(stream, p.RESET, path)
-            return
         url = "ws" + route.local.removeprefix("http") + path
         try:
             upstream = await http.ws_connect(
@@ -207,13 +208,15 @@ class Agent:
             await send(stream, p.RESET, {"status": error.status or 502, "error": error.message})
             return
         except (aiohttp.ClientError, OSError, TimeoutError) as error:
-            await send(
-                stream, p.RESET, {"status": 502, "error": f"The session's server did not answer: {error}"}
-            )
+            await send(stream, p.RESET, _unreachable(error))
             return
         async with upstream:
             await send(stream, p.ACCEPTED, {"protocol": upstream.protocol})
             await _relay(upstream, send, stream, queue, self._counter(session))
+
+
+def _unreachable(error: Exception) -> dict:
+    return {"status": 502, "error": f"The session's server did not answer: {error}"}
 
 
 async def _body(first: p.Frame, queue: asyncio.Queue, count):

@@ -199,9 +199,7 @@ class Gateway:
         return await self.forward(request, tunnel, session)
 
     def head(self, request: web.Request, session: int) -> dict:
-        headers = [
-            [n, v] for n, v in p.forwarded(request.headers, drop=frozenset({"cookie", "authorization"}))
-        ]
+        headers = p.forwarded(request.headers, drop=frozenset({"cookie", "authorization"}))
         if other := self.cookie(request, klique=False):
             headers.append(["Cookie", other])
         return {"session": session, "method": request.method, "path": request.raw_path, "headers": headers}
@@ -313,7 +311,8 @@ async def _relay(ws: web.WebSocketResponse, tunnel: Tunnel, stream: int, queue: 
         with contextlib.suppress(asyncio.CancelledError, ConnectionError):
             await task
     for task in done:
-        task.result()
+        with contextlib.suppress(ConnectionError):  # a side went away: the other is closed already
+            task.result()
 
 
 def _failed(frame: p.Frame | None) -> web.Response:

@@ -3,7 +3,6 @@ real daemon runs it and keeps its tunnel to a real ``klique-gateway``, and the *
 JupyterLab in Chromium through the gateway, whose console runs code on the kernel over its
 WebSocket; the desktop kind shows noVNC connected to its X display. No session token anywhere."""
 
-import sys
 import threading
 import time
 
@@ -22,7 +21,7 @@ from klique.worker import desktop
 from klique.worker.client import ControlPlane
 from klique.worker.daemon import Daemon, Settings
 from klique.worker.process import ProcessRunner
-from tests.sessions.gateway import RunningGateway
+from tests.sessions.gateway import RunningGateway, desktop_kind
 from tests.worker import conftest as worker_fixtures
 from tests.worker.conftest import fast as fast
 from tests.worker.conftest import pool as pool
@@ -123,14 +122,7 @@ def test_jupyterlab_opens_through_the_gateway_and_its_console_runs_code(
 
 @pytest.mark.skipif(bool(desktop.missing()), reason="needs Debian's " + " ".join(desktop.PACKAGES))
 def test_the_desktop_opens_through_the_gateway_in_novnc(chromium, live_server, stack, small_estate):
-    kind = SessionKind.objects.create(
-        name="Desktop",
-        type=SessionKind.Type.PORT,
-        command=[sys.executable, "-m", "klique.worker.desktop", "--port", "{port}"],
-        ready_path="/vnc.html",
-        strip_base_url=True,
-        open_path="vnc.html?autoconnect=1&resize=remote&path={base_path}websockify",
-    )
+    kind = desktop_kind()
     context = logged_in(chromium, live_server, User.objects.get(username="ada"))
     _, link = started_from_the_portal(context, live_server, small_estate, kind)
     screen = context.new_page()

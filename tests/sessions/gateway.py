@@ -3,6 +3,7 @@ live server, for the session-tunnel tests."""
 
 import asyncio
 import socket
+import sys
 import threading
 
 from aiohttp import web
@@ -38,3 +39,17 @@ class RunningGateway:
         asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
+
+
+def desktop_kind():
+    """The desktop session kind as the demo offers it (klique-desktop, noVNC at the session's root)."""
+    from apps.sessions.models import SessionKind
+
+    return SessionKind.objects.create(
+        name="Desktop",
+        type=SessionKind.Type.PORT,
+        command=[sys.executable, "-m", "klique.worker.desktop", "--port", "{port}"],
+        ready_path="/vnc.html",
+        strip_base_url=True,
+        open_path="vnc.html?autoconnect=1&resize=remote&path={base_path}websockify",
+    )

@@ -5,7 +5,6 @@ included, without the session's token; anyone else is refused; the bytes moved c
 session's network activity."""
 
 import json
-import sys
 import time
 
 import httpx
@@ -25,7 +24,7 @@ from klique.worker.client import ControlPlane
 from klique.worker.daemon import Daemon, Settings
 from klique.worker.process import ProcessRunner
 from tests.factories import UserFactory
-from tests.sessions.gateway import RunningGateway
+from tests.sessions.gateway import RunningGateway, desktop_kind
 from tests.sessions.test_end_to_end import IDLE, execute_request
 from tests.worker import conftest as worker_fixtures
 from tests.worker.conftest import fast as fast
@@ -167,14 +166,7 @@ def test_the_session_link_goes_through_the_gateway(small_estate, daemon, gateway
 
 @pytest.mark.skipif(bool(desktop.missing()), reason="needs Debian's " + " ".join(desktop.PACKAGES))
 def test_the_owner_opens_a_linux_desktop_through_the_gateway(small_estate, daemon, gateway):
-    kind = SessionKind.objects.create(
-        name="Desktop",
-        type=SessionKind.Type.PORT,
-        command=[sys.executable, "-m", "klique.worker.desktop", "--port", "{port}"],
-        ready_path="/vnc.html",
-        strip_base_url=True,
-        open_path="vnc.html?autoconnect=1&path={base_path}websockify",
-    )
+    kind = desktop_kind()
     task = started(small_estate, daemon, kind)
     cookies = cookies_of(task.user)
     page = httpx.get(f"{gateway.url}/sessions/{task.pk}/vnc.html", cookies=cookies, timeout=30)
@@ -193,7 +185,7 @@ def test_the_owner_opens_a_linux_desktop_through_the_gateway(small_estate, daemo
         screen.close()
     link = Client()
     link.force_login(task.user)
-    opened = f"/sessions/{task.pk}/vnc.html?autoconnect=1&amp;path=sessions/{task.pk}/websockify"
+    opened = f"vnc.html?autoconnect=1&amp;resize=remote&amp;path=sessions/{task.pk}/websockify"
     assert opened in link.get("/work/").content.decode()
 
 
