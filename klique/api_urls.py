@@ -14,4 +14,5 @@ urlpatterns = [
     path("", include("apps.governance.api.urls")),
     path("", include("apps.whatif.api.urls")),
     path("", include("apps.cloud.api_urls")),
+    path("", include("apps.portal.api_guarantee")),
 ]

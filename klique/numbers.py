@@ -70,6 +70,14 @@ def hours(value) -> str:
     return _grouped(amount.quantize(TENTH, rounding=ROUND_HALF_UP), None)
 
 
+def milliseconds(value) -> str:
+    """A duration in milliseconds with at most one decimal and no trailing zero: "15", "2.5", "1,204"."""
+    amount = _decimal(value)
+    if amount is None:
+        return NONE
+    return _grouped(amount.quantize(TENTH, rounding=ROUND_HALF_UP), None)
+
+
 def hours_left(value) -> str:
     """The hours left of a time budget: "used up" at or below zero."""
     amount = _decimal(value)

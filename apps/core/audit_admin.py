@@ -4,8 +4,12 @@ the services that make the changes."""
 
 from django.contrib import admin
 
+from apps.core.fields import PLAIN_NUMBERS
+
 
 class ReadOnlyAdmin(admin.ModelAdmin):
+    formfield_overrides = PLAIN_NUMBERS
+
     def has_add_permission(self, request) -> bool:
         return False
 

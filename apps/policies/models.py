@@ -238,6 +238,7 @@ class ResourcePolicy(models.Model):
         "lending",
         "over_quota_weight",
         "lendable",
+        "guarantee_start_s",
     )
 
     class Lending(models.TextChoices):
@@ -296,6 +297,12 @@ class ResourcePolicy(models.Model):
         blank=True,
         help_text="The most of the group's idle reservation lent to other groups; the rest stays idle "
         "for the group's own arrivals. Empty: all of the reservation may be lent.",
+    )
+    guarantee_start_s = models.PositiveIntegerField(
+        "guaranteed start (s)",
+        default=120,
+        help_text="Work placed within the reservation counts as started on time when it started "
+        "within this many seconds of entering its queue (the measured guarantee).",
     )
     version = models.PositiveIntegerField(
         default=1,

@@ -5,7 +5,12 @@ need no inline script (the Content-Security-Policy allows none).
 
 A chart with nothing to draw (no bar above zero, no point) is a sentence instead of an empty
 axis. Two units never share an axis: figures in a second unit (EUR beside GPU-hours) go on a
-second y axis, on the right, with their own title."""
+second y axis, on the right, with their own title.
+
+A small used amount beside a large limit (12 budget hours used of 24,000) is drawn by ``against``:
+the used amounts as bars labelled with their figure, the limits as a marker per bar group, and a
+logarithmic y axis where a used bar would be under ``SMALL`` of the axis (``fit_axis``, which the
+budget projection uses too). docs/portal.md, "Charts"."""
 
 import json
 from dataclasses import dataclass
@@ -15,6 +20,10 @@ from decimal import Decimal
 import plotly.graph_objects as go
 from django.utils.html import format_html, json_script
 
+from klique import numbers
+
+GPUS, HOURS = numbers.gpus, numbers.hours  # ``against``'s figures
+SMALL = 0.05  # a bar under 5 % of its axis's height reads as nothing beside the tallest figure
 CONFIG = {"displaylogo": False, "responsive": True, "modeBarButtonsToRemove": ["select2d", "lasso2d"]}
 
 
@@ -118,7 +127,12 @@ def budget_projection(chart_id: str, title: str, status, now: datetime) -> Chart
     budget = float(status.budget_hours)
     figure = go.Figure(
         [
-            go.Scatter(name="used", x=[status.period_start, now], y=[0, float(status.used_hours)]),
+            go.Scatter(
+                name="used",
+                x=[status.period_start, now],
+                y=[0, float(status.used_hours)],
+                mode="lines+markers",
+            ),
             go.Scatter(
                 name="projected at the burn rate",
                 x=[now, end],
@@ -130,4 +144,66 @@ def budget_projection(chart_id: str, title: str, status, now: datetime) -> Chart
             ),
         ]
     )
-    return _render(chart_id, title, figure, "budget hours")
+    log = fit_axis(figure, [status.used_hours], [projected, status.budget_hours])
+    return _render(chart_id, title, figure, "budget hours (log scale)" if log else "budget hours")
+
+
+def fit_axis(figure: go.Figure, used: list, others: list) -> bool:
+    """Make the y axis logarithmic when a ``used`` figure above zero would be under ``SMALL`` of the
+    largest figure drawn (``used`` and ``others``): each order of magnitude gets the same height,
+    so 12 shows beside 24,000. True when it did."""
+    shown = [float(v) for v in used if v is not None and v > 0]
+    top = max([float(v) for v in [*used, *others] if v is not None] or [0])
+    if not shown or min(shown) >= SMALL * top:
+        return False
+    figure.update_yaxes(type="log", tickformat=",", exponentformat="none")
+    return True
+
+
+def against(
+    chart_id: str,
+    title: str,
+    x: list,
+    used: dict[str, list],
+    limits: dict[str, list],
+    *,
+    y_title: str = "",
+    figure_of=GPUS,
+    empty: str = "",
+) -> Chart:
+    """Used amounts (GPUs in use, hours used) per ``x`` as bars labelled with their figure
+    (``figure_of``, a ``klique.numbers`` function), and the ``limits`` they are measured against
+    (reservation, limit, budget, declared capacity) as a wide marker per ``x``; None where one has
+    none. The y axis turns logarithmic when a used bar would be too small to see (``fit_axis``)."""
+    if not x or not _has_data(used | limits):
+        return _nothing(title, empty)
+    traces = [
+        go.Bar(
+            name=name,
+            x=x,
+            y=[float(v or 0) for v in values],
+            text=[figure_of(v or 0) for v in values],
+            textposition="outside",
+            cliponaxis=False,
+        )
+        for name, values in used.items()
+    ]
+    symbols = ("line-ew-open", "diamond-wide-open", "triangle-down-open")
+    traces += [
+        go.Scatter(
+            name=name,
+            x=x,
+            y=[None if v is None else float(v) for v in values],
+            mode="markers",
+            marker={"symbol": symbols[i % len(symbols)], "size": 26, "line": {"width": 3}},
+        )
+        for i, (name, values) in enumerate(limits.items())
+    ]
+    figure = go.Figure(traces)
+    figure.update_layout(barmode="group")
+    log = fit_axis(
+        figure,
+        [v for values in used.values() for v in values],
+        [v for values in limits.values() for v in values],
+    )
+    return _render(chart_id, title, figure, f"{y_title} (log scale)" if log and y_title else y_title)

@@ -164,7 +164,7 @@ class PassTable(tables.Table):
         empty_text = "The engine has not run a pass yet."
 
     def render_duration_ms(self, value):
-        return f"{value:.1f}"
+        return numbers.milliseconds(value)
 
 
 class NeverFitsTable(tables.Table):

@@ -1,6 +1,7 @@
 """Run a what-if run (docs/whatif.md, "Runs"): export its period, replay both sides with
 progress, and store the comparison or the error; and fail the runs whose job died. The Celery task
-(``tasks.run_whatif``) or, on the embedded default, a thread of the web process calls it."""
+(``tasks.run_whatif``) or, on the embedded default, a thread of the web process calls it. The groups
+the change made no difference to are explained (``held``) before the run is done."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from apps.engine.core.scenario_model import ScenarioError
 from apps.engine.core.whatif import compare
 from apps.engine.core.whatif_changes import WhatIfError
 from apps.engine.export import ExportError, export
+from apps.whatif import held
 from apps.whatif.models import WhatIfRun
 
 log = logging.getLogger(__name__)
@@ -52,6 +54,7 @@ def execute(pk: int) -> None:
             progress=_Progress(pk),
             processes=1,
         )
+        report["no_difference"] = held.explain(scenario, run.changes, report)
     except (ExportError, WhatIfError, ScenarioError) as e:
         finish(pk, WhatIfRun.State.FAILED, error=str(e))
         return

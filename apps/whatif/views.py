@@ -12,11 +12,10 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from apps.accounts.models import Group
 from apps.portal import charts
 from apps.portal.access import may_see_it
 from apps.portal.views.common import allow, render_page
-from apps.whatif import runs, selectors, services
+from apps.whatif import no_difference, runs, selectors, services
 from apps.whatif.forms import RunForms, initial_of, presets
 from apps.whatif.models import WhatIfRun
 from apps.whatif.services import RunError
@@ -63,12 +62,8 @@ def whatif(request):
     return render_page(request, "whatif/whatif.html", context, [runs], status=status)
 
 
-def _group_names(slugs) -> dict[str, str]:
-    return dict(Group.objects.filter(slug__in=list(slugs)).values_list("slug", "name"))
-
-
 def _names(report: dict) -> dict[str, str]:
-    return _group_names(report["base"]["groups"])
+    return selectors.group_names(report["base"]["groups"])
 
 
 def _charts(report: dict, names: dict[str, str]) -> list[charts.Chart]:
@@ -106,13 +101,14 @@ def run_detail(request, pk: int):
         "run": run,
         "period": period(run),
         "scope": scope(run),
-        "changes": describe(run.changes or {}, _group_names(change_group_slugs(run.changes or {}))),
+        "changes": describe(run.changes or {}, selectors.group_names(change_group_slugs(run.changes or {}))),
         "status_url": reverse("portal:whatif-status", args=[run.pk]),
     }
     if run.state == WhatIfRun.State.DONE and run.report:
         names = _names(run.report)
         context["tables"] = comparison(run.report, names)
         context["charts"] = _charts(run.report, names)
+        context["no_difference"] = no_difference.sentences(run.report, names)
     return render(request, "whatif/run.html", context)
 
 

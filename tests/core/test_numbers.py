@@ -101,3 +101,10 @@ def test_a_value_that_is_not_a_finite_figure_is_shown_as_none_by_every_formatter
 )
 def test_an_export_figure_has_a_fixed_number_of_decimals_and_no_separators(function, value, written):
     assert function(value) == written
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"), [(10.0, "10"), (15.04, "15"), (2.5, "2.5"), (1204.0, "1,204"), (None, "—")]
+)
+def test_milliseconds_have_at_most_one_decimal_and_no_trailing_zero(value, shown):
+    assert numbers.milliseconds(value) == shown

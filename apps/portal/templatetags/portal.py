@@ -27,6 +27,12 @@ def hours(value) -> str:
 
 
 @register.filter
+def milliseconds(value) -> str:
+    """A duration in ms with at most one decimal and no trailing zero (klique/numbers.py)."""
+    return numbers.milliseconds(value)
+
+
+@register.filter
 def hours_left(value) -> str:
     """The hours left of a time budget: "used up" at or below zero."""
     return numbers.hours_left(value)

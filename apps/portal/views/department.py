@@ -4,13 +4,14 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 
 from apps.ledger.budgets import budget_status
 from apps.policies.models import ResourcePolicy
 from apps.policies.selectors import child_policies
 from apps.policies.services import QuotaChanged, extra_budgets_of
 from apps.policies.split import SplitRefused, may_split_quota, split_quota
-from apps.portal import access, charts, selectors
+from apps.portal import access, charts, guarantees, selectors
 from apps.portal.filters import (
     PolicyFilter,
     QuotaChangeFilter,
@@ -18,6 +19,7 @@ from apps.portal.filters import (
 from apps.portal.forms import quota_forms
 from apps.portal.group_tables import QuotaChangeTable, TeamUseTable
 from apps.portal.views.common import allow, group_or_404, kept, policy_of, render_page
+from apps.tasks.guarantee_selectors import guarantees_of
 
 
 @login_required
@@ -32,6 +34,7 @@ def department(request, slug: str):
         request.GET, queryset=ResourcePolicy.objects.filter(pk__in=[t.policy.pk for t in teams]), prefix="t"
     )
     changes_filter = QuotaChangeFilter(request.GET, queryset=selectors.quota_changes(group), prefix="c")
+    measured = guarantees_of([team.policy for team in teams], *guarantees.bounds("month", timezone.now()))
     context = {
         "group": group,
         "policy": policy,
@@ -49,29 +52,35 @@ def department(request, slug: str):
         "changes": QuotaChangeTable(changes_filter.qs),
         "teams_filter": teams_filter,
         "changes_filter": changes_filter,
+        "guarantee_period": "this month",
+        "guarantee_named": True,
+        "guarantee_rows": [
+            guarantees.shown(team.policy.group.name, measured[team.policy.pk]) for team in teams
+        ],
         "charts": [
-            charts.bars(
+            charts.against(
                 "team-gpus",
                 "GPUs per team: in use against reservation and limit",
                 names,
+                {"in use": [team.status.gpus_in_use for team in teams]},
                 {
-                    "in use": [team.status.gpus_in_use for team in teams],
                     "reservation": [team.policy.reservation for team in teams],
                     "limit": [team.policy.limit for team in teams],
                 },
                 y_title="GPUs",
                 empty="No team has a reservation, a limit or GPUs in use.",
             ),
-            charts.bars(
+            charts.against(
                 "team-hours",
-                "Hours per team in the current period",
+                "Hours per team in the current period: used against the budget",
                 names,
                 {
                     "GPU-hours": [team.status.gpu_hours for team in teams],
                     "budget hours used": [team.status.used_hours for team in teams],
-                    "budget hours left": [max(team.status.left_hours or 0, 0) for team in teams],
                 },
+                {"budget": [team.status.budget_hours for team in teams]},
                 y_title="hours",
+                figure_of=charts.HOURS,
                 empty="No team has used or been given hours in the period.",
             ),
         ],

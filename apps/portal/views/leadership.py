@@ -102,11 +102,12 @@ def _leadership_page(request, *, cap_form: CloudCapForm | None = None, status: i
                 y2_title=units.spec.currency,
                 empty="No business unit has used GPUs this month.",
             ),
-            charts.bars(
+            charts.against(
                 "cloud-in-use",
                 "Cloud capacity in use now (GPUs)",
                 [use.pool.name for use in cloud],
-                {"declared": [use.pool.capacity for use in cloud], "in use": [use.in_use for use in cloud]},
+                {"in use": [use.in_use for use in cloud]},
+                {"declared": [use.pool.capacity for use in cloud]},
                 y_title="GPUs",
                 empty="No cloud pool has capacity now.",
             ),
@@ -178,7 +179,7 @@ def it(request):
     allow(access.may_see_it(request.user), "Only IT admins see the IT view.")
     pools = selectors.pool_usage()
     queues = QueueFilter(request.GET, queryset=selectors.queues(), prefix="q")
-    statuses = budget_status()
+    statuses = budget_status(ResourcePolicy.objects.filter(budget_hours__isnull=False))  # all "near" reads
     engine = selectors.engine_status()
     events = EventFilter(request.GET, queryset=selectors.events(), prefix="e")
     pool_filter = PoolKindFilter(request.GET, queryset=Pool.objects.all(), prefix="p")
@@ -187,7 +188,7 @@ def it(request):
     )
     pass_filter = PassFilter(request.GET, queryset=selectors.passes(), prefix="s")
     near = selectors.budgets_near_limit(statuses)
-    waiting = [r for r in selectors.queues().order_by("-waiting_gpus", "name") if r.waiting][:15]
+    waiting = list(selectors.queues().filter(waiting__gt=0).order_by("-waiting_gpus", "name")[:15])
     recent = list(reversed(engine.recent))
     context = {
         "engine": engine,
@@ -206,15 +207,12 @@ def it(request):
         "cloud_nodes": CloudNodeTable(selectors.cloud_nodes()),
         "never_fits": NeverFitsTable(selectors.never_fits()),
         "charts": [
-            charts.bars(
+            charts.against(
                 "pool-capacity",
                 "Capacity and use per pool (GPUs)",
                 [use.pool.name for use in pools],
-                {
-                    "declared": [use.pool.capacity for use in pools],
-                    "in use": [use.in_use for use in pools],
-                    "borrowed": [use.borrowed for use in pools],
-                },
+                {"in use": [use.in_use for use in pools], "borrowed": [use.borrowed for use in pools]},
+                {"declared": [use.pool.capacity for use in pools]},
                 y_title="GPUs",
                 empty="No pool has declared capacity.",
             ),

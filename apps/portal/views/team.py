@@ -10,7 +10,7 @@ from django.views.decorators.http import require_POST
 from apps.accounts import services as accounts
 from apps.accounts.models import Group
 from apps.ledger.budgets import budget_status
-from apps.portal import access, charts, services, usage
+from apps.portal import access, charts, guarantees, services, usage
 from apps.portal.filters import (
     MemberFilter,
     ProjectFilter,
@@ -18,6 +18,7 @@ from apps.portal.filters import (
 from apps.portal.forms import AddMemberForm, PriorityForm
 from apps.portal.group_tables import MemberTable, ProjectTable
 from apps.portal.views.common import allow, group_or_404, kept, policy_of, render_page
+from apps.tasks.guarantee_selectors import group_guarantee
 
 
 def _team_page(request, group: Group, *, add_form=None, status: int = 200):
@@ -39,15 +40,12 @@ def _team_page(request, group: Group, *, add_form=None, status: int = 200):
         kept(projects, project_filter, lambda p: p.project.pk), exclude=() if manager else ("actions",)
     )
     team_charts = [
-        charts.bars(
+        charts.against(
             "group-gpus",
             "GPUs now: in use against reservation and limit",
             [group.name],
-            {
-                "in use": [status_now.gpus_in_use],
-                "reservation": [policy.reservation],
-                "limit": [policy.limit],
-            },
+            {"in use": [status_now.gpus_in_use]},
+            {"reservation": [policy.reservation], "limit": [policy.limit]},
             y_title="GPUs",
             empty="No reservation, no limit and no GPUs in use.",
         ),
@@ -86,6 +84,10 @@ def _team_page(request, group: Group, *, add_form=None, status: int = 200):
         "member_filter": member_filter,
         "project_filter": project_filter,
         "charts": team_charts,
+        "guarantee_period": "this month",
+        "guarantee_rows": [
+            guarantees.shown(group.name, group_guarantee(policy, *guarantees.bounds("month", now)))
+        ],
     }
     tables, filters = [member_table, project_table], [member_filter, project_filter]
     return render_page(request, "portal/team.html", context, tables, filters, status=status)

@@ -3,9 +3,11 @@
 from datetime import UTC
 
 from django.utils.dateparse import parse_datetime
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from apps.core.fields import PlainIntegerField, StrictCharField
+from apps.whatif import selectors
 from apps.whatif.models import WhatIfRun
 
 NO_OFFSET = "Give the time with its UTC offset, e.g. 2026-03-02T00:00:00Z."
@@ -60,6 +62,15 @@ class StartRunSerializer(serializers.Serializer):
     title = StrictCharField(max_length=200, allow_blank=True, default="")
 
 
+class NoDifferenceSerializer(serializers.Serializer):
+    group = serializers.CharField(help_text="The group's slug.")
+    name = serializers.CharField()
+    rule = serializers.CharField(
+        allow_null=True, help_text="The verdict rule that held its tasks most; null: they did not wait."
+    )
+    why = serializers.CharField(help_text="The reason in words, as the run's page says it.")
+
+
 class WhatIfRunSerializer(serializers.ModelSerializer):
     created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
 
@@ -92,6 +103,15 @@ class WhatIfRunDetailSerializer(WhatIfRunSerializer):
         help_text='The comparison once done (docs/whatif.md, "The report"); null before.',
     )
 
+    no_difference = serializers.SerializerMethodField(
+        help_text="The groups the change made no difference to, each with the rule that held it on the "
+        'changed side and why in words (docs/whatif.md, "No difference"); empty before the run is done.'
+    )
+
     class Meta(WhatIfRunSerializer.Meta):
-        fields = [*WhatIfRunSerializer.Meta.fields, "report"]
+        fields = [*WhatIfRunSerializer.Meta.fields, "report", "no_difference"]
         read_only_fields = fields
+
+    @extend_schema_field(NoDifferenceSerializer(many=True))
+    def get_no_difference(self, run):
+        return NoDifferenceSerializer(selectors.no_difference_of(run), many=True).data
