@@ -270,7 +270,7 @@ def book(
     month = month.replace(day=1)
     if not MonthClose.objects.filter(month=month, reopened_at__isnull=True).exists():
         raise ValidationError({"month": f"{month:%B %Y} is not closed: close it first, then book its bill."})
-    cloud_pool = CloudPool.objects.select_for_update().select_related("pool").get(pk=cloud_pool.pk)
+    cloud_pool = CloudPool.objects.select_for_update(no_key=True).select_related("pool").get(pk=cloud_pool.pk)
     booked = (
         CloudBillBooking.objects.filter(
             cloud_pool=cloud_pool, month=month, adjustment__voided_at__isnull=True

@@ -37,7 +37,9 @@ def test_start_time_phases_of_the_pip_makefile_one_per_recipe_line():
 
 def test_start_time_phases_of_this_makefile_migrate_and_seed_in_one_line():
     seed = subprocess.run(
-        ["make", "-n", "-o", ".venv/.installed-server", "seed"], cwd=BASE_DIR, capture_output=True
+        ["make", "--no-print-directory", "-n", "-o", ".venv/.installed-server", "seed"],
+        cwd=BASE_DIR,
+        capture_output=True,
     )
     one_process = seed.stdout.decode().splitlines()[-1]
     lines = [
