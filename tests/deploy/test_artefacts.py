@@ -171,6 +171,7 @@ def verify(tmp_path: Path, units: dict[str, str]) -> subprocess.CompletedProcess
     for program in (
         "opt/klique/.venv/bin/gunicorn",
         "opt/klique/.venv/bin/celery",
+        "opt/klique/.venv/bin/klique-gateway",
         "opt/klique-worker/bin/klique-worker",
     ):
         stub = tmp_path / program
@@ -209,6 +210,7 @@ def test_the_units_cover_every_process_restart_and_are_hardened():
         "klique-celery.service",
         "klique-whatif.service",
         "klique-beat.service",
+        "klique-gateway.service",
         "klique-worker@.service",
     }
     for unit in UNITS:
