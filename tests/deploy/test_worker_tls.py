@@ -168,6 +168,8 @@ def tls(live_server, tmp_path):
     make_server_cert(folder, ca_key, ca_cert)
     upstream = int(live_server.url.rsplit(":", 1)[1])
     tls_port, http_port = free_port(), free_port()
+    while http_port == tls_port:  # a port just closed may be handed out again
+        http_port = free_port()
     conf = nginx_site(folder, upstream, tls_port, http_port)
     process = subprocess.Popen(
         [nginx, "-c", str(conf), "-g", "daemon off;"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT
