@@ -124,9 +124,10 @@ def gateway_access(user, task_id: int) -> tuple[int, dict]:
     worker does it run. 404 when the user may not see it, 403 when they may see but not open it,
     409 when it does not run (yet or any more)."""
     session = Session.objects.select_related("task", "kind").filter(task_id=task_id).first()
-    if session is None or not (may_open(user, session) or visible_tasks(user).filter(pk=task_id).exists()):
-        return 404, {"detail": "No such session."}
-    if not may_open(user, session):
+    opens = session is not None and may_open(user, session)
+    if not opens:
+        if session is None or not visible_tasks(user).filter(pk=task_id).exists():
+            return 404, {"detail": "No such session."}
         return 403, {"detail": "Only its owner and those it is shared with open a session."}
     task = session.task
     if task.state != Task.State.RUNNING or task.worker_id is None:
