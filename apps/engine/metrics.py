@@ -5,6 +5,7 @@ With Redis as Celery's broker, the length of each routed queue is read from Redi
 too (one pipeline of LLENs). The HTTP metrics are apps/core/http_metrics.py's."""
 
 import logging
+from datetime import timedelta
 
 from django.conf import settings
 from django.db.models import Count, Min, Sum
@@ -19,6 +20,7 @@ SKIP_REASONS = ("another pass running", "disabled")
 PRIORITY_SEPARATOR = "\x06\x16"
 PRIORITY_STEPS = (3, 6, 9)
 BROKER_TIMEOUT_S = 1.0
+GUARANTEE_WINDOW = timedelta(hours=1)
 log = logging.getLogger("klique.metrics")
 
 
@@ -36,6 +38,7 @@ class KliqueCollector:
         yield from self._queues_and_use()
         yield from self._preemptions()
         yield from self._budgets()
+        yield from self._guarantees()
         yield from self._fair_shares()
         yield from self._workers()
         yield from self._celery_queues()
@@ -152,6 +155,52 @@ class KliqueCollector:
         yield left
         yield window_used
         yield window_left
+
+    def _guarantees(self):
+        """Each reservation as a measured guarantee over the last hour (``apps.tasks.guarantees``):
+        the runs within it and those on time, the wait percentiles and the misses by cause."""
+        from apps.policies.models import ResourcePolicy
+        from apps.tasks.guarantee_selectors import guarantees_of
+
+        reserved = list(ResourcePolicy.objects.filter(reservation__gt=0).select_related("group"))
+        now = timezone.now()
+        measured = guarantees_of(reserved, now - GUARANTEE_WINDOW, now + timedelta(seconds=1))
+        runs = GaugeMetricFamily(
+            "klique_reservation_runs",
+            "Work within the reservation in the last hour: runs started, and work waiting past its time.",
+            labels=["policy"],
+        )
+        on_time = GaugeMetricFamily(
+            "klique_reservation_runs_on_time",
+            "Runs within the reservation in the last hour that started within the policy's guarantee.",
+            labels=["policy"],
+        )
+        waits = GaugeMetricFamily(
+            "klique_reservation_start_seconds",
+            "Time from queue entry to start of the last hour's runs within the reservation.",
+            labels=["policy", "quantile"],
+        )
+        misses = GaugeMetricFamily(
+            "klique_reservation_misses",
+            "The last hour's misses of the guarantee, by cause (a wait reason, start or unknown).",
+            labels=["policy", "cause"],
+        )
+        for policy in reserved:
+            figures, slug = measured[policy.pk], policy.group.slug
+            runs.add_metric([slug], figures.count)
+            on_time.add_metric([slug], figures.kept)
+            for quantile, value in (("0.5", figures.p50_s), ("0.95", figures.p95_s)):
+                if value is not None:
+                    waits.add_metric([slug, quantile], value)
+            causes: dict[str, int] = {}
+            for miss in figures.misses:
+                causes[miss.cause] = causes.get(miss.cause, 0) + 1
+            for cause, count in sorted(causes.items()):
+                misses.add_metric([slug, cause], count)
+        yield runs
+        yield on_time
+        yield waits
+        yield misses
 
     def _fair_shares(self):
         """Each child of a policy lending "fair": its fair share of the GPUs borrowed above

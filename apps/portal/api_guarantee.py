@@ -21,6 +21,9 @@ class MissSerializer(serializers.Serializer):
     queued_at = serializers.DateTimeField()
     wait_s = serializers.FloatField()
     cause = serializers.CharField(help_text="The engine's wait reason (a verdict rule), start or unknown.")
+    waiting = serializers.BooleanField(
+        help_text="Still waiting, never placed: wait_s is its wait so far (only for the current period)."
+    )
 
 
 class GuaranteeSerializer(serializers.Serializer):
@@ -31,7 +34,8 @@ class GuaranteeSerializer(serializers.Serializer):
         help_text="On time: started within this many seconds of its queue entry."
     )
     count = serializers.IntegerField(
-        help_text="Runs placed within the reservation that started in the period."
+        help_text="Runs placed within the reservation that started in the period, and work waiting past "
+        "start_s now while the reservation had room for it."
     )
     kept = serializers.IntegerField()
     share = serializers.DecimalField(max_digits=7, decimal_places=4, allow_null=True)
@@ -73,7 +77,13 @@ class GuaranteeView(APIView):
 
 
 def vars_of(miss) -> dict:
-    return {"task": miss.task, "queued_at": miss.queued_at, "wait_s": miss.wait_s, "cause": miss.cause}
+    return {
+        "task": miss.task,
+        "queued_at": miss.queued_at,
+        "wait_s": miss.wait_s,
+        "cause": miss.cause,
+        "waiting": miss.waiting,
+    }
 
 
 urlpatterns = [path("groups/<slug:slug>/guarantee/", GuaranteeView.as_view(), name="api-group-guarantee")]

@@ -3,9 +3,12 @@
 
 from datetime import datetime
 
+from apps.accounts.selectors import subtrees
 from apps.engine.core.budget import period_bounds
 from apps.engine.verdict_words import RULE_WORDS
+from apps.policies.models import ResourcePolicy
 from apps.tasks import guarantees
+from apps.tasks.guarantee_selectors import guarantees_of
 from klique import numbers
 
 PERIODS = ("day", "week", "month")
@@ -37,7 +40,26 @@ def shown(name: str, figures: guarantees.Guarantee) -> dict:
         "p50": numbers.duration(figures.p50_s),
         "p95": numbers.duration(figures.p95_s),
         "misses": [
-            {"task": miss.task, "wait": numbers.duration(miss.wait_s), "cause": cause_words(miss.cause)}
+            {
+                "task": miss.task,
+                "wait": numbers.duration(miss.wait_s),
+                "cause": cause_words(miss.cause),
+                "waiting": miss.waiting,
+            }
             for miss in figures.misses
         ],
     }
+
+
+def by_unit(units, start: datetime, end: datetime) -> list[dict]:
+    """One row per business unit: the figures of every policy in its subtree taken together
+    (``guarantees.combine``), read in one ``guarantees_of`` for all units."""
+    units = list(units)
+    groups = subtrees(unit.pk for unit in units)
+    policies = list(ResourcePolicy.objects.filter(group_id__in=set().union(*groups.values())))
+    measured = guarantees_of(policies, start, end)
+    rows = []
+    for unit in units:
+        mine = [measured[p.pk] for p in policies if p.group_id in groups[unit.pk]]
+        rows.append(shown(unit.name, guarantees.combine(mine)))
+    return rows

@@ -1,15 +1,17 @@
 """Read the guarantee figures of a group's reservation over a period (``apps.tasks.guarantees``)
-in two queries: its placements with what the group held at each, and their tasks' events."""
+in two queries: its placements with what the group held at each, and their tasks' events; two more
+for the current period: the work waiting now, and what each group holds now."""
 
 from datetime import datetime
 from decimal import Decimal
 
 from django.db.models import DecimalField, OuterRef, Q, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
+from django.utils import timezone
 
 from apps.ledger.models import UsageInterval
 from apps.tasks import guarantees
-from apps.tasks.models import TaskEvent
+from apps.tasks.models import Task, TaskEvent
 
 KINDS = (
     TaskEvent.Kind.SUBMITTED,
@@ -36,8 +38,47 @@ def _held():
     return Coalesce(Subquery(others, output_field=DecimalField()), zero)
 
 
+def _waiting(policies, now: datetime) -> dict[int, list[guarantees.Miss]]:
+    """The misses of work waiting now, by policy id: tasks in their queue (not held back by
+    dependencies) since their last queue entry."""
+    held = dict(
+        UsageInterval.objects.filter(policy__in=policies, end__isnull=True)
+        .order_by()
+        .values("policy")
+        .annotate(total=Sum("gpus"))
+        .values_list("policy", "total")
+    )
+    entry = (
+        TaskEvent.objects.filter(task=OuterRef("pk"), kind__in=guarantees.QUEUE_ENTRIES)
+        .order_by("-at")
+        .values("at")[:1]
+    )
+    rows = (
+        Task.objects.filter(state=Task.State.QUEUED, waits_on=0, compute_resource__policy__in=policies)
+        .annotate(queued_at=Subquery(entry))
+        .order_by()
+        .values_list("compute_resource__policy_id", "pk", "queued_at", "gpus", "verdict")
+    )
+    waiting: dict[int, list[guarantees.Waiting]] = {}
+    for policy, task, queued_at, gpus, verdict in rows:
+        if queued_at is not None:
+            cause = (verdict or {}).get("rule", "")
+            waiting.setdefault(policy, []).append(guarantees.Waiting(task, queued_at, gpus, cause))
+    return {
+        policy.pk: guarantees.waiting_misses(
+            waiting.get(policy.pk, ()),
+            held.get(policy.pk, Decimal(0)),
+            policy.reservation,
+            now,
+            policy.guarantee_start_s,
+        )
+        for policy in policies
+    }
+
+
 def guarantees_of(policies, start: datetime, end: datetime) -> dict[int, guarantees.Guarantee]:
-    """The figures of each policy's group, by policy id, for the runs that started in [start, end)."""
+    """The figures of each policy's group, by policy id, for the runs that started in [start, end)
+    and, when the period holds now, the work waiting since its queue entry in it."""
     policies = list(policies)
     intervals = UsageInterval.objects.filter(policy__in=policies, start__lt=end).filter(
         Q(end__isnull=True) | Q(end__gte=start)
@@ -54,13 +95,16 @@ def guarantees_of(policies, start: datetime, end: datetime) -> dict[int, guarant
     )
     for task, at, kind, reason in found.order_by().values_list("task_id", "at", "kind", "reason"):
         events.setdefault(task, []).append(guarantees.Event(task, at, kind, reason))
+    now = timezone.now()
+    waiting = _waiting(policies, now) if start <= now < end else {}
     result = {}
     for policy in policies:
         own = placements[policy.pk]
         mine = [event for task in {p.task for p in own} for event in events.get(task, ())]
         runs = guarantees.runs(own, mine, policy.reservation, policy.guarantee_start_s)
         in_period = [run for run in runs if start <= run.started_at < end]
-        result[policy.pk] = guarantees.measure(in_period, policy.guarantee_start_s)
+        late = [miss for miss in waiting.get(policy.pk, ()) if miss.queued_at >= start]
+        result[policy.pk] = guarantees.measure(in_period, policy.guarantee_start_s, late)
     return result
 
 

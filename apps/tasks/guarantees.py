@@ -6,7 +6,12 @@ the reservation (the GPUs the group held at that moment, plus the run's, fit in 
 in the period: its wait is from its queue entry (the last submit or requeue before the placement)
 to its start. Within N seconds it is kept; past them it is a miss, with a cause: "start" when it
 was placed within N seconds but its worker (or a cloud node's boot) took longer to start it; else
-the engine's last wait reason between queue entry and placement; else "unknown"."""
+the engine's last wait reason between queue entry and placement; else "unknown".
+
+Work never placed counts too: a task still waiting at the end of the measured period (now, for the
+current one) whose wait already passed N seconds, while its group held less than its reservation by
+at least the task's size, is a miss ("waiting") with the engine's current wait reason as cause. It
+has no start, so it is in the runs and misses but not in the percentiles (``docs/ledger.md`` §12)."""
 
 from dataclasses import dataclass
 from datetime import datetime
@@ -57,6 +62,17 @@ class Miss:
     queued_at: datetime
     wait_s: float
     cause: str
+    waiting: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """A task in its queue now: since its last queue entry, ``cause`` the engine's wait reason."""
+
+    task: int
+    queued_at: datetime
+    gpus: Decimal
+    cause: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +83,7 @@ class Guarantee:
     p50_s: float | None
     p95_s: float | None
     misses: tuple[Miss, ...]
+    waits: tuple[float, ...] = ()
 
     @property
     def share(self) -> Decimal | None:
@@ -113,20 +130,48 @@ def percentile(values: list[float], p: int) -> float | None:
     return ordered[max(ceil(p * len(ordered) / 100), 1) - 1]
 
 
-def measure(measured, start_s: int = DEFAULT_START_S) -> Guarantee:
-    """The guarantee figures of the runs within the reservation among ``measured``."""
+def waiting_misses(waiting, held: Decimal, reservation: Decimal, at: datetime, start_s: int) -> list[Miss]:
+    """The tasks waiting at ``at`` past ``start_s`` that the reservation had room for: the group held
+    ``held`` GPUs then, and the task's GPUs fit in what was left of its reservation."""
+    return [
+        Miss(w.task, w.queued_at, (at - w.queued_at).total_seconds(), w.cause or UNKNOWN, waiting=True)
+        for w in waiting
+        if (at - w.queued_at).total_seconds() > start_s and held + w.gpus <= reservation
+    ]
+
+
+def measure(
+    measured, start_s: int = DEFAULT_START_S, waiting: tuple[Miss, ...] | list[Miss] = ()
+) -> Guarantee:
+    """The guarantee figures of the runs within the reservation among ``measured``, with the misses
+    of work still waiting (``waiting_misses``)."""
     within = [run for run in measured if run.within]
     waits = [run.wait_s for run in within]
-    misses = tuple(
-        Miss(run.task, run.queued_at, run.wait_s, run.cause)
-        for run in sorted(within, key=lambda r: (r.queued_at, r.task))
-        if run.wait_s > start_s
-    )
+    late = [Miss(run.task, run.queued_at, run.wait_s, run.cause) for run in within if run.wait_s > start_s]
+    misses = tuple(sorted([*late, *waiting], key=lambda m: (m.queued_at, m.task)))
     return Guarantee(
         start_s=start_s,
-        count=len(within),
-        kept=len(within) - len(misses),
+        count=len(within) + len(waiting),
+        kept=len(within) - len(late),
         p50_s=percentile(waits, 50),
         p95_s=percentile(waits, 95),
         misses=misses,
+        waits=tuple(waits),
+    )
+
+
+def combine(figures) -> Guarantee:
+    """Several groups' figures as one (a business unit's teams): runs, kept and misses summed, the
+    percentiles over all their waits. ``start_s`` is the largest of theirs (each run was judged by
+    its own policy's)."""
+    figures = list(figures)
+    waits = [wait for f in figures for wait in f.waits]
+    return Guarantee(
+        start_s=max((f.start_s for f in figures), default=DEFAULT_START_S),
+        count=sum(f.count for f in figures),
+        kept=sum(f.kept for f in figures),
+        p50_s=percentile(waits, 50),
+        p95_s=percentile(waits, 95),
+        misses=tuple(sorted((m for f in figures for m in f.misses), key=lambda m: (m.queued_at, m.task))),
+        waits=tuple(waits),
     )

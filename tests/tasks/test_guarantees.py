@@ -8,7 +8,7 @@ import pytest
 
 from apps.tasks import guarantees
 from apps.tasks.guarantee_selectors import group_guarantee
-from apps.tasks.models import TaskEvent
+from apps.tasks.models import Task, TaskEvent
 from tests.ledger.ledger_data import make_estate, record
 
 T = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
@@ -106,6 +106,34 @@ def test_guarantee_core_pairs_each_placement_with_its_queue_entry_start_and_last
     ]
 
 
+def test_guarantee_core_work_never_placed_is_a_miss_when_waiting_past_n_with_room_in_the_reservation():
+    waiting = [
+        guarantees.Waiting(10, s(0), Decimal(1), "no_capacity"),  # 600 s, room: a miss
+        guarantees.Waiting(11, s(500), Decimal(1), "no_capacity"),  # 100 s: not yet
+        guarantees.Waiting(12, s(0), Decimal(2), "limit"),  # 3 + 2 > 4: no room, not the reservation's
+        guarantees.Waiting(13, s(100), Decimal(1)),  # 500 s, no reason recorded
+    ]
+    misses = guarantees.waiting_misses(waiting, Decimal(3), Decimal(4), s(600), 120)
+    assert [(m.task, m.wait_s, m.cause, m.waiting) for m in misses] == [
+        (10, 600, "no_capacity", True),
+        (13, 500, "unknown", True),
+    ]
+    run = guarantees.Run(1, s(0), s(10), s(30), True, "start")
+    figures = guarantees.measure([run], 120, misses)
+    assert (figures.count, figures.kept, figures.p50_s, figures.p95_s) == (3, 1, 30, 30)
+    assert [m.task for m in figures.misses] == [10, 13]
+
+
+def test_guarantee_core_combine_sums_runs_and_takes_percentiles_over_every_wait():
+    first = guarantees.measure([guarantees.Run(1, s(0), s(0), s(w), True, "") for w in (10, 20, 200)], 120)
+    second = guarantees.measure([guarantees.Run(2, s(0), s(0), s(w), True, "") for w in (30, 40)], 60)
+    both = guarantees.combine([first, second])
+    assert (both.count, both.kept, both.start_s) == (5, 4, 120)
+    assert (both.p50_s, both.p95_s) == (30, 200)
+    assert [m.task for m in both.misses] == [1]
+    assert guarantees.combine([]).count == 0
+
+
 def test_guarantee_core_nearest_rank_percentiles_and_no_runs():
     assert guarantees.percentile([], 50) is None
     assert guarantees.percentile([5, 1, 3, 2, 4], 50) == 3
@@ -137,7 +165,14 @@ def _write_example(estate):
             interval = record(estate, team, alice, estate.onprem, placed, ended, gpus=gpus, task=first)
             first = interval.task
         first.name = name
-        first.save(update_fields=["name"])
+        first.state = (
+            Task.State.RUNNING
+            if placements[-1][1] is None
+            else Task.State.CANCELED
+            if events[-1][0] == "canceled"
+            else Task.State.SUCCEEDED
+        )
+        first.save(update_fields=["name", "state"])
         tasks[name] = first
         TaskEvent.objects.bulk_create(
             TaskEvent(task=first, at=at, kind=kind, reason=reason) for kind, at, reason in events
@@ -200,3 +235,61 @@ def test_guarantee_on_the_team_and_department_pages_and_the_api_for_who_sees_the
     assert client.get(f"/api/v1/groups/{estate.team_a.slug}/guarantee/?period=soon").status_code == 400
     client.force_login(estate.users["carol"])
     assert client.get(f"/api/v1/groups/{estate.team_a.slug}/guarantee/").status_code == 404
+
+
+@pytest.mark.django_db
+def test_guarantee_of_the_current_period_counts_work_still_waiting_past_n_as_a_miss(monkeypatch):
+    estate = make_estate()
+    policy, tasks = _write_example(estate)
+    alice = estate.users["alice"]
+    resource = estate.resources[estate.team_a.slug]
+    now = s(6000)
+    monkeypatch.setattr("django.utils.timezone.now", lambda: now)
+    waiting = Task.objects.create(
+        user=alice,
+        compute_resource=resource,
+        gpus=Decimal(1),
+        command="train",
+        verdict={"rule": "no_capacity"},
+    )
+    TaskEvent.objects.create(task=waiting, at=s(5600), kind="submitted")
+    fresh = Task.objects.create(user=alice, compute_resource=resource, gpus=Decimal(1), command="train")
+    TaskEvent.objects.create(task=fresh, at=s(5950), kind="submitted")
+    big = Task.objects.create(user=alice, compute_resource=resource, gpus=Decimal(4), command="train")
+    TaskEvent.objects.create(task=big, at=s(5000), kind="submitted")
+    result = group_guarantee(policy, *PERIOD)
+    # b still holds 1 GPU: the 1-GPU task had room for 400 s (a miss), the 4-GPU one never had room.
+    assert (result.count, result.kept) == (7, 4)
+    assert (result.p50_s, result.p95_s) == (90, 380)
+    assert [(m.task, m.wait_s, m.cause, m.waiting) for m in result.misses][-1] == (
+        waiting.pk,
+        400,
+        "no_capacity",
+        True,
+    )
+    past = group_guarantee(policy, PERIOD[0] - timedelta(days=30), PERIOD[0])
+    assert not any(m.waiting for m in past.misses)
+
+
+@pytest.mark.django_db
+def test_guarantee_on_the_leadership_view_per_business_unit_and_in_the_metrics(client, settings, monkeypatch):
+    from tests.engine_live.test_meter_and_metrics import scrape
+
+    estate = make_estate()
+    _, tasks = _write_example(estate)
+    monkeypatch.setattr("django.utils.timezone.now", lambda: T + timedelta(days=1))
+    client.force_login(estate.users["cio"])
+    page = client.get("/leadership/").content.decode()
+    assert 'id="guarantee-table"' in page
+    assert (
+        f"<td>{estate.bu.name}</td><td>6</td><td>2 min</td><td>67 %</td><td>90 s</td><td>6 min</td>" in page
+    )
+    monkeypatch.setattr("django.utils.timezone.now", lambda: s(3000))
+    metrics = scrape(client, settings)
+    policy = (("policy", estate.team_a.slug),)
+    # The hour before s(3000) holds five of the worked example's six runs (not f's, on the 1st).
+    assert metrics[("klique_reservation_runs", policy)] == 5
+    assert metrics[("klique_reservation_runs_on_time", policy)] == 3
+    assert metrics[("klique_reservation_start_seconds", (*policy, ("quantile", "0.95")))] == 380
+    assert metrics[("klique_reservation_misses", (("cause", "reclaim_held"), *policy))] == 1
+    assert metrics[("klique_reservation_misses", (("cause", "start"), *policy))] == 1

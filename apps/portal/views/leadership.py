@@ -16,7 +16,7 @@ from apps.ledger.tables import UsageTable
 from apps.ledger.visibility import visible_groups
 from apps.policies.models import ResourcePolicy
 from apps.pools.models import Pool
-from apps.portal import access, charts, selectors, usage
+from apps.portal import access, charts, guarantees, selectors, usage
 from apps.portal.filters import (
     BudgetFilter,
     EventFilter,
@@ -82,6 +82,11 @@ def _leadership_page(request, *, cap_form: CloudCapForm | None = None, status: i
         "units_filter": units_filter,
         "cloud_filter": cloud_filter,
         "month": start,
+        "guarantee_period": "this month",
+        "guarantee_named": True,
+        "guarantee_rows": guarantees.by_unit(
+            visible_groups(request.user).filter(kind=level).order_by("name"), start, end
+        ),
         "charts": [
             charts.bars(
                 "use-by-unit",
