@@ -34,3 +34,24 @@ def test_finance_reads_the_reconciliation_on_the_command_line(live_server, tmp_p
         tmp_path / "dev", live_server.url, token_for(User.objects.get(username="dev-pretraining"))
     )
     assert klique(member, "bill", "reconcile", "--month", "2026-11").returncode == 4
+
+
+def test_finance_imports_the_bill_on_the_command_line_and_bad_input_is_refused(live_server, tmp_path):
+    name, content = month_rows().file("parquet")
+    path = tmp_path / name
+    path.write_bytes(content)
+    env = logged_in(tmp_path / "finance", live_server.url, token_for(User.objects.get(username="finance")))
+    shown = klique(env, "bill", "import", str(path), "--month", "2026-11")
+    assert shown.returncode == 0, shown.stderr
+    assert f"Imported {name} as the cloud bill of 2026-11" in shown.stdout
+    assert "in USD" in shown.stdout and "klique bill reconcile --month 2026-11" in shown.stdout
+    found = json.loads(klique(env, "bill", "reconcile", "--month", "2026-11", "--json").stdout)
+    assert found["pools"][0]["difference"] == "71.55"
+    assert klique(env, "bill", "import", str(tmp_path / "none.csv"), "--month", "2026-11").returncode == 2
+    assert klique(env, "bill", "import", str(path), "--month", "11-2026").returncode == 2
+    empty = klique(env, "bill", "import", str(path), "--month", "2026-09")
+    assert empty.returncode != 0 and "No EC2 instance usage of September 2026" in empty.stderr
+    member = logged_in(
+        tmp_path / "dev", live_server.url, token_for(User.objects.get(username="dev-pretraining"))
+    )
+    assert klique(member, "bill", "import", str(path), "--month", "2026-11").returncode == 4

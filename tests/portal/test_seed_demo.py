@@ -4,10 +4,12 @@ import os
 import re
 import subprocess
 import sys
+from decimal import Decimal
 
 import pytest
 from django.core.management import call_command
 from django.test import override_settings
+from django.utils import timezone
 
 from apps.accounts.models import Group, Membership, User
 from apps.policies.models import ComputeResource, Profile, ResourcePolicy
@@ -109,3 +111,24 @@ def test_the_demo_offers_a_jupyter_session_kind_with_idle_limits_on_its_sessions
     ]
     limits = ProfileIdleLimits.objects.get(profile__name="a100-quarter")
     assert {field: getattr(limits, field) for field in SESSION_LIMITS} == SESSION_LIMITS
+
+
+def test_seed_demo_brings_last_months_cloud_bill_reconciled_with_one_injected_difference(capsys):
+    from apps.cloud import bill_reconcile
+    from apps.cloud.models import CloudBill
+    from apps.portal import demo_bill
+
+    call_command("seed_demo")
+    month = demo_bill.last_month(timezone.now())
+    bill = CloudBill.objects.get(month=month)
+    assert bill.imported_by.username == "finance"
+    found = bill_reconcile.reconcile(month)
+    (pool,) = found.pools
+    assert (pool.klique, pool.bill, pool.difference) == (
+        Decimal("340.00"),
+        Decimal("353.60"),
+        Decimal("13.60"),
+    )
+    assert (pool.hours, pool.price, pool.unmatched, pool.missing) == (Decimal("13.60"), 0, 0, 0)
+    call_command("seed_demo")
+    assert CloudBill.objects.filter(month=month).count() == 1

@@ -1,15 +1,18 @@
 """``manage.py seed_demo``: the demo estate. Under production settings it refuses to run, since its
 users (IT staff among them) would log in with the published demo password; ``--allow-production``
 loads it with a generated password, printed once. ``--size medium`` or ``large`` makes it the
-estate at scale (``apps.portal.demo_large``: 200 or 2,000 groups, a year of usage)."""
+estate at scale (``apps.portal.demo_large``: 200 or 2,000 groups, a year of usage). Last month's cloud
+bill comes reconciled, with one injected difference (``apps.portal.demo_bill``)."""
 
 import secrets
 import time
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
 
-from apps.portal import demo, demo_large
+from apps.cloud.models import CloudPool
+from apps.portal import demo, demo_bill, demo_large
 
 
 class Command(BaseCommand):
@@ -40,6 +43,7 @@ class Command(BaseCommand):
         password = secrets.token_urlsafe(18) if production else demo.demo_password()
         began = time.perf_counter()
         created = demo.seed(password=password)
+        demo_bill.seed_bill(CloudPool.objects.get(pool__name=demo.CLOUD_POOL), timezone.now())
         summary = ", ".join(f"{count} {what}" for what, count in created.items())
         self.stdout.write(f"Demo estate ready (created now: {summary}).")
         if size != "demo":
