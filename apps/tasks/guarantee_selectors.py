@@ -1,5 +1,6 @@
 """Read the guarantee figures of a group's reservation over a period (``apps.tasks.guarantees``)
-in two queries: its placements with what the group held at each, and their tasks' events; two more
+in three queries: its placements with what the group held at each, the audited changes of its
+reservation (each run is judged by the reservation of its moment), and their tasks' events; two more
 for the current period: the work waiting now, and what each group holds now."""
 
 from datetime import datetime
@@ -10,6 +11,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from apps.ledger.models import UsageInterval
+from apps.policies.models import PolicyChange
 from apps.tasks import guarantees
 from apps.tasks.models import Task, TaskEvent
 
@@ -76,6 +78,20 @@ def _waiting(policies, now: datetime) -> dict[int, list[guarantees.Miss]]:
     }
 
 
+def _reservation_changes(policies, since: datetime) -> dict[int, list[tuple[datetime, Decimal]]]:
+    """(when, reservation before) of each audited change of each policy's reservation after
+    ``since``, in time order."""
+    found: dict[int, list] = {}
+    rows = (
+        PolicyChange.objects.filter(policy__in=policies, at__gt=since, changes__has_key="reservation")
+        .order_by("at", "pk")
+        .values_list("policy_id", "at", "changes")
+    )
+    for policy, at, changes in rows:
+        found.setdefault(policy, []).append((at, Decimal(changes["reservation"][0] or 0)))
+    return found
+
+
 def guarantees_of(policies, start: datetime, end: datetime) -> dict[int, guarantees.Guarantee]:
     """The figures of each policy's group, by policy id, for the runs that started in [start, end)
     and, when the period holds now, the work waiting since its queue entry in it."""
@@ -84,10 +100,16 @@ def guarantees_of(policies, start: datetime, end: datetime) -> dict[int, guarant
         Q(end__isnull=True) | Q(end__gte=start)
     )
     placements: dict[int, list] = {policy.pk: [] for policy in policies}
-    rows = intervals.annotate(held=_held()).order_by().values("policy_id", "task_id", "start", "gpus", "held")
+    rows = list(
+        intervals.annotate(held=_held()).order_by().values("policy_id", "task_id", "start", "gpus", "held")
+    )
+    changes = _reservation_changes(policies, min((row["start"] for row in rows), default=start))
+    current = {policy.pk: policy.reservation for policy in policies}
     for row in rows:
-        placements[row["policy_id"]].append(
-            guarantees.Placement(row["task_id"], row["start"], row["gpus"], row["held"])
+        policy = row["policy_id"]
+        reserved = guarantees.reservation_at(current[policy], changes.get(policy, ()), row["start"])
+        placements[policy].append(
+            guarantees.Placement(row["task_id"], row["start"], row["gpus"], row["held"], reserved)
         )
     events: dict[int, list] = {}
     found = TaskEvent.objects.filter(

@@ -6,7 +6,8 @@ the reservation (the GPUs the group held at that moment, plus the run's, fit in 
 in the period: its wait is from its queue entry (the last submit or requeue before the placement)
 to its start. Within N seconds it is kept; past them it is a miss, with a cause: "start" when it
 was placed within N seconds but its worker (or a cloud node's boot) took longer to start it; else
-the engine's last wait reason between queue entry and placement; else "unknown".
+the engine's last wait reason between queue entry and placement; else "unknown". Each run is judged
+against the reservation in force when it was placed (read back from the policy's audited changes).
 
 Work never placed counts too: a task still waiting at the end of the measured period (now, for the
 current one) whose wait already passed N seconds, while its group held less than its reservation by
@@ -26,12 +27,20 @@ UNKNOWN, START = "unknown", "start"
 @dataclass(frozen=True, slots=True)
 class Placement:
     """One usage interval: ``held`` is what the group held when it was placed, without this run
-    (its open intervals then, and those placed in the same pass before it)."""
+    (its open intervals then, and those placed in the same pass before it); ``reservation`` the
+    group's reservation at that moment (None: the one ``runs`` is given)."""
 
     task: int
     placed_at: datetime
     gpus: Decimal
     held: Decimal
+    reservation: Decimal | None = None
+
+
+def reservation_at(current: Decimal, changes, at: datetime) -> Decimal:
+    """The reservation in force at ``at``: the value before the first change after ``at``, else
+    ``current``. ``changes``: (when, before) of each change of the reservation, in time order."""
+    return next((before for when, before in changes if when > at), current)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +126,8 @@ def runs(placements, events, reservation: Decimal, start_s: int = DEFAULT_START_
             continue
         if (placement.placed_at - queued).total_seconds() <= start_s:
             cause = START
-        within = placement.held + placement.gpus <= reservation
+        reserved = reservation if placement.reservation is None else placement.reservation
+        within = placement.held + placement.gpus <= reserved
         found.append(Run(placement.task, queued, placement.placed_at, started, within, cause or UNKNOWN))
     return found
 

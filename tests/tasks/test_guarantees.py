@@ -187,7 +187,7 @@ def test_guarantee_read_from_the_ledger_counts_only_placements_within_the_reserv
     policy, tasks = _write_example(make_estate())
     policy.refresh_from_db()
     assert policy.guarantee_start_s == 120
-    with django_assert_num_queries(2):
+    with django_assert_num_queries(3):
         result = group_guarantee(policy, *PERIOD)
     assert (result.count, result.kept, result.share) == (6, 4, Decimal(2) / 3)
     assert (result.p50_s, result.p95_s) == (90, 380)
@@ -195,6 +195,23 @@ def test_guarantee_read_from_the_ledger_counts_only_placements_within_the_reserv
         (tasks["b"].pk, 320, "reclaim_held"),
         (tasks["c"].pk, 380, "start"),
     ]
+
+
+@pytest.mark.django_db
+def test_guarantee_judges_each_run_by_the_reservation_in_force_when_it_was_placed():
+    from apps.policies.models import PolicyChange
+
+    policy, tasks = _write_example(make_estate())
+    PolicyChange.objects.create(
+        policy=policy, at=s(500), via="admin", changes={"reservation": ["2.000", "4.000"]}
+    )
+    PolicyChange.objects.create(policy=policy, at=s(400), via="admin", changes={"limit": ["8.000", "16.000"]})
+    result = group_guarantee(policy, *PERIOD)
+    # 2 GPUs until T+500 s: a (2 GPUs, nothing held) and f fit; b and c (a held) no longer do.
+    assert (result.count, result.kept, result.misses) == (4, 4, ())
+    assert sorted(result.waits) == [60, 90, 90, 100]
+    assert guarantees.reservation_at(Decimal(4), [(s(500), Decimal(2))], s(499)) == 2
+    assert guarantees.reservation_at(Decimal(4), [(s(500), Decimal(2))], s(500)) == 4
 
 
 @pytest.mark.django_db
