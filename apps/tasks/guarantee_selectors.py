@@ -1,7 +1,7 @@
 """Read the guarantee figures of a group's reservation over a period (``apps.tasks.guarantees``)
 in three queries: its placements with what the group held at each, the audited changes of its
-reservation (each run is judged by the reservation of its moment), and their tasks' events; two more
-for the current period: the work waiting now, and what each group holds now."""
+reservation (each run is judged by the reservation of its moment), and their tasks' events; one more
+for the current period: the work waiting now (what each group holds now is in the placements)."""
 
 from datetime import datetime
 from decimal import Decimal
@@ -40,16 +40,9 @@ def _held():
     return Coalesce(Subquery(others, output_field=DecimalField()), zero)
 
 
-def _waiting(policies, now: datetime) -> dict[int, list[guarantees.Miss]]:
+def _waiting(policies, held: dict[int, Decimal], now: datetime) -> dict[int, list[guarantees.Miss]]:
     """The misses of work waiting now, by policy id: tasks in their queue (not held back by
-    dependencies) since their last queue entry."""
-    held = dict(
-        UsageInterval.objects.filter(policy__in=policies, end__isnull=True)
-        .order_by()
-        .values("policy")
-        .annotate(total=Sum("gpus"))
-        .values_list("policy", "total")
-    )
+    dependencies) since their last queue entry; ``held``: the GPUs each policy holds now."""
     entry = (
         TaskEvent.objects.filter(task=OuterRef("pk"), kind__in=guarantees.QUEUE_ENTRIES)
         .order_by("-at")
@@ -101,7 +94,9 @@ def guarantees_of(policies, start: datetime, end: datetime) -> dict[int, guarant
     )
     placements: dict[int, list] = {policy.pk: [] for policy in policies}
     rows = list(
-        intervals.annotate(held=_held()).order_by().values("policy_id", "task_id", "start", "gpus", "held")
+        intervals.annotate(held=_held())
+        .order_by()
+        .values("policy_id", "task_id", "start", "end", "gpus", "held")
     )
     changes = _reservation_changes(policies, min((row["start"] for row in rows), default=start))
     current = {policy.pk: policy.reservation for policy in policies}
@@ -118,7 +113,13 @@ def guarantees_of(policies, start: datetime, end: datetime) -> dict[int, guarant
     for task, at, kind, reason in found.order_by().values_list("task_id", "at", "kind", "reason"):
         events.setdefault(task, []).append(guarantees.Event(task, at, kind, reason))
     now = timezone.now()
-    waiting = _waiting(policies, now) if start <= now < end else {}
+    waiting = {}
+    if start <= now < end:
+        held: dict[int, Decimal] = {}
+        for row in rows:
+            if row["end"] is None:
+                held[row["policy_id"]] = held.get(row["policy_id"], Decimal(0)) + row["gpus"]
+        waiting = _waiting(policies, held, now)
     result = {}
     for policy in policies:
         own = placements[policy.pk]
