@@ -15,4 +15,5 @@ urlpatterns = [
     path("", include("apps.whatif.api.urls")),
     path("", include("apps.cloud.api_urls")),
     path("", include("apps.portal.api_guarantee")),
+    path("", include("apps.portal.api_lost_work")),
 ]

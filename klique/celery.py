@@ -1,4 +1,5 @@
-"""The Celery app: Redis as broker; tasks are discovered in each app's ``tasks.py``."""
+"""The Celery app: Redis as broker; tasks are discovered in each app's ``tasks.py`` (and the quota
+advisor's in ``apps/whatif/advisor_tasks.py``)."""
 
 import os
 
@@ -11,4 +12,5 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "klique.settings.base")
 app = Celery("klique")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+app.autodiscover_tasks(["apps.whatif"], related_name="advisor_tasks")
 app.steps["worker"].add(Alive)

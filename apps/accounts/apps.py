@@ -12,3 +12,19 @@ class AccountsConfig(AppConfig):
         from apps.accounts.sso import on_user_logged_in
 
         user_logged_in.connect(on_user_logged_in, dispatch_uid="accounts.sso_roles")
+
+        from django.db.models.signals import post_delete, post_save
+
+        from apps.accounts.models import Group, Membership
+        from apps.core import memo
+
+        # A write in a request drops what the request remembered of it (apps.core.memo); bulk
+        # writes send no signal, and none is made where the same request reads roles after.
+        for model, kind in ((Membership, "memberships"), (Group, "groups")):
+            for signal in (post_save, post_delete):
+                signal.connect(
+                    lambda sender, kind=kind, **kwargs: memo.forget(kind),
+                    sender=model,
+                    weak=False,
+                    dispatch_uid=f"accounts.memo.{kind}.{signal is post_save}",
+                )

@@ -14,9 +14,8 @@
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from django.db.models import Q
-
 from apps.accounts.models import ApiToken, Group, Membership, User
+from apps.core.memo import remember
 
 Role = Membership.Role
 # Estate-wide when held on a root group; over the group's subtree when held lower down.
@@ -24,18 +23,30 @@ ESTATE_ROLES = {Role.LEADERSHIP, Role.FINANCE}
 SUBTREE_ROLES = {Role.DEPARTMENT_HEAD, Role.TEAM_LEAD, Role.TENANT_ADMIN, *ESTATE_ROLES}
 
 
-def _held_roles(user: User, where: Q) -> set[str]:
-    """The roles of the user's memberships matching ``where``; a superuser holds IT admin."""
+def _memberships(user: User) -> list[tuple[str, int, bool]]:
+    """(role, group id, the group is a root) of each of the user's memberships, read once per
+    request (``apps.core.memo``)."""
+
+    def read():
+        rows = user.memberships.values_list("role", "group_id", "group__parent_id")
+        return [(role, group, parent is None) for role, group, parent in rows]
+
+    return remember(("memberships", user.pk), read)
+
+
+def _held_roles(user: User, wanted) -> set[str]:
+    """The roles of the user's memberships for which ``wanted(role, root)`` holds; a superuser
+    holds IT admin."""
     if not user.is_authenticated:
         return set()
-    found = set(user.memberships.filter(where).values_list("role", flat=True))
+    found = {role for role, _, root in _memberships(user) if wanted(role, root)}
     if user.is_superuser:
         found.add(Role.IT_ADMIN)
     return found
 
 
 def roles(user: User) -> set[str]:
-    return _held_roles(user, Q())
+    return _held_roles(user, lambda role, root: True)
 
 
 def has_role(user: User, *wanted: str) -> bool:
@@ -45,7 +56,7 @@ def has_role(user: User, *wanted: str) -> bool:
 def estate_roles(user: User) -> set[str]:
     """The roles the user holds over the whole estate: IT admin on any group (or a superuser),
     finance and leadership on a root group."""
-    return _held_roles(user, Q(role=Role.IT_ADMIN) | Q(role__in=ESTATE_ROLES, group__parent__isnull=True))
+    return _held_roles(user, lambda role, root: role == Role.IT_ADMIN or (role in ESTATE_ROLES and root))
 
 
 def has_estate_role(user: User, *wanted: str) -> bool:
@@ -68,7 +79,9 @@ def subtrees(roots: Iterable[int]) -> dict[int, frozenset[int]]:
     if not roots:
         return {}
     children: dict[int | None, list[int]] = {}
-    for pk, parent in Group.objects.values_list("pk", "parent_id"):
+    for pk, parent in remember(
+        ("groups", "tree"), lambda: list(Group.objects.values_list("pk", "parent_id"))
+    ):
         children.setdefault(parent, []).append(pk)
     found = {}
     for root in roots:
@@ -85,14 +98,14 @@ def subtrees(roots: Iterable[int]) -> dict[int, frozenset[int]]:
 def groups_with_role(user: User, *wanted: str) -> set[int]:
     if not user.is_authenticated:
         return set()
-    return set(user.memberships.filter(role__in=wanted).values_list("group_id", flat=True))
+    return {group for role, group, _ in _memberships(user) if role in wanted}
 
 
 def member_group_ids(user: User) -> set[int]:
     """Groups the user belongs to in any role: the groups whose compute resources they may use."""
     if not user.is_authenticated:
         return set()
-    return set(user.memberships.values_list("group_id", flat=True))
+    return {group for _, group, _ in _memberships(user)}
 
 
 def managed_group_ids(user: User) -> set[int] | None:

@@ -21,7 +21,7 @@ from apps.core import events
 from apps.core.sql import array_literal as _array
 from apps.engine import core
 from apps.engine.loader import Loaded
-from apps.engine.verdict_words import REASON_WORDS, dependency_key, verdict_json, window_adjective
+from apps.engine.verdict_words import REASON_WORDS, budget_used_up_words, dependency_key, verdict_json
 from apps.pools.models import Pool
 from apps.tasks import services as tasks
 from apps.tasks.models import Task, TaskEvent
@@ -134,7 +134,7 @@ def _preempted_message(task: Task, reason: str, window: str | None = None) -> st
     never requeued: it ends, and its user may start another."""
     words = REASON_WORDS[reason]
     if reason == "budget" and window:
-        words = f"its group's {window_adjective(window)}time budget is used up"
+        words = budget_used_up_words(window)
     if task.kind == Task.Kind.SESSION:
         return f"Session {task} is being stopped and will end: {words}."
     return f"Task {task} was preempted and requeued at the front of its queue: {words}."

@@ -8,7 +8,9 @@ exported at their declared capacity at the period's start, from their capacity h
 maintenance windows in the period go with them. A dated quota loan is in the quota trail (via
 ``loan``), so its start and its give-back are ``set_*`` events like any quota change. Profiles
 and compute resources carry their default and maximum time limits as now; the tasks' submits and
-cancels, with their time limits, dependencies and capped arrays, are ``export_tasks``'.
+cancels, with their time limits, dependencies and capped arrays, are ``export_tasks``'. Money
+budget windows are exported as they stand now, with the GPU prices of the pools at the period's
+start in each currency a window counts (top-level ``prices``).
 """
 
 from __future__ import annotations
@@ -25,9 +27,10 @@ from apps.core.gpus import to_milli
 from apps.engine.export_tasks import TaskEvents
 from apps.engine.models import DisabledWindow
 from apps.policies.models import BudgetWindow, ComputeResource, PolicyChange, ProfilePool, ResourcePolicy
-from apps.policies.selectors import parent_policy_ids
+from apps.policies.selectors import money_windows, parent_policy_ids
 from apps.pools.models import Pool
 from apps.pools.selectors import capacity_history
+from apps.pricing.selectors import price_segments
 
 US = timedelta(microseconds=1)
 
@@ -130,6 +133,7 @@ class _Export(TaskEvents):
         for r in resources:
             largest[r.policy_id] = max(largest[r.policy_id], profiles[r.profile_id]["size"])
         quota = self._quota_at_start(policies, kept)
+        self.money = money_windows([policies[pk] for pk in kept])
         self.slug_of = {pk: p.group.slug for pk, p in policies.items()}
         policy_rows = [self._policy(policies[pk], quota[pk], parents, kept, largest) for pk in sorted(kept)]
         self._policy_events(policies, kept, quota, largest)
@@ -167,7 +171,19 @@ class _Export(TaskEvents):
             "execution_order": dict(execution),
             "queuing_order": dict(queuing),
             "events": [{"at": _num(Decimal(at) / 1_000_000), **body} for at, _, body in self.events],
-        }
+        } | self._prices(pools)
+
+    def _prices(self, pools) -> dict:
+        """The GPU prices of the pools at the start, in each currency a money window counts (as
+        now: a money window is exported as it stands, not wound back to the start)."""
+        currencies = sorted({c for by in self.money.values() for _, c in by.values()})
+        prices = {}
+        for currency in currencies:
+            at = {
+                s.gpu_type_id: s.per_gpu_hour for s in price_segments(currency, self.start, self.start + US)
+            }
+            prices[currency] = {p.name: _num(at[p.gpu_type_id]) for p in pools if at.get(p.gpu_type_id)}
+        return {"prices": prices} if prices else {}
 
     @staticmethod
     def _iso(when: datetime) -> str:
@@ -208,7 +224,7 @@ class _Export(TaskEvents):
         """Each policy's quota as now, wound back through its audit records from the start on:
         a field's value at the start is the "before" of its first change since."""
         further = defaultdict(dict)
-        for w in BudgetWindow.objects.filter(policy_id__in=kept):
+        for w in BudgetWindow.objects.filter(policy_id__in=kept, hours__isnull=False):
             further[w.policy_id][w.period] = w.hours
         quota = {}
         changes = defaultdict(list)
@@ -248,6 +264,11 @@ class _Export(TaskEvents):
             for period, h in q.further.items()
             if period != q.budget_period
         ]
+        self.windows[p.pk] = {w["period"] for w in windows}
+        windows += [
+            {"amount": _num(amount), "currency": currency, "period": period}
+            for period, (amount, currency) in self.money.get(p.pk, {}).items()
+        ]
         if len(windows) == 1:
             row["budget"] = windows[0]
         elif windows:
@@ -255,7 +276,6 @@ class _Export(TaskEvents):
         if p.max_preemptions_per_hour is not None:
             row["max_preemptions_per_hour"] = p.max_preemptions_per_hour
         row |= self._sharing(p, q)
-        self.windows[p.pk] = {w["period"] for w in windows}
         self.quota_now[p.pk] = [q.reservation, limit]
         self.limits[p.pk].append((0, limit))
         return row

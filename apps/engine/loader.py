@@ -45,6 +45,10 @@ Maintenance windows (issue 35): each pool carries its windows not yet over, read
 (a window's write reloads it) and trimmed to those not over at each pass's time; a waiting task
 carries the seconds its time limit has left (``limit_s``), which the core checks against a
 window ahead.
+
+Money budget windows (issue 37): a policy's money windows come in beside its time windows as core
+budgets with rates per pool and the ledger's spend so far (``apps.engine.loader_money``); no query
+when no policy has one.
 """
 
 from collections import defaultdict
@@ -57,10 +61,11 @@ from apps.cloud.caps import reached_caps_now
 from apps.cloud.models import CloudPool
 from apps.core.gpus import to_milli
 from apps.engine import agent_caps, core
+from apps.engine.loader_money import money_budgets
 from apps.engine.task_rows import Tasks, read_tasks
 from apps.ledger.budgets import budget_units_used
 from apps.policies.models import ComputeResource, Profile, ProfilePool, ResourcePolicy
-from apps.policies.selectors import budget_windows, parent_policy_ids
+from apps.policies.selectors import budget_windows, money_windows, parent_policy_ids
 from apps.pools.models import Pool
 from apps.pools.selectors import daemon_gpus, effective_capacity, windows_not_over
 from apps.tasks.models import Task, TaskEvent
@@ -119,6 +124,8 @@ class Estate:
     # Each pool's maintenance windows that had not ended when the estate was read (pool id ->
     # windows in start order); a pass drops those ended by its own time.
     maintenance: dict[str, tuple[core.Maintenance, ...]] = field(default_factory=dict)
+    # The policies with a money budget window: ``loader_money``.
+    money_policies: list = field(default_factory=list)
 
 
 def _ids(pairs) -> tuple[str, ...]:
@@ -127,7 +134,7 @@ def _ids(pairs) -> tuple[str, ...]:
 
 def load_estate(now) -> Estate:
     """The estate at ``now`` (the pass's time: maintenance windows over by then are left out)."""
-    pools = list(Pool.objects.order_by("pk").values("pk", "name", "capacity", "enabled"))
+    pools = list(Pool.objects.order_by("pk").values("pk", "name", "capacity", "enabled", "gpu_type_id"))
     links = list(ProfilePool.objects.values("profile_id", "pool_id", "pool_rank", "profile_rank"))
     profiles = Profile.objects.order_by("pk").values(
         "pk",
@@ -143,6 +150,8 @@ def load_estate(now) -> Estate:
     )
     policies = list(ResourcePolicy.objects.order_by("pk").select_related("group"))
     parents = parent_policy_ids()
+    money = money_windows(policies)
+    autoscaled = set(CloudPool.objects.values_list("pool_id", flat=True))
     execution = defaultdict(list)
     pool_order = defaultdict(list)
     for link in links:
@@ -155,7 +164,7 @@ def load_estate(now) -> Estate:
         )
     return Estate(
         pool_rows=pools,
-        autoscaled=set(CloudPool.objects.values_list("pool_id", flat=True)),
+        autoscaled=autoscaled,
         profile_of_resource={r["pk"]: r["profile_id"] for r in resources},
         policies=policies,
         parents=parents,
@@ -204,6 +213,7 @@ def load_estate(now) -> Estate:
         pool_names={str(p["pk"]): p["name"] for p in pools},
         group_names={str(p.pk): p.group.name for p in policies},
         maintenance=_maintenance(now),
+        money_policies=[p for p in policies if p.pk in money],
     )
 
 
@@ -253,6 +263,9 @@ def assemble(now, estate: Estate, tasks: Tasks) -> Loaded:
             for f in estate.profiles
         )
     used = budget_units_used(policies, now, estate.parents, estate.windows)
+    money = {}
+    if estate.money_policies:
+        money = money_budgets(estate.money_policies, estate.pool_rows, now)
     reclaims = _reclaims(policies, now)
     reached = reached_caps_now(now)
     snapshot = core.Snapshot(
@@ -260,7 +273,7 @@ def assemble(now, estate: Estate, tasks: Tasks) -> Loaded:
         low_watermark_s=settings.LOW_WATERMARK_S,
         pools=pools,
         profiles=profiles,
-        policies=_policies(estate, used, reclaims),
+        policies=_policies(estate, used, reclaims, money),
         resources=estate.resources,
         waiting=tasks.waiting,
         placed=tasks.placed,
@@ -288,11 +301,11 @@ def _served(pool: core.Pool, declared, gpus) -> core.Pool:
     return replace(pool, capacity=to_milli(effective_capacity(declared, gpus)))
 
 
-def _policies(estate: Estate, used: dict, reclaims: dict) -> tuple[core.Policy, ...]:
-    """The policies with this pass's readings: budget use for those with a time budget, recent
-    reclaims for those with a cap on preemptions; the others as the estate holds them."""
+def _policies(estate: Estate, used: dict, reclaims: dict, money: dict) -> tuple[core.Policy, ...]:
+    """The policies with this pass's readings: budget use for those with a time or money budget,
+    recent reclaims for those with a cap on preemptions; the others as the estate holds them."""
     policies = list(estate.policy_base)
-    for pk in estate.windows.keys() | reclaims.keys():
+    for pk in estate.windows.keys() | reclaims.keys() | money.keys():
         index = estate.policy_index[pk]
         windows = estate.windows.get(pk, {})
         policies[index] = replace(
@@ -301,7 +314,8 @@ def _policies(estate: Estate, used: dict, reclaims: dict) -> tuple[core.Policy, 
             budgets=tuple(
                 core.Budget(limit=core.hours_to_units(hours), period=period, used=used[pk][period])
                 for period, hours in windows.items()
-            ),
+            )
+            + money.get(pk, ()),
         )
     return tuple(policies)
 

@@ -68,12 +68,8 @@ def _alert_recipients(policy):
 
 
 def _send_alert(policy, status, kind: str, at) -> bool:
-    """Record the alert once per policy, window, period and kind; warn the group and the IT admins.
-    ``status``: the window's own status (one of a policy's ``BudgetStatus.windows``).
-
-    The alert row and its notifications are written in one transaction, so a crash leaves both or
-    neither (and the next meter sends it). The emails go once that transaction has committed, and a
-    mail failure is logged: the alert stands, in the portal."""
+    """Warn once of a time window (one of a policy's ``BudgetStatus.windows``) crossing its alert
+    threshold or used up (``_record_alert``)."""
     from apps.accounts.models import Notification
     from apps.ledger.models import BudgetAlert
 
@@ -95,24 +91,74 @@ def _send_alert(policy, status, kind: str, at) -> bool:
             f"{status.run_out_text()}."
         )
         notification_kind = Notification.Kind.BUDGET_ALERT
+    alert = BudgetAlert(
+        policy=policy,
+        period=status.period,
+        period_start=status.period_start,
+        kind=kind,
+        used_hours=status.used_hours,
+        budget_hours=status.budget_hours,
+        sent_at=at,
+    )
+    return _record_alert(alert, notification_kind, subject, message)
+
+
+def _send_money_alert(policy, status, kind: str, at) -> bool:
+    """Warn once of a money window (``apps.ledger.budgets.MoneyStatus``) crossing its alert
+    threshold or used up (``_record_alert``)."""
+    from apps.accounts.models import Notification
+    from apps.ledger.models import BudgetAlert
+
+    amount = numbers.money(status.amount, status.currency)
+    spent = numbers.money(status.spent, status.currency)
+    if kind == BudgetAlert.Kind.USED_UP:
+        subject = f"The {status.window_name} money budget of {policy.group} used up"
+        message = (
+            f"{policy.group} has spent {spent} of its {amount} this {status.period}. New work on priced "
+            f"pools waits and running work there is requeued until {status.resets_at:%Y-%m-%d %H:%M} UTC "
+            "or until the budget is raised."
+        )
+        notification_kind = Notification.Kind.BUDGET_USED_UP
+    else:
+        share = numbers.percent(status.used_fraction)
+        subject = f"The {status.window_name} money budget of {policy.group} at {share}"
+        message = (
+            f"{policy.group} has spent {spent} of its {amount} this {status.period} "
+            f"(alert threshold {policy.alert_threshold}%); {status.run_out_text()}."
+        )
+        notification_kind = Notification.Kind.BUDGET_ALERT
+    alert = BudgetAlert(
+        policy=policy,
+        period=status.period,
+        currency=status.currency,
+        period_start=status.period_start,
+        kind=kind,
+        spent=status.spent,
+        amount=status.amount,
+        sent_at=at,
+    )
+    return _record_alert(alert, notification_kind, subject, message)
+
+
+def _record_alert(alert, notification_kind: str, subject: str, message: str) -> bool:
+    """Record the alert once per policy, window, period and kind; warn the group and the IT admins.
+
+    The alert row and its notifications are written in one transaction, so a crash leaves both or
+    neither (and the next meter sends it). The emails go once that transaction has committed, and a
+    mail failure is logged: the alert stands, in the portal. False when it was sent before."""
+    from apps.accounts.models import Notification
+
+    policy = alert.policy
     try:
         with transaction.atomic():
-            BudgetAlert.objects.create(
-                policy=policy,
-                period=status.period,
-                period_start=status.period_start,
-                kind=kind,
-                used_hours=status.used_hours,
-                budget_hours=status.budget_hours,
-                sent_at=at,
-            )
+            alert.save()
             recipients = _alert_recipients(policy)
             Notification.objects.bulk_create(
                 Notification(user=user, kind=notification_kind, message=message) for user in recipients
             )
             emails = [user.email for user in recipients if user.email]
             if emails:
-                transaction.on_commit(lambda: _mail_alert(subject, message, emails, policy, kind))
+                transaction.on_commit(lambda: _mail_alert(subject, message, emails, policy, alert.kind))
             events.notify(policy.group, "budget_alert", subject, message)
     except IntegrityError:
         return False
@@ -132,10 +178,10 @@ def _mail_alert(subject: str, message: str, emails: list[str], policy, kind: str
 
 
 def run_meter(now=None) -> dict[str, int]:
-    """The budget meter: between passes, detect time budget windows that crossed their alert
-    threshold or were used up, and warn once per window and period. The pass itself stops used-up
-    work."""
-    from apps.ledger.budgets import budget_status
+    """The budget meter: between passes, detect time and money budget windows that crossed their
+    alert threshold or were used up, and warn once per window and period. The pass itself stops
+    used-up work."""
+    from apps.ledger.budgets import budget_status, money_status
     from apps.ledger.models import BudgetAlert
     from apps.policies.models import ResourcePolicy
 
@@ -148,6 +194,16 @@ def run_meter(now=None) -> dict[str, int]:
             if window.used_up and _send_alert(policy, window, BudgetAlert.Kind.USED_UP, now):
                 sent["used_up"] += 1
             if window.over_threshold and _send_alert(policy, window, BudgetAlert.Kind.THRESHOLD, now):
+                sent["threshold"] += 1
+    priced = list(
+        ResourcePolicy.objects.filter(extra_budgets__amount__isnull=False).distinct().select_related("group")
+    )
+    money = money_status(priced, now=now) if priced else {}
+    for policy in priced:
+        for window in money.get(policy.pk, ()):
+            if window.used_up and _send_money_alert(policy, window, BudgetAlert.Kind.USED_UP, now):
+                sent["used_up"] += 1
+            if window.over_threshold and _send_money_alert(policy, window, BudgetAlert.Kind.THRESHOLD, now):
                 sent["threshold"] += 1
     return sent
 

@@ -69,8 +69,8 @@ class Tasks:
 
 # The task rows, as (id, state, compute resource, pool, counted milli-GPUs, queue rank, placed at,
 # verdict key, nodes, priority, submitted at, time limit, ran seconds, started at, unended
-# dependencies, array, array's max_running): one shape for the whole load and for the held
-# snapshot's changed rows.
+# dependencies, array, array's max_running, last checkpoint): one shape for the whole load and for
+# the held snapshot's changed rows.
 TASK_COLUMNS = (
     "id",
     "state",
@@ -89,6 +89,7 @@ TASK_COLUMNS = (
     "waits_on",
     "array_id",
     "array_cap",
+    "checkpointed",
 )
 
 
@@ -100,6 +101,7 @@ def task_rows(queryset, *order: str) -> list[tuple]:
         since=_instant(Coalesce("released_at", "submitted_at")),
         started=_instant("started_at"),
         array_cap=F("array__max_running"),
+        checkpointed=_instant("checkpointed_at"),
     )
     return _rows(annotated.order_by(*order), TASK_COLUMNS)
 
@@ -150,7 +152,19 @@ def placed_task(row) -> core.PlacedTask:
         priority=row[9],
         deadline=_deadline(row),
         array=capped_array(row),
+        saved_at=_saved_at(row),
     )
+
+
+def _saved_at(row) -> datetime | None:
+    """When a running task's work was last saved: its last checkpoint in this run, else the run's
+    start (None before it starts: the core counts from its placement)."""
+    if row[13] is None:
+        return None
+    started = _as_datetime(row[13])
+    if row[17] is None:
+        return started
+    return max(started, _as_datetime(row[17]))
 
 
 def waits_for(task_ids) -> dict[int, tuple[str, ...]]:

@@ -11,7 +11,7 @@ from klique import numbers
 
 REASON_WORDS = {
     "reclaim": "its GPUs were reclaimed for another group's reservation",
-    "budget": "its group's time budget is used up",
+    "budget": "its group's budget is used up",
     "priority": "a higher-priority task of its own group needed its GPUs",
     "fair_share": (
         "its group held more than its fair share of borrowed GPUs and a group beside it, below its own, "
@@ -45,6 +45,8 @@ def verdict_json(verdict: core.Verdict, loaded: Loaded) -> dict:
         message = f"{group} is at its limit: this task would take it above the most GPUs it may hold at once."
     elif verdict.rule == "ancestor_limit":
         message = f"{group}, above this group, is at its limit."
+    elif verdict.rule in ("budget_start_check", "budget_used_up") and is_money_window(verdict.cause):
+        message = _money_verdict(verdict, group, data)
     elif verdict.rule == "budget_start_check":
         # Tenths of an hour: the figures move as the group's work burns budget, and finer ones
         # would rewrite the verdict of every waiting task of the group every few seconds.
@@ -140,6 +142,8 @@ def verdict_json(verdict: core.Verdict, loaded: Loaded) -> dict:
             data.get("window", data.get("cause", "")),
         )
     )
+    if "money_left" in data:
+        data["key"] += f"|{data['money_left']}|{data.get('money_needed', '')}"
     if "share" in data:
         data["key"] += f"|{data['borrowed']}|{data['share']}"
     if "waits_for" in data:
@@ -196,8 +200,8 @@ def dependency_message(waits_for: list) -> str:
 # messages above say the same at length, with the task's figures.
 RULE_WORDS = {
     "budget_used_up": (
-        "time budget used up",
-        "The time budget of its policy or one above it is used up until the reset.",
+        "budget used up",
+        "A time or money budget of its policy or one above it is used up until the reset.",
     ),
     "policy_limit": ("at its limit", "Its group holds the most GPUs its resource policy allows at once."),
     "ancestor_limit": (
@@ -206,7 +210,7 @@ RULE_WORDS = {
     ),
     "budget_start_check": (
         "too little budget left to start",
-        "The budget hours left would not last the low watermark at the group's rate with this task.",
+        "The budget left (hours or money) would not last the low watermark at the rate with this task.",
     ),
     "behind_higher_priority": (
         "behind higher-priority work",
@@ -254,6 +258,46 @@ RULE_WORDS = {
 def _gpus(milli: int | None) -> str:
     """Milli-GPUs as GPUs for a message: 4000 -> "4", 500 -> "0.5"."""
     return f"{(milli or 0) / 1000:g}"
+
+
+def is_money_window(window: str | None) -> bool:
+    """Whether a window's label names a money window ("month 500.00 EUR"; a time window's is its
+    period)."""
+    return bool(window) and " " in window
+
+
+def money_window_words(window: str) -> str:
+    """A money window's label in words: "month 500.00 EUR" -> "€500.00 a month"."""
+    period, amount, currency = window.split(" ")
+    return f"{numbers.money(Decimal(amount), currency)} a {period}"
+
+
+def budget_used_up_words(window: str | None) -> str:
+    """Why a budget stop stopped work, naming the window: "its group's daily time budget is used
+    up", "its group's €500.00 a month is used up"."""
+    if is_money_window(window):
+        return f"its group's {money_window_words(window)} is used up"
+    return f"its group's {window_adjective(window)}time budget is used up"
+
+
+def _money_verdict(verdict: core.Verdict, group: str | None, data: dict) -> str:
+    """A money window's budget_used_up or budget_start_check. Money to the ten cents: finer figures
+    would rewrite the verdict of every waiting task of the group at each pass."""
+    data["window"] = verdict.cause
+    currency = verdict.cause.rsplit(" ", 1)[1]
+    left = core.units_to_money(max(verdict.budget_left, 0)).quantize(Decimal("0.1"))
+    data["money_left"], data["currency"] = str(left), currency
+    words = money_window_words(verdict.cause)
+    if verdict.rule == "budget_used_up":
+        data["reset_at"] = verdict.reset_at.isoformat()
+        return f"The {words} of {group} is used up; it resets at {verdict.reset_at:%Y-%m-%d %H:%M} UTC."
+    needed = core.units_to_money(verdict.budget_needed).quantize(Decimal("0.1"))
+    data["money_needed"] = str(needed)
+    return (
+        f"The {words} of {group} has {numbers.money(left, currency)} left; starting needs "
+        f"{numbers.money(needed, currency)} (the low watermark at the group's spend rate with this task "
+        "on its pool)."
+    )
 
 
 def window_adjective(period: str | None) -> str:

@@ -32,6 +32,17 @@ def may_ask(user: User, group: Group) -> bool:
     return _holds_over(user, group, Role.LEADERSHIP)
 
 
+def may_accept_proposal(user: User, group: Group) -> bool:
+    """Who may accept a quota advisor's proposal for ``group`` as a change request (apps.whatif):
+    a department head for their department's groups, leadership for any group below them."""
+    if not user.is_authenticated:
+        return False
+    if group.kind in TEAM_KINDS or group.kind == Kind.DEPARTMENT:
+        if _holds_over(user, group, Role.DEPARTMENT_HEAD):
+            return True
+    return _holds_over(user, group, Role.LEADERSHIP)
+
+
 def groups_to_ask_for(user: User) -> QuerySet:
     """The groups the user may file a request for (for the forms)."""
     candidates = Group.objects.filter(pk__in=subtree_ids(groups_with_role(user, *ASKING_ROLES)))

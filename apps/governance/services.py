@@ -129,11 +129,14 @@ def file_request(
     name: str = "",
     lender: Group | None = None,
     loan_until=None,
+    advised: bool = False,
 ) -> ChangeRequest:
     """File a request for ``group`` and notify the people who decide it. Refused with
-    ``PermissionDenied`` when the requester may not ask for the group (``selectors.may_ask``), with
+    ``PermissionDenied`` when the requester may not ask for the group (``selectors.may_ask``; for a
+    quota advisor's proposal, ``advised``: ``selectors.may_accept_proposal``), with
     ``ValidationError`` naming the field for bad values."""
-    if not selectors.may_ask(requester, group):
+    allowed = selectors.may_accept_proposal if advised else selectors.may_ask
+    if not allowed(requester, group):
         raise PermissionDenied(f"You may not ask for changes to {group}.")
     if kind not in ChangeRequest.Kind.values:
         raise ValidationError({"kind": f"Choose one of {', '.join(ChangeRequest.Kind.values)}."})

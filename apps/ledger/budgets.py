@@ -73,13 +73,7 @@ class BudgetStatus:
         """When the budget runs out, in words: a run-out at or after the reset is no run-out."""
         if not self.has_budget:
             return "no budget"
-        if self.used_up:
-            return f"used up; resets {self.resets_at:%Y-%m-%d %H:%M} UTC"
-        if self.projected_run_out is None:
-            return "not burning now"
-        if not self.runs_out_in_period:
-            return f"lasts until reset {self.resets_at:%Y-%m-%d %H:%M} UTC"
-        return f"projected to run out at {self.projected_run_out:%Y-%m-%d %H:%M} UTC"
+        return run_out_words(self.used_up, self.projected_run_out, self.resets_at)
 
     @property
     def over_threshold(self) -> bool:
@@ -350,3 +344,6 @@ def _binding(windows: tuple[BudgetStatus, ...]) -> BudgetStatus:
     if used_up:
         return max(used_up, key=lambda w: w.resets_at)
     return min(windows, key=lambda w: (w.left_hours, w.resets_at))
+
+
+from apps.ledger.budgets_money import MoneyStatus, money_status, run_out_words  # noqa: E402, F401

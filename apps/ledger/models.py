@@ -65,7 +65,8 @@ class UsageInterval(models.Model):
 
 
 class BudgetAlert(models.Model):
-    """A budget warning already sent: once per policy, window, period and kind."""
+    """A budget warning already sent: once per policy, window (a time window by its period, a money
+    window by its period and currency), period and kind."""
 
     class Kind(models.TextChoices):
         THRESHOLD = "threshold", "Alert threshold crossed"
@@ -81,17 +82,27 @@ class BudgetAlert(models.Model):
         default="",
         help_text="The period of the time budget window alerted on (day, week or month).",
     )
+    currency = models.CharField(
+        max_length=3, blank=True, default="", help_text="A money window's currency; empty for a time window."
+    )
     period_start = models.DateTimeField()
     kind = models.CharField(max_length=10, choices=Kind.choices)
-    used_hours = models.DecimalField(max_digits=14, decimal_places=3)
-    budget_hours = models.DecimalField(max_digits=12, decimal_places=3)
+    used_hours = models.DecimalField(max_digits=14, decimal_places=3, null=True, blank=True)
+    budget_hours = models.DecimalField(max_digits=12, decimal_places=3, null=True, blank=True)
+    spent = models.DecimalField(
+        max_digits=16, decimal_places=4, null=True, blank=True, help_text="A money window's spend."
+    )
+    amount = models.DecimalField(
+        max_digits=12, decimal_places=4, null=True, blank=True, help_text="A money window's amount."
+    )
     sent_at = models.DateTimeField()
 
     class Meta:
         ordering = ["-sent_at"]
         constraints = [
             models.UniqueConstraint(
-                fields=["policy", "period", "period_start", "kind"], name="one_alert_per_window_period"
+                fields=["policy", "period", "currency", "period_start", "kind"],
+                name="one_alert_per_window_period",
             ),
         ]
 

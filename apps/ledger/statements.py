@@ -21,6 +21,7 @@ from apps.accounts.selectors import cost_centres, group_labels
 from apps.core.exports import spreadsheet_safe
 from apps.core.numbers import hours
 from apps.ledger import closed
+from apps.ledger.lost_credit import LostCredit, lost_credit
 from apps.ledger.models import MonthClose
 from apps.ledger.report_spec import ReportSpec
 from apps.ledger.selectors import Report, usage_report
@@ -51,6 +52,13 @@ class Statement:
     prices: list[PriceLine]
     scope: str
     made_at: datetime
+    lost_credit: LostCredit | None = None  # where a policy credits lost work (``lost_credit``)
+
+    @property
+    def total_after_credit(self) -> Decimal:
+        """The total cost less the credit for lost work (never below 0: the credit is capped)."""
+        total = self.report.total.cost_amount
+        return total - self.lost_credit.amount if self.lost_credit else total
 
     @property
     def start(self) -> datetime:
@@ -92,16 +100,18 @@ def statement(viewer, spec: ReportSpec, now: datetime | None = None) -> Statemen
         for s in sorted(segments, key=_by_name(names))
         if s.per_gpu_hour is not None
     ]
+    report = usage_report(viewer, spec, now=now)
     return Statement(
         group=spec.group,
         path=group_labels([spec.group.pk])[spec.group.pk][1],
         cost_centre=cost_centres().get(spec.group.pk, ""),
         month=month,
-        report=usage_report(viewer, spec, now=now),
+        report=report,
         close=close,
         prices=prices,
         scope=scope(viewer),
         made_at=now,
+        lost_credit=lost_credit(spec.group, spec.start, spec.end, segments, report.total.cost),
     )
 
 
@@ -153,6 +163,21 @@ def csv_text(statement: Statement) -> str:
     if report.adjustments:
         out.writerows([[], ADJUSTMENT_COLUMNS])
         out.writerows(adjustment_rows(report))
+    credit = statement.lost_credit
+    if credit is not None:
+        out.writerows(
+            [
+                [],
+                [
+                    "Credit for lost work",
+                    "Lost GPU-hours",
+                    "Not priced (GPU-hours)",
+                    "Credit",
+                    "Total after credit",
+                ],
+                ["", credit.gpu_hours, credit.unpriced_hours, -credit.amount, statement.total_after_credit],
+            ]
+        )
     return buffer.getvalue()
 
 
@@ -201,6 +226,18 @@ def _shown(value, kind: str, currency: str) -> str:
     return str(value)
 
 
+def _credit_shown(statement: Statement) -> dict | None:
+    credit, currency = statement.lost_credit, statement.currency
+    if credit is None:
+        return None
+    return {
+        "hours": numbers.hours(credit.gpu_hours),
+        "unpriced": numbers.hours(credit.unpriced_hours),
+        "amount": numbers.money(-credit.amount, currency),
+        "total": numbers.money(statement.total_after_credit, currency),
+    }
+
+
 def pdf_bytes(statement: Statement) -> bytes:
     from weasyprint import HTML
 
@@ -221,6 +258,7 @@ def pdf_bytes(statement: Statement) -> bytes:
             "lines": lines(report.records()),
             "summary": lines(report.summary_records()),
             "prices": [(p, numbers.price(p.per_gpu_hour, currency)) for p in statement.prices],
+            "credit": _credit_shown(statement),
             "adjustment_columns": ADJUSTMENT_COLUMNS,
             "adjustments": [
                 [

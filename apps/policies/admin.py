@@ -12,7 +12,7 @@ from apps.accounts.admin_scope import TenantScoped
 from apps.core.admin_forms import LinkRowForm
 from apps.core.fields import PLAIN_NUMBERS, PlainIntegerFormField
 from apps.core.formsets import CappedInline
-from apps.policies import rules, selectors, services
+from apps.policies import money_windows, rules, selectors, services
 from apps.policies.admin_columns import default_time_limit, gpu_size, max_time_limit, min_runtime, time_weight
 from apps.policies.models import (
     BudgetWindow,
@@ -197,37 +197,48 @@ class PolicyComputeResourceInline(CappedInline, PolicyScoped, admin.TabularInlin
 
 
 class BudgetWindowFormSet(BaseInlineFormSet):
-    """The further time budget windows of a policy, checked together against the policy as
-    submitted (``rules.budget_window_errors``): one per period, not the policy's own period, and
-    inside the parent's window of the same period."""
+    """The further budget windows of a policy, checked together against the policy as submitted:
+    time windows by ``rules.budget_window_errors`` (one per period, not the policy's own period,
+    inside the parent's window of the same period), money windows by
+    ``money_windows.money_window_errors`` (one per period)."""
 
     def clean(self):
         super().clean()
         if any(self.errors):
             return
         windows: dict = {}
+        money: dict = {}
         for form in self.forms:
             data = getattr(form, "cleaned_data", None)
             if not data or self._should_delete_form(form) or data.get("period") is None:
                 continue
-            if data["period"] in windows:
-                raise ValidationError(f"Two further windows per {data['period']}; one window per period.")
-            windows[data["period"]] = data.get("hours")
+            period = data["period"]
+            if data.get("amount") is not None:
+                if period in money:
+                    raise ValidationError(f"Two money windows per {period}; one money window per period.")
+                money[period] = (data["amount"], data.get("currency") or "")
+                continue
+            if period in windows:
+                raise ValidationError(f"Two further windows per {period}; one window per period.")
+            windows[period] = data.get("hours")
         errors = rules.budget_window_errors(self.instance, windows)
+        for field, messages in money_windows.money_window_errors(money).items():
+            errors.setdefault(field, []).extend(messages)
         if errors:
             raise ValidationError([message for messages in errors.values() for message in messages])
 
 
 class BudgetWindowInline(CappedInline, PolicyScoped, admin.TabularInline):
-    """Further time budget windows besides the policy's own, e.g. 8 budget hours a day and 100 a
-    month: every window is enforced at once."""
+    """Further budget windows besides the policy's own time budget, e.g. 8 budget hours a day and
+    100 a month, or 500 EUR a month (an amount and a currency, no hours): every window is enforced
+    at once."""
 
     formfield_overrides = PLAIN_NUMBERS
     model = BudgetWindow
     formset = BudgetWindowFormSet
-    fields = ["period", "hours"]
+    fields = ["period", "hours", "amount", "currency"]
     extra = 0
-    new_rows = 3  # one per period: day, week, month
+    new_rows = 6  # a time and a money window per period: day, week, month
 
 
 LENDING_DEFAULTS = ("lending", "over_quota_weight")
@@ -353,10 +364,15 @@ class ResourcePolicyAdmin(TenantScoped, admin.ModelAdmin):
         before = services.quota_of(form.instance)
         before["further_budgets"] = form.windows_before
         formset.save()
-        services.record_quota_change(form.instance, before, actor=request.user, via=PolicyChange.Via.ADMIN)
+        money = [form.money_before, money_windows.windows_text(money_windows.money_budgets_of(form.instance))]
+        also = {money_windows.FIELD: money} if money[0] != money[1] else None
+        services.record_quota_change(
+            form.instance, before, actor=request.user, via=PolicyChange.Via.ADMIN, also=also
+        )
 
     def save_related(self, request, form, formsets, change):
         form.windows_before = services.windows_text(services.extra_budgets_of(form.instance))
+        form.money_before = money_windows.windows_text(money_windows.money_budgets_of(form.instance))
         super().save_related(request, form, formsets, change)
 
     def save_model(self, request, obj, form, change):

@@ -239,6 +239,7 @@ class ResourcePolicy(models.Model):
         "over_quota_weight",
         "lendable",
         "guarantee_start_s",
+        "credit_lost_work",
     )
 
     class Lending(models.TextChoices):
@@ -304,6 +305,12 @@ class ResourcePolicy(models.Model):
         help_text="Work placed within the reservation counts as started on time when it started "
         "within this many seconds of entering its queue (the measured guarantee).",
     )
+    credit_lost_work = models.BooleanField(
+        "credit lost work",
+        default=False,
+        help_text="Chargeback credits back the GPU-hours its preempted work lost (since the last "
+        "checkpoint), at the GPU type's price: a 'credit for lost work' line on the group's statement.",
+    )
     version = models.PositiveIntegerField(
         default=1,
         editable=False,
@@ -326,32 +333,6 @@ class ResourcePolicy(models.Model):
 
     def clean(self) -> None:
         self.extra_checks.run(self)
-
-
-class BudgetWindow(models.Model):
-    """A further time budget window of a policy, besides the one on the policy itself
-    (``budget_hours`` per ``budget_period``): e.g. 8 budget hours a day and 100 a month. Every
-    window is enforced at once; at most one window per period."""
-
-    policy = models.ForeignKey(ResourcePolicy, on_delete=models.CASCADE, related_name="extra_budgets")
-    period = models.CharField("budget period", max_length=5, choices=ResourcePolicy.Period.choices)
-    hours = models.DecimalField(
-        "time budget (budget hours)",
-        max_digits=12,
-        decimal_places=3,
-        validators=[MinValueValidator(Decimal("0"))],
-        help_text="Budget hours per period.",
-    )
-
-    class Meta:
-        ordering = ["policy", "period"]
-        verbose_name = "further time budget window"
-        constraints = [
-            models.UniqueConstraint(fields=["policy", "period"], name="budget_window_policy_period"),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.hours} h per {self.period}"
 
 
 class ComputeResource(models.Model):
@@ -443,4 +424,5 @@ class PolicyChange(AuditedChange):
         return f"{self.policy} changed at {self.at:%Y-%m-%d %H:%M:%S}"
 
 
+from apps.policies.models_budgets import BudgetWindow  # noqa: E402, F401  (its own module: one concern)
 from apps.policies.models_loans import QuotaLoan  # noqa: E402, F401  (its own module: one concern)

@@ -142,7 +142,7 @@ def policy_errors(policy) -> Errors:
                     f"children ({fmt(child_budget)} h)."
                 )
     if policy.pk is not None:
-        stored = set(policy.extra_budgets.values_list("period", flat=True))
+        stored = set(policy.extra_budgets.filter(hours__isnull=False).values_list("period", flat=True))
         if stored and policy.budget_hours is None:
             errors["budget_hours"].append(
                 "The policy has further time budget windows; remove them before removing its time budget."

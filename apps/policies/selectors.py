@@ -87,11 +87,28 @@ def budget_windows(policies) -> dict[int, dict[str, Decimal]]:
     result = {p.pk: {p.budget_period: p.budget_hours} for p in policies}
     if not policies:
         return result
-    extra = BudgetWindow.objects.filter(policy_id__in=list(result)).values_list(
+    extra = BudgetWindow.objects.filter(policy_id__in=list(result), hours__isnull=False).values_list(
         "policy_id", "period", "hours"
     )
     for policy_id, period, hours in sorted(extra, key=lambda row: (row[0], PERIOD_ORDER.get(row[1], 9))):
         result[policy_id].setdefault(period, hours)
+    return result
+
+
+def money_windows(policies) -> dict[int, dict[str, tuple[Decimal, str]]]:
+    """policy id -> {period: (amount, currency)} of each money budget window of each policy,
+    shortest period first. One query. Policies without a money window get no entry."""
+    ids = [p.pk for p in policies if p.pk is not None]
+    if not ids:
+        return {}
+    rows = BudgetWindow.objects.filter(policy_id__in=ids, amount__isnull=False).values_list(
+        "policy_id", "period", "amount", "currency"
+    )
+    result: dict[int, dict[str, tuple[Decimal, str]]] = {}
+    for policy_id, period, amount, currency in sorted(
+        rows, key=lambda row: (row[0], PERIOD_ORDER.get(row[1], 9))
+    ):
+        result.setdefault(policy_id, {})[period] = (amount, currency)
     return result
 
 

@@ -325,7 +325,8 @@ def extra_budgets_of(policy: ResourcePolicy) -> dict[str, Decimal]:
     period first (one query; none for an unsaved policy)."""
     if policy.pk is None:
         return {}
-    rows = BudgetWindow.objects.filter(policy_id=policy.pk).values_list("period", "hours")
+    rows = BudgetWindow.objects.filter(policy_id=policy.pk, hours__isnull=False)
+    rows = rows.values_list("period", "hours")
     return dict(sorted(rows, key=lambda row: selectors.PERIOD_ORDER.get(row[0], 9)))
 
 
@@ -365,9 +366,12 @@ def set_budget_windows(
 
 def write_budget_windows(policy: ResourcePolicy, windows: Mapping[str, Decimal]) -> None:
     """Store exactly ``windows`` as the policy's further windows (checked by the caller)."""
-    BudgetWindow.objects.filter(policy_id=policy.pk).exclude(period__in=list(windows)).delete()
+    time_windows = BudgetWindow.objects.filter(policy_id=policy.pk, hours__isnull=False)
+    time_windows.exclude(period__in=list(windows)).delete()
     for period, hours in windows.items():
-        BudgetWindow.objects.update_or_create(policy_id=policy.pk, period=period, defaults={"hours": hours})
+        BudgetWindow.objects.update_or_create(
+            policy_id=policy.pk, period=period, hours__isnull=False, defaults={"hours": hours}
+        )
 
 
 def _audit_text(value):
@@ -378,14 +382,15 @@ def _audit_text(value):
 
 
 def record_quota_change(
-    policy: ResourcePolicy, before: dict, *, actor, via: str, at=None
+    policy: ResourcePolicy, before: dict, *, actor, via: str, at=None, also: dict | None = None
 ) -> PolicyChange | None:
     """Write the audit record of a change to a policy's reservation, limit or time budget (each
-    changed field before and after); None when none of them changed."""
+    changed field before and after, with ``also``'s {field: [before, after]}); None when none of
+    them changed."""
     after = quota_of(policy)
     changes = {
         f: [_audit_text(before.get(f)), _audit_text(after[f])] for f in AUDITED if before.get(f) != after[f]
-    }
+    } | (also or {})
     if not changes:
         return None
     return record_change(PolicyChange, actor=actor, via=via, at=at, policy=policy, changes=changes)

@@ -10,10 +10,11 @@ from django.utils import timezone
 
 from apps.accounts.models import Group, Membership, User
 from apps.accounts.selectors import groups_with_role, has_role, subtree_ids
-from apps.policies import services
+from apps.policies import money_windows, services
 from apps.policies.models import PolicyChange, ResourcePolicy
 from apps.policies.rules import budget_window_errors, raise_if
 from apps.policies.selectors import child_policies
+from apps.policies.selectors import money_windows as stored_money_windows
 
 Role = Membership.Role
 
@@ -74,7 +75,11 @@ def split_quota(
     The parent and its children are locked first (``lock_policies``), so splits and other quota
     writes under ``parent`` run one after the other. ``versions``: {policy id: version} of each row
     as the form showed it; when one was saved since, the split is refused whole with
-    ``QuotaChanged`` (a stale form never overwrites a newer change)."""
+    ``QuotaChanged`` (a stale form never overwrites a newer change).
+
+    A row's ``money_budgets`` ({period: (amount, currency)}; left out or None: kept) replaces the
+    unit's money windows, checked by ``money_windows.money_window_errors``: this is how leadership
+    sets a business unit's monthly money cap."""
     children = {child.pk: child for child in child_policies(parent)}
     if set(values) - set(children):
         raise ValueError(f"policies not directly below {parent}: {sorted(set(values) - set(children))}")
@@ -91,10 +96,26 @@ def split_quota(
             else stored[pk]
             for pk, row in values.items()
         }
+        stored_money = stored_money_windows([children[pk] for pk in values])
+        money_before = {pk: stored_money.get(pk, {}) for pk in values}
+        money = dict(money_before)
+        for pk, row in values.items():
+            if row.get("money_budgets") is not None:
+                try:
+                    money[pk] = money_windows.cleaned(row["money_budgets"])
+                except ValidationError as error:
+                    errors[pk] = error.message_dict
+        money_changed = {
+            pk: [money_windows.windows_text(money_before[pk]), money_windows.windows_text(money[pk])]
+            for pk in values
+            if money_windows.windows_text(money[pk]) != money_windows.windows_text(money_before[pk])
+        }
         changed = {
             pk: new
             for pk, new in wanted.items()
-            if any(before[pk][f] != new[f] for f in services.QUOTA_FIELDS) or windows[pk] != stored[pk]
+            if any(before[pk][f] != new[f] for f in services.QUOTA_FIELDS)
+            or windows[pk] != stored[pk]
+            or pk in money_changed
         }
         for lowering in (True, False):
             for pk, new in changed.items():
@@ -107,6 +128,8 @@ def split_quota(
                     else:
                         services.update_policy(children[pk], **new)
                         _set_windows(children[pk], windows[pk])
+                        if pk in money_changed:
+                            money_windows.write_money_windows(children[pk], money[pk])
                 except ValidationError as error:
                     errors[pk] = error.message_dict
         if errors:
@@ -114,7 +137,12 @@ def split_quota(
         at = timezone.now()
         return [
             services.record_quota_change(
-                children[pk], before[pk], actor=actor, via=PolicyChange.Via.PORTAL, at=at
+                children[pk],
+                before[pk],
+                actor=actor,
+                via=PolicyChange.Via.PORTAL,
+                at=at,
+                also={money_windows.FIELD: money_changed[pk]} if pk in money_changed else None,
             )
             for pk in changed
         ]

@@ -17,6 +17,7 @@ from apps.accounts.models import Group, Membership, Project, User
 from apps.cloud import services as cloud
 from apps.cloud.models import CloudPool
 from apps.core.writes import validated_save
+from apps.policies import money_windows
 from apps.policies import services as policies
 from apps.policies.models import ComputeResource, Profile, ResourcePolicy
 from apps.pools import services as pools
@@ -124,6 +125,11 @@ POLICIES = {
     "serving": (20, 40, None, ""),
     "agents": (8, 24, 2, "day"),
 }
+
+# group slug -> {period: (amount, currency)}: money budget windows. The Agents team's 3 EUR a day
+# (about 1.4 A100-hours at the demo's 2.10) runs out before its 2 budget hours, so the demo's
+# load sees a money budget stop its work.
+MONEY_WINDOWS = {"agents": {"day": ("3.00", "EUR")}}
 
 # team slug -> profiles it may submit to
 COMPUTE_RESOURCES = {
@@ -283,6 +289,8 @@ def seed(password: str | None = None) -> dict[str, int]:
             )
             created["policies"] += 1
         policy_objects[slug] = policy
+        if slug in MONEY_WINDOWS and not money_windows.money_budgets_of(policy):
+            money_windows.set_money_windows(policy, MONEY_WINDOWS[slug])
 
     for slug, profile_names in COMPUTE_RESOURCES.items():
         for profile_name in profile_names:

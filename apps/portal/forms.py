@@ -36,6 +36,10 @@ class QuotaForm(forms.Form):
     window_month = PlainDecimalFormField(
         label="Further budget per month (h)", max_digits=12, decimal_places=3, min_value=0, required=False
     )
+    money_month = PlainDecimalFormField(
+        label="Money budget per month", max_digits=12, decimal_places=4, min_value=0, required=False
+    )
+    money_currency = forms.CharField(label="Currency", max_length=3, required=False)
     version = PlainIntegerFormField(
         label="Version shown",
         min_value=1,
@@ -46,6 +50,7 @@ class QuotaForm(forms.Form):
     WINDOWS = {"window_day": "day", "window_week": "week", "window_month": "month"}
 
     def __init__(self, *args, policy: ResourcePolicy, **kwargs):
+        from apps.policies import selectors
         from apps.policies.services import extra_budgets_of
 
         self.policy = policy
@@ -58,14 +63,22 @@ class QuotaForm(forms.Form):
         }
         extra = extra_budgets_of(policy)
         initial.update({name: numbers.plain(extra.get(period)) for name, period in self.WINDOWS.items()})
+        self.money = selectors.money_windows([policy]).get(policy.pk, {})
+        amount, currency = self.money.get("month", (None, ""))
+        initial.update(money_month=numbers.plain(amount), money_currency=currency)
         super().__init__(*args, prefix=f"p{policy.pk}", initial=initial, **kwargs)
 
     def clean(self):
-        """The further windows as ``extra_budgets``: {period: budget hours} of those filled in."""
+        """The further windows as ``extra_budgets``: {period: budget hours} of those filled in; the
+        money windows as ``money_budgets``, the month's as entered (empty: none), the others kept."""
         cleaned = super().clean()
         cleaned["extra_budgets"] = {
             period: cleaned[name] for name, period in self.WINDOWS.items() if cleaned.get(name) is not None
         }
+        money = {period: window for period, window in self.money.items() if period != "month"}
+        if cleaned.get("money_month") is not None:
+            money["month"] = (cleaned["money_month"], cleaned.get("money_currency") or "")
+        cleaned["money_budgets"] = money
         return cleaned
 
     def named_errors(self) -> list[str]:

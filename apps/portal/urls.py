@@ -15,6 +15,7 @@ urlpatterns = [
     path("tenants/<slug:slug>/", governance.tenant, name="tenant"),
     path("it/", views.it, name="it"),
     path("it/whatif/", include("apps.whatif.urls")),
+    path("advisor/", include("apps.whatif.advisor_urls")),
     path("finance/", views.finance, name="finance"),
     path("finance/months/", closing.months, name="months"),
     path("finance/months/close/", closing.close_month, name="close-month"),

@@ -48,8 +48,8 @@ NEVER_FITS_CAUSES = {
     "no_pool": ("no pool enabled", "No pool of its profile is enabled."),
 }
 NOTIFICATIONS = {
-    Notification.Kind.BUDGET_ALERT: "A time budget passed its alert threshold.",
-    Notification.Kind.BUDGET_USED_UP: "A time budget is used up: work that burns budget hours waits.",
+    Notification.Kind.BUDGET_ALERT: "A time or money budget passed its alert threshold.",
+    Notification.Kind.BUDGET_USED_UP: "A time or money budget is used up: work that burns it waits.",
     Notification.Kind.PREEMPTED: "Work was stopped and requeued at the front of its queue.",
     Notification.Kind.SCHEDULE_STOPPED: "A schedule stopped submitting work.",
     Notification.Kind.SESSION_IDLE: "A session was stopped by its idle limits.",

@@ -14,7 +14,7 @@ from klique import numbers
 
 class TaskEventInline(CappedInline, admin.TabularInline):
     model = TaskEvent
-    fields = ["at", "kind", "pool", "reason", "actor", "detail"]
+    fields = ["at", "kind", "pool", "reason", "lost_gpu_hours", "actor", "detail"]
     readonly_fields = fields
     ordering = ["at", "pk"]
     extra = 0
@@ -223,7 +223,8 @@ class TaskAdmin(admin.ModelAdmin):
 
 @admin.register(TaskEvent)
 class TaskEventAdmin(admin.ModelAdmin):
-    list_display = ["at", "task", "kind", "pool", "reason", "actor"]
+    formfield_overrides = PLAIN_NUMBERS
+    list_display = ["at", "task", "kind", "pool", "reason", "lost_gpu_hours", "actor"]
     list_filter = ["kind", "reason", "pool"]
     search_fields = ["task__name", "task__id"]
     list_select_related = ["task", "pool", "actor"]

@@ -63,7 +63,7 @@ class Task(models.Model):
 
     class StopReason(models.TextChoices):
         RECLAIM = "reclaim", "Reclaimed for a reservation"
-        BUDGET = "budget", "Time budget used up"
+        BUDGET = "budget", "Budget used up"
         CANCELED = "canceled", "Canceled"
         WORKER_LOST = "worker_lost", "Worker lost"
         UNCLAIMED = "unclaimed", "Not claimed in time"
@@ -205,6 +205,12 @@ class Task(models.Model):
     claimed_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
+    checkpointed_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Its last checkpoint, reported by the task through its worker or the API; a "
+        "preemption loses the work since then (or since its run's start, if later).",
+    )
     preemption_count = models.PositiveIntegerField(default=0)
     last_preemption_reason = models.CharField(max_length=20, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
@@ -307,6 +313,15 @@ class TaskEvent(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     detail = models.JSONField(default=dict, blank=True)
+    lost_gpu_hours = models.DecimalField(
+        "lost GPU-hours",
+        max_digits=16,
+        decimal_places=6,
+        null=True,
+        blank=True,
+        help_text="On a preemption: the GPU-hours of work it lost, GPUs x (stop - the later of its "
+        "last checkpoint and its run's start); 0 for work that had not started.",
+    )
 
     class Meta:
         ordering = ["task", "at", "pk"]

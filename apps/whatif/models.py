@@ -41,3 +41,27 @@ class WhatIfRun(models.Model):
     @property
     def finished(self) -> bool:
         return self.state in (self.State.DONE, self.State.FAILED)
+
+
+class AdvisorProposal(models.Model):
+    """A quota advisor's proposal for a recorded period (docs/whatif.md, "Quota advisor"): per
+    group the figures measured, the reservation, limit and budget proposed, and the what-if run
+    that replays the period under them; the groups accepted as change requests."""
+
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    start = models.DateTimeField(help_text="Start of the recorded period (inclusive).")
+    end = models.DateTimeField(help_text="End of the recorded period (exclusive).")
+    goals = models.JSONField(default=dict, help_text="The goals the proposal aimed at.")
+    groups = models.JSONField(default=list, help_text="Per group: current, measured and proposed figures.")
+    run = models.ForeignKey(WhatIfRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    accepted = models.JSONField(default=dict, blank=True, help_text="Group slug -> change request id.")
+
+    class Meta:
+        ordering = ["-start", "-pk"]
+        verbose_name = "quota advisor proposal"
+
+    def __str__(self) -> str:
+        return f"Quota advisor {self.start:%Y-%m-%d} to {self.end:%Y-%m-%d}"

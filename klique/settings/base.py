@@ -75,6 +75,8 @@ MIDDLEWARE = [
     # HTTP metrics (docs/deploy.md, "Metrics"): after the probes, so those are not counted.
     "apps.core.http_metrics.HttpMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Reads remembered for the request only (apps/core/memo.py): roles and the group tree.
+    "apps.core.memo.RequestMemoMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -392,6 +394,11 @@ CELERY_BEAT_SCHEDULE: dict[str, dict] = {
         "task": "klique.whatif.fail_stale_runs",
         "schedule": 60,
         "options": {"queue": "sweep", "expires": 60},
+    },
+    "quota-advisor": {  # proposes for last month once (docs/whatif.md, "Quota advisor")
+        "task": "klique.whatif.propose_quotas",
+        "schedule": 3600,
+        "options": {"queue": "sweep", "expires": 3600},
     },
     "ledger-rollup": {
         "task": "klique.ledger.rollup",

@@ -8,7 +8,8 @@ are free and hears at once when work is placed in the pool. A control plane with
 ``Daemon`` holds the state and runs the loop; what it does is split by concern, each a part of
 it: enrolment and adoption at start (enrolment.py), the round trips with the control plane
 (sync.py), the queue of reports (reports.py), claims and the waker (claims.py), the work it holds
-(work.py), the GPUs it serves and books (booking.py) and shutting down (shutdown.py).
+(work.py), the GPUs it serves and books (booking.py), the checkpoints its work reports
+(checkpoints.py) and shutting down (shutdown.py).
 """
 
 import logging
@@ -22,6 +23,7 @@ from pathlib import Path
 from klique.worker import sessions
 from klique.worker import slots as gpu_slots
 from klique.worker.booking import Booking
+from klique.worker.checkpoints import Checkpoints
 from klique.worker.claims import Claiming
 from klique.worker.client import ControlPlane, Refused, Unreachable, Untrusted
 from klique.worker.enrolment import Enrolment
@@ -57,7 +59,7 @@ ALIVE_EVERY_S = 5.0
 MIN_TICK_GAP_S = 0.12
 
 
-class Daemon(Enrolment, Syncing, Reporting, Claiming, Holding, Booking, ShuttingDown):
+class Daemon(Enrolment, Syncing, Reporting, Claiming, Holding, Booking, ShuttingDown, Checkpoints):
     def __init__(
         self,
         settings: Settings,
@@ -174,6 +176,7 @@ class Daemon(Enrolment, Syncing, Reporting, Claiming, Holding, Booking, Shutting
         now = self.clock()
         self.observe(now)
         self.follow(now)
+        self.watch_checkpoints(now)
         if self.tunnel is not None:
             self.tunnel.routes = self.sessions.routes(self.held)
         if now < self.retry_at:

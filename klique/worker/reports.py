@@ -16,7 +16,7 @@ from klique.worker.work import Held
 log = logging.getLogger("klique.worker")
 
 # What a report must carry for the control plane to act on it; anything else may be left out.
-ESSENTIAL = {"exited": ("exit_code", "timed_out")}
+ESSENTIAL = {"exited": ("exit_code", "timed_out"), "checkpoint": ("at",)}
 
 
 @dataclass

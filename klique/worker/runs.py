@@ -136,6 +136,7 @@ def task_variables(task: dict, checkpoint_dir: Path) -> dict[str, str]:
         KLIQUE_TASK_ID=str(task["id"]),
         KLIQUE_GPUS=str(task["gpus"]),
         KLIQUE_CHECKPOINT_DIR=str(checkpoint_dir),
+        KLIQUE_CHECKPOINT_MARK=str(checkpoint_dir / ".klique-checkpoint"),
         KLIQUE_PREEMPTION_COUNT=str(task.get("preemption_count", 0)),
     )
     try:

@@ -58,7 +58,8 @@ def test_reclaim_victims_come_from_the_policy_furthest_above_its_reservation_rec
 
 
 def test_reclaim_takes_only_the_victims_it_needs():
-    # Newest first would take the 1-GPU task and then the 2-GPU one; the 1-GPU one is handed back.
+    # Least lost work first takes the 1-GPU task (10 GPU-s lost) and then the 2-GPU one (40: it
+    # checkpointed 20 s ago); the 1-GPU one is handed back.
     s = snapshot(
         [pool("p", 4, ["gpu"])],
         [profile("gpu", 1, ["p"], ["A", "B"], size_from_task=True)],
@@ -67,7 +68,7 @@ def test_reclaim_takes_only_the_victims_it_needs():
         {"a": (waiting("a0", 100, 2),)},
         [
             placed("b-old", "b", "p", 1, 1, 60),
-            placed("b-two", "b", "p", 2, 2, 50),
+            replace(placed("b-two", "b", "p", 2, 2, 50), saved_at=NOW - timedelta(seconds=20)),
             placed("b-new", "b", "p", 1, 3, 10),
         ],
     )

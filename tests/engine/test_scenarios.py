@@ -280,3 +280,12 @@ def test_maintenance_window_preempts_at_its_start_and_refuses_limits_that_cross_
 def test_loan_moves_a_reservation_and_goes_back_by_itself():
     lines = check("loans")
     assert [e["task"] for e in lines if e.get("reason") == "reclaim" and e["at"] == 110] == ["s4"]
+
+
+def test_money_budget_start_check_by_pool_price_and_used_up_stop_naming_the_window():
+    lines = check("money_budget")
+    placed = [(e["at"], e["task"], e["pool"]) for e in lines if e.get("event") == "placed"]
+    assert placed[-1] == (4800, "a5", "spare")  # 3.125 EUR needed on onprem, 2.08 left
+    stops = [(e["at"], e["task"], e["window"]) for e in lines if e.get("event") == "preempted"]
+    assert stops == [(5580, t, "day 10.00 EUR") for t in ("a4", "a3", "a2", "a1")]
+    assert lines[-1]["summary"]["policies"]["Agents"]["spend"] == {"EUR": 10.083333}

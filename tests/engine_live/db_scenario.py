@@ -16,13 +16,15 @@ from django.core.exceptions import ValidationError
 from apps.accounts.models import Group
 from apps.core.gpus import from_milli
 from apps.engine import services as engine
-from apps.engine.core import period_bounds
+from apps.engine.core import period_bounds, units_to_money
 from apps.engine.core.scenario_model import Loan, Scenario, Submit
 from apps.ledger.models import UsageInterval
 from apps.policies import loans
 from apps.policies import services as policies
+from apps.policies.money_windows import set_money_windows
 from apps.pools import services as pools
 from apps.pools.models import GpuType
+from apps.pricing.models import Price
 from apps.tasks import services as tasks
 from apps.tasks.models import Task, TaskEvent
 from tests.engine_live.db_scenario_issue35 import Issue35Replay, hours
@@ -36,11 +38,25 @@ class DatabaseReplay(Issue35Replay):
         self.sc = sc
         self.user = UserFactory(username="scenario")
         gpu_type = GpuType.objects.get_or_create(name="GPU")[0]
+        # with prices (issue 37), each pool has its own GPU type, priced per currency from the day
+        # before the start (a pool not priced costs nothing)
+        gpu_types = {
+            p.name: GpuType.objects.get_or_create(name=f"GPU {p.name}")[0] if sc.prices else gpu_type
+            for p in sc.pools
+        }
+        for currency, rates in sc.prices.items():
+            for pool_name, rate in rates.items():
+                Price.objects.create(
+                    gpu_type=gpu_types[pool_name],
+                    currency=currency,
+                    per_gpu_hour=Decimal(rate) / 10**6,
+                    effective_from=sc.start.date() - timedelta(days=1),
+                )
         self.pools = {
             p.name: pools.create_pool(
                 name=p.name,
                 kind="kubernetes",
-                gpu_type=gpu_type,
+                gpu_type=gpu_types[p.name],
                 capacity=from_milli(p.capacity),
                 now=sc.start,
             )
@@ -82,6 +98,9 @@ class DatabaseReplay(Issue35Replay):
             if len(p.budgets) > 1:
                 further = {period: hours(units) for period, units in p.budgets[1:]}
                 policies.set_budget_windows(self.policies[p.name], further)
+            if p.money:
+                money = {period: (units_to_money(units), code) for period, units, code in p.money}
+                set_money_windows(self.policies[p.name], money)
         # as the simulator does, a budget stop names its window where the task's policy or an
         # ancestor has several windows
         specs = {p.name: p for p in sc.policies}
@@ -89,7 +108,7 @@ class DatabaseReplay(Issue35Replay):
         for name in specs:
             node, several = name, False
             while node is not None:
-                several = several or len(specs[node].budgets) > 1
+                several = several or len(specs[node].budgets) > 1 or bool(specs[node].money)
                 node = specs[node].parent
             self.named_window[name] = several
         self.resources = {
@@ -141,18 +160,22 @@ class DatabaseReplay(Issue35Replay):
         due.extend(self._reclaim_release_times())
         due.extend(self._starvation_times(t))
         for p in self.sc.policies:
-            for period, _ in p.budgets:
+            for period, *_ in p.budgets + p.money:
                 boundary = period_bounds(self.at(t), period)[1]
                 due.append((boundary - self.sc.start) // timedelta(microseconds=1))
         nxt = max(min(due), t + step)
         return -(-nxt // step) * step
 
     def _budget_burning(self) -> bool:
-        return Task.objects.filter(
-            state__in=Task.ACTIVE_STATES,
-            compute_resource__policy__budget_hours__isnull=False,
-            compute_resource__profile__time_weight__gt=0,
-        ).exists()
+        active = Task.objects.filter(state__in=Task.ACTIVE_STATES)
+        return (
+            active.filter(
+                compute_resource__policy__budget_hours__isnull=False,
+                compute_resource__profile__time_weight__gt=0,
+            ).exists()
+            or bool(self.sc.prices)  # money windows (issue 37) burn on priced pools
+            and active.filter(compute_resource__policy__extra_budgets__amount__isnull=False).exists()
+        )
 
     def _completion_times(self) -> list[int]:
         times = []

@@ -88,9 +88,10 @@ def test_the_loader_reads_the_whole_state_in_a_constant_number_of_queries(django
     submit(rb, 40)
     with django_assert_max_num_queries(1000) as many:
         big = loader.load(T0)
-    # 17: with the read of the agents whose GPUs-at-once cap holds work (apps.engine.agent_caps)
-    # and the maintenance windows not over (apps.engine.loader._maintenance)
-    assert len(few.captured_queries) == len(many.captured_queries) <= 17
+    # 18: with the read of the agents whose GPUs-at-once cap holds work (apps.engine.agent_caps),
+    # the maintenance windows not over (apps.engine.loader._maintenance) and the money windows
+    # (apps.engine.loader_money; none of their own reads without one)
+    assert len(few.captured_queries) == len(many.captured_queries) <= 18
     core.validate(small.snapshot)
     core.validate(big.snapshot)
     assert len(big.snapshot.placed) == 8 + 8 + 1 + 12  # A and B at their limits, every budgeted task

@@ -58,6 +58,7 @@ MIRRORED = [
     "arrays",
     "maintenance",
     "loans",
+    "money_budget",
 ]
 
 

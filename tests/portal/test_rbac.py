@@ -51,6 +51,7 @@ MANAGE_PRETRAINING = {"it", "head-language", "lead-pretraining"}
 PRETRAINING_WORK = MANAGE_PRETRAINING | {"dev-pretraining"}
 ALIGNMENT_WORK = {"it", "head-language", "dev-alignment"}
 NAMESPACES = {"portal", "ledger", "pricing", "accounts"}
+ADVISOR = {"it", "cio", "cio-research", "head-language"}
 
 
 @dataclass(frozen=True)
@@ -234,6 +235,14 @@ MATRIX = {
     "GET /it/whatif/{whatif_run}/": Rule({"it"}),
     "GET /it/whatif/{whatif_run}/status/": Rule({"it"}),
     "GET /it/whatif/{whatif_run}/csv/": Rule({"it"}),
+    # The quota advisor (tests/whatif/test_advisor_page.py): heads see their departments' groups,
+    # leadership theirs, IT all; leadership and IT propose; heads and leadership accept.
+    "GET /advisor/": Rule(ADVISOR),
+    "POST /advisor/": posted({"it", "cio", "cio-research"}, start="2026-01-05", end="2026-01-06"),
+    "GET /advisor/{advisor_proposal}/": Rule(ADVISOR),
+    "POST /advisor/{advisor_proposal}/accept/pretraining/": posted(
+        {"cio", "cio-research", "head-language"}, reservation="1", limit=""
+    ),
 }
 
 
@@ -247,6 +256,30 @@ def _whatif_run() -> int:
     report = {"wait_threshold_s": 3600, "changes": {}, "base": side, "changed": side, "difference": side}
     start, end = datetime(2026, 1, 5, tzinfo=UTC), datetime(2026, 1, 6, tzinfo=UTC)
     return WhatIfRun.objects.create(start=start, end=end, state="done", progress=1, report=report).pk
+
+
+def _advisor_proposal() -> int:
+    """A proposal of one row: pretraining's reservation down to 1 GPU (tests/whatif's figures)."""
+    from datetime import UTC, datetime
+
+    from apps.whatif.models import AdvisorProposal
+
+    policy = ResourcePolicy.objects.get(group__slug="pretraining")
+    figures = {"reservation": str(policy.reservation), "limit": str(policy.limit), "budget_hours": None}
+    row = {
+        "group": "pretraining",
+        "name": "Pretraining",
+        "parent": "language",
+        "current": figures | {"budget_period": ""},
+        "proposed": figures | {"reservation": "1.000", "budget_period": ""},
+        "measured": dict.fromkeys(
+            ("gpu_hours", "borrowed_gpu_hours", "idle_reserved_gpu_hours", "start_p95_s", "guarantee_start_s")
+        ),
+        "reasons": [],
+        "changed": True,
+    }
+    start, end = datetime(2026, 1, 5, tzinfo=UTC), datetime(2026, 1, 6, tzinfo=UTC)
+    return AdvisorProposal.objects.create(start=start, end=end, groups=[row]).pk
 
 
 def _split_data(slug: str) -> dict[str, str]:
@@ -312,6 +345,7 @@ def ids(estate):
         "pretraining_webhook": _webhook("pretraining"),
         "perception_webhook": _webhook("perception"),
         "whatif_run": _whatif_run(),
+        "advisor_proposal": _advisor_proposal(),
     }
 
 

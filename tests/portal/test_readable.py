@@ -41,7 +41,7 @@ def test_the_notifications_filter_names_its_fields(login):
     page = login("dev-agents").get("/notifications/").content.decode()
     assert "[invalid" not in page
     assert "Read or unread" in page
-    assert 'title="A time budget is used up' in page and "Budget used up" in text_of(page)
+    assert 'title="A time or money budget is used up' in page and "Budget used up" in text_of(page)
     assert "budget_used_up" not in text_of(page)
 
 
@@ -84,9 +84,9 @@ def test_event_reasons_and_verdicts_are_in_words_with_an_explanation(login):
     TaskEvent.objects.create(task=task, at=now, kind=TaskEvent.Kind.REQUEUED, reason="budget")
     page = login("dev-agents").get(f"/work/tasks/{task.pk}/").content.decode()
     shown = text_of(page)
-    assert "time budget used up" in shown and "Time budget used up" in shown
+    assert "budget used up" in shown and "Budget used up" in shown
     assert "budget_used_up" not in shown and not re.search(r"\bbudget\b(?! (used|hours|of|per))", shown)
-    assert 'title="The time budget of its policy or one above it is used up until the reset."' in page
+    assert 'title="A time or money budget of its policy or one above it is used up until the reset."' in page
 
 
 def test_a_weight_0_compute_resource_is_exempt_from_a_used_up_budget(login):

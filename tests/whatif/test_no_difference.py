@@ -45,9 +45,9 @@ BUDGET_HELD = {
     ],
 }
 HELD_WORDS = (
-    "Language: no difference. Its tasks still waited on the changed side, held by “time budget used up” "
-    "for 100 % of their waiting time: the time budget of its policy or one above it is used up until the "
-    "reset (the daily budget of Language: 1 hour). So the change started none of them sooner."
+    "Language: no difference. Its tasks still waited on the changed side, held by “budget used up” "
+    "for 100 % of their waiting time: a time or money budget of its policy or one above it is used up "
+    "until the reset (the daily budget of Language: 1 hour). So the change started none of them sooner."
 )
 
 

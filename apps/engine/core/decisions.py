@@ -41,7 +41,8 @@ class Placement:
 @dataclass(frozen=True, slots=True)
 class Preemption:
     """Stop placed work and requeue it; `for_task` is the task a reclaim made room for; `window`
-    the period of the used-up budget window that stopped it (reason budget). Reason time_limit
+    the period of the used-up budget window that stopped it (reason budget; a money window's label,
+    "month 500.00 EUR"). Reason time_limit
     (its `deadline` reached) stops it for good: it is not requeued, it ends timed out. Reason
     maintenance (its pool's window has started) requeues it at the front of its priority."""
 
@@ -62,7 +63,8 @@ class Verdict:
     pools that have or had room; cloud_cap_reached: the capped pools). `policy` is the policy whose
     limit or budget holds the task (cloud_cap_reached: the cap's id). Budget figures are in budget
     units; `reset_at` is the end of the used-up budget's period, or when the spend cap resets.
-    `cause` says more: budget_used_up and budget_start_check, the window's period ("day");
+    `cause` says more: budget_used_up and budget_start_check, the window's period ("day"; a money
+    window's label, "month 500.00 EUR", with the figures in money units);
     reclaim_held, what protects the victims ("min_runtime" or "max_preemptions", `reset_at` when
     the first of them is free again); never_fits, "capacity" (every enabled pool of its list is
     smaller, `pools` names the largest) or "no_pool" (no enabled pool in its list). fair_share:

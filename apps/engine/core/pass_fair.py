@@ -41,6 +41,8 @@ class FairPhase(ReclaimPhase):
                 while True:
                     levels = self._fair_levels(p)
                     b = self._fair_bound(p, levels)
+                    if self.money:
+                        b = min(b, self._money_room(p, pi))
                     if b < ms or not self._budget_ok(p, w):
                         break
                     if q is None:
@@ -82,7 +84,8 @@ class FairPhase(ReclaimPhase):
             available = sum(borrowed) + max(0, min(top[a] - U[a], free))
             claims = []
             for k, lent, more in zip(kids, borrowed, wait, strict=True):
-                want = lent if bchain[k] and self._budget_stopped(k) else U[k] + more - res[k]
+                stopped = (bchain[k] or self.money) and self._budget_stopped(k)
+                want = lent if stopped else U[k] + more - res[k]
                 claims.append(Claim(policies[k].over_quota_weight, max(0, min(lim[k] - res[k], want))))
             for k, share in zip(kids, fair_shares(available, claims), strict=True):
                 self.share[k] = share
@@ -90,7 +93,9 @@ class FairPhase(ReclaimPhase):
         self.fair_top = top
 
     def _budget_stopped(self, k: int) -> bool:
-        return any(self.rem[j] <= 0 for j in self.bchain[k])
+        return any(self.rem[j] <= 0 for j in self.bchain[k]) or (
+            self.money and any(self.mrem[m] <= 0 for m in self.mchain[k])
+        )
 
     def _waiting_by_policy(self) -> list[int]:
         """The GPUs of work still waiting, by policy (of its own compute resources)."""

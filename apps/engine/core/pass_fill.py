@@ -63,6 +63,7 @@ class FillPhase(BudgetRules):
         lim = self.fair_top if fair else self.lim
         top = lim if phase == LEND else res
         keeps, hold = phase == LEND and bool(self.keeps), self.hold
+        money = self.money
         memo: dict[int, list[int]] = {}
         for pi, fi in self.steps:
             ms, w = self.min_size[fi], self.weight[fi]
@@ -85,6 +86,8 @@ class FillPhase(BudgetRules):
                             b = h
                     if keeps:
                         b = min(b, max(res[p] - U[p], 0) + self._lend_room(p))
+                    if money:
+                        b = min(b, self._money_room(p, pi))
                     if b < ms or not self._budget_ok(p, w):
                         break
                     if q is None:

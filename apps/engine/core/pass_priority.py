@@ -1,6 +1,8 @@
 """Priority inside a policy: after reclaim, a waiting task whose policy (or an ancestor) is at its
 limit, or that is inside its policy's reservation with no room on the pool, may preempt the same
-policy's running work of strictly lower priority, youngest placed first, all or nothing (reason
+policy's running work of strictly lower priority, the work that loses least first (GPUs x time
+since its last checkpoint or run start; `pass_reclaim.lost_work`), then youngest placed, all or
+nothing (reason
 "priority", phase "priority"). Only as much as the task needs is taken, and never so much that the
 policy would borrow more than before: it replaces its own work and may grow only into its own
 reservation, so what other groups may take is unchanged. Never another policy's work; a victim
@@ -36,7 +38,10 @@ class PriorityPhase(ReclaimPhase):
                 q = self._queue(c)
                 ceiling = cap[pi]
                 while ceiling >= ms and self._budget_ok(p, w):
-                    i = q.peek(ceiling, pi)
+                    b = min(ceiling, self._money_room(p, pi)) if self.money else ceiling
+                    if b < ms:
+                        break
+                    i = q.peek(b, pi)
                     if i < 0:
                         break
                     task = q.tasks[i]
@@ -103,8 +108,8 @@ class PriorityPhase(ReclaimPhase):
 
     def _priority_select(self, p: int, s: int, pi: int, priority: int) -> list[int] | None:
         """Policy p's running work of priority below `priority` to preempt so that a task of size s
-        fits on pool pi, youngest first; None when it cannot. Policy p may end at most at the
-        larger of its usage now and its reservation. State is left as it was."""
+        fits on pool pi, least lost work first, then youngest; None when it cannot. Policy p may
+        end at most at the larger of its usage now and its reservation. State is left as it was."""
         U, res, gone, sizes, placed = self.U, self.res, self.gone, self.run_size, self.s.placed
         chain = self.chain[p]
         top = list(self.lim[a] for a in chain)
@@ -116,7 +121,8 @@ class PriorityPhase(ReclaimPhase):
             )
 
         taken: list[int] = []
-        ks = self._victims_of().get(p, ())
+        mine = self._victims_of().get(p)
+        ks = self._by_loss(mine) if mine else ()
         for k in reversed(ks):
             if fits():
                 break

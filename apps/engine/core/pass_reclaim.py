@@ -1,17 +1,22 @@
 """The reclaim phase of a pass: work below its reservation takes room back by preempting borrowed
-work, all or nothing, from the policy furthest above its reservation first, newest placed first,
-never taking a victim's policy (or an ancestor not shared with the task's policy) below its
-reservation and sparing protected work (`pass_guards`). A victim whose policy is an ancestor of the
-task's counts the task's placement inside it: the ancestor ends at or above its reservation.
+work, all or nothing, from the policy furthest above its reservation first, and within a policy the
+work that loses least first (GPUs x time since its last checkpoint or run start), newest placed
+first among equal losses, never taking a victim's policy (or an ancestor not shared with the task's
+policy) below its reservation and sparing protected work (`pass_guards`). A victim whose policy is
+an ancestor of the task's counts the task's placement inside it: the ancestor ends at or above its
+reservation.
 """
 
 from __future__ import annotations
 
+from datetime import timedelta
 from heapq import heapify, heappop, heappush
 
 from .pass_fill import FillPhase
 from .pass_guards import ReclaimGuards
 from .pass_state import RECLAIM
+
+US = timedelta(microseconds=1)
 
 
 class ReclaimPhase(FillPhase, ReclaimGuards):
@@ -34,6 +39,8 @@ class ReclaimPhase(FillPhase, ReclaimGuards):
                     b = min(res[p] - U[p], ceiling)
                     if reach is not None and reach < b:
                         b = reach
+                    if self.money:
+                        b = min(b, self._money_room(p, pi))
                     if b < ms or not self._budget_ok(p, w):
                         break
                     if q is None:
@@ -84,6 +91,22 @@ class ReclaimPhase(FillPhase, ReclaimGuards):
                 if size:
                     self.by_policy.setdefault(cr_pol[c], []).append(k)
         return self.by_policy
+
+    def _by_loss(self, ks: list[int]) -> list[int]:
+        """Running work ks (a list of `_victims_on` or `_victims_of`, in placement order) in the
+        order victims are read from its end: the work that loses least comes last, and among equal
+        losses the newest placed. Sorted once per pass, when a phase first reads it."""
+        memo = self.__dict__.setdefault("by_loss", {})
+        got = memo.get(id(ks))
+        if got is None:
+            placed, now = self.s.placed, self.s.now
+            lost = [placed[k].size * (now - (placed[k].saved_at or placed[k].placed_at)) for k in ks]
+            if all(a >= b for a, b in zip(lost, lost[1:], strict=False)):
+                got = ks
+            else:
+                got = [k for _, k in sorted(zip(lost, ks, strict=True), key=lambda x: x[0], reverse=True)]
+            memo[id(ks)] = got
+        return got
 
     def _pool_use(self, pi: int) -> dict[int, int]:
         """GPUs of running work on pool pi, by policy (built on first use)."""
@@ -154,13 +177,14 @@ class ReclaimPhase(FillPhase, ReclaimGuards):
 
         What blocks the task: too little room on pi, and ancestors at their limit (only work in
         that ancestor's subtree, on any pool, can give headroom there). Victims come from the
-        policy furthest above its reservation (recomputed as victims are taken), newest placed
-        first, skipping work that would not help or would take its policy, or an ancestor not
-        shared with the task's policy, below its reservation (a shared ancestor's GPUs stay in its
-        subtree: a team takes back from its sibling what the sibling borrowed of its reservation,
-        even while their department as a whole is below its own), and work that is protected
-        (minimum runtime, preemption cap). When that fails only because of protected work, the
-        compute resource c's tasks of size s are recorded as held (for their verdict).
+        policy furthest above its reservation (recomputed as victims are taken), the work that
+        loses least first (then newest placed), skipping work that would not help or would take
+        its policy, or an ancestor not shared with the task's policy, below its reservation (a
+        shared ancestor's GPUs stay in its subtree: a team takes back from its sibling what the
+        sibling borrowed of its reservation, even while their department as a whole is below its
+        own), and work that is protected (minimum runtime, preemption cap). When that fails only
+        because of protected work, the compute resource c's tasks of size s are recorded as held
+        (for their verdict).
         """
         key = (pi, p)
         failed = self.reclaim_failed.get(key)
@@ -169,10 +193,14 @@ class ReclaimPhase(FillPhase, ReclaimGuards):
                 self.held.setdefault((c, s), failed[1])
             return False
         needed, skipped = self._select(p, s, pi, True)
+        if needed is None:
+            # Least lost work first can take small work that leaves larger work unable to go (its
+            # policy would fall below its reservation); today's order (newest first) is tried then.
+            needed, skipped = self._select(p, s, pi, True, False)
         if needed is None and skipped:
             # Skipping protected work can steer the greedy choice away from a set of victims
             # none of which is protected; the choice made without skipping is then taken.
-            free, _ = self._select(p, s, pi, False)
+            free, _ = self._select(p, s, pi, False, False)
             if free is not None:
                 held = self._protection(free, pi)
                 if held is None:
@@ -188,9 +216,12 @@ class ReclaimPhase(FillPhase, ReclaimGuards):
             self._preempt(k, RECLAIM, for_task)
         return True
 
-    def _select(self, p: int, s: int, pi: int, honour: bool) -> tuple[list[int] | None, bool]:
+    def _select(
+        self, p: int, s: int, pi: int, honour: bool, by_loss: bool = True
+    ) -> tuple[list[int] | None, bool]:
         """The victims to preempt (newest last), or None when no choice makes room; state is left
-        as it was. `honour`: skip protected work; the flag says whether any was skipped."""
+        as it was. `honour`: skip protected work; the flag says whether any was skipped.
+        `by_loss`: within a policy, least lost work first (else newest placed first)."""
         U, res = self.U, self.res
         ancestors = self.anc[p]
         # An ancestor's excess over its reservation counts the task's own GPUs, which stay in it.
@@ -201,12 +232,12 @@ class ReclaimPhase(FillPhase, ReclaimGuards):
         if self.occ[pi] + s > self.cap[pi]:
             for q, ks in self._victims_on(pi).items():
                 if U[q] + extra(q, 0) > res[q]:
-                    lists[q] = ks
+                    lists[q] = self._by_loss(ks) if by_loss else ks
         for a in needy:
             by_policy = self._victims_of()
             for q in self._subtree(a):
                 if U[q] + extra(q, 0) > res[q] and q in by_policy:
-                    lists[q] = by_policy[q]
+                    lists[q] = self._by_loss(by_policy[q]) if by_loss else by_policy[q]
         if self.guarded:
             lists = {q: ks for q, ks in lists.items() if q not in self.never_victim}
         heap = [(res[q] - U[q] - extra(q, 0), q) for q in lists]
@@ -247,8 +278,9 @@ class ReclaimPhase(FillPhase, ReclaimGuards):
         return needed, skipped[0]
 
     def _victim(self, q, ks, cursor, pi, s, inside, needy, guard=None) -> int:
-        """q's newest running task that helps and keeps reservations whole, or -1. With `guard`
-        (victims taken per policy, a flag to set), protected work is skipped and flagged."""
+        """q's next running task (least lost work first, then newest) that helps and keeps
+        reservations whole, or -1. With `guard` (victims taken per policy, a flag to set),
+        protected work is skipped and flagged."""
         U, res, lim, gone, sizes = self.U, self.res, self.lim, self.gone, self.run_size
         chain = self.chain[q]
         pool_short = self.occ[pi] + s > self.cap[pi]
@@ -274,3 +306,10 @@ class ReclaimPhase(FillPhase, ReclaimGuards):
                 return k
         cursor[q] = i
         return -1
+
+
+def lost_work(t, now) -> int:
+    """What preempting placed task t at `now` loses, in milli-GPU-microseconds: its GPUs times the
+    time since its work was last saved (its last checkpoint or its run's start)."""
+    saved = t.saved_at or t.placed_at
+    return t.size * max(0, (now - saved) // US)

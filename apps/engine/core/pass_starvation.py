@@ -48,6 +48,7 @@ class StarvationGuard(BudgetRules):
                 and not (self.closed[pi] and self.capped(pi, p))
                 and pi not in self.down
                 and (self.gaps is None or self.admits(pi, t, fi))
+                and (not self.money or self._money_room(p, pi) >= size)
             ]
             if not open_pools or any(cap[pi] - occ[pi] >= size for pi in open_pools):
                 continue

@@ -15,6 +15,7 @@ from .snapshot import Maintenance, Snapshot, SpendCap, WaitingTask
 FILL, RECLAIM, LEND, TIME_LIMIT, MAINTENANCE = "fill", "reclaim", "lend", "time_limit", "maintenance"
 HOUR = timedelta(hours=1)
 MICROSECOND = timedelta(microseconds=1)
+LONGEST_FIRST = {"month": 0, "week": 1, "day": 2}  # a policy's money windows, in slot order
 FRONT = -(2**62)  # a maintenance stop's queue key: before every waiting task of its priority
 
 
@@ -57,9 +58,23 @@ class PassState:
         self.anc = [c[1:] for c in self.chain]
         self.rem: list[int | None] = [None] * len(policies)
         self.window: list[str | None] = [None] * len(policies)
+        # Money windows (`pass_money`), at no cost unless a policy has one.
+        self.money = False
+        self.mchain: list[tuple[int, ...]] = []
+        self.mrem: list[int] = []
+        self.mrw: list[int] = []
+        self.mrate: list[list[int]] = []
+        self.mwindow: dict[int, str] = {}
+        self.mbudget: list = []
+        self.mowner: list[int] = []
         for i, p in enumerate(policies):
             if p.budgets:
-                self.rem[i], self.window[i] = self._binding(p.budgets)
+                time = p.budgets
+                if any(b.rates is not None for b in time):
+                    self.money = True
+                    time = tuple(b for b in time if b.rates is None)
+                if time:
+                    self.rem[i], self.window[i] = self._binding(time)
         budgeted = any(r is not None for r in self.rem)
         self.bchain = [tuple(j for j in c if self.rem[j] is not None) if budgeted else () for c in self.chain]
         self.U = U = [0] * len(policies)
@@ -109,6 +124,8 @@ class PassState:
                 if w:
                     for j in self.bchain[p]:
                         rw[j] += w * n
+        if self.money:
+            self._money_state()
 
         self.waiting_by_profile: list[list[int]] = [[] for _ in profiles]
         for rid, queue in s.waiting.items():
@@ -188,6 +205,45 @@ class PassState:
         if any(g is not None for g in gaps):
             self.gaps = gaps
             self.windowed = [any(gaps[self.pool_ix[pid]] is not None for pid in f.pools) for f in s.profiles]
+
+    def _money_state(self) -> None:
+        """The money slots of the snapshot's policies (`pass_money`), with the rate of the work
+        placed now."""
+        s = self.s
+        slots = []
+        for i, p in enumerate(s.policies):
+            if p.budgets:
+                own = [b for b in p.budgets if b.rates is not None]
+                if len(own) > 1:
+                    own.sort(key=lambda b: LONGEST_FIRST[b.period])
+                slots.extend((i, b) for b in own)
+        self.mowner = [i for i, _ in slots]
+        self.mbudget = [b for _, b in slots]
+        self.mrem = [b.limit - b.used for _, b in slots]
+        by_rates: dict[int, list[int]] = {}  # windows of one currency usually share their rates
+        for _, b in slots:
+            if id(b.rates) not in by_rates:
+                by_rates[id(b.rates)] = [b.rates.get(pool.id, 0) for pool in s.pools]
+        self.mrate = [by_rates[id(b.rates)] for _, b in slots]
+        self.mrw = [0] * len(slots)
+        own_slots: dict[int, list[int]] = {}
+        for m, (i, _) in enumerate(slots):
+            own_slots.setdefault(i, []).append(m)
+        self.mchain = mchain = [tuple(m for j in chain for m in own_slots.get(j, ())) for chain in self.chain]
+        held: dict[tuple[int, int], int] = {}  # (policy, pool) -> milli-GPUs running
+        cr_pol = self.cr_pol
+        for c, pi, size, stopping in zip(self.run_cr, self.run_pool, self.run_size, self.gone, strict=True):
+            if not stopping and mchain[cr_pol[c]]:
+                key = (cr_pol[c], pi)
+                held[key] = held.get(key, 0) + size
+        for (p, pi), size in held.items():
+            self._spend(p, pi, size)
+
+    def _spend(self, p: int, pi: int, size: int) -> None:
+        """Add (size > 0) or remove (size < 0) work of policy p on pool pi to its money slots' rates."""
+        mrw, mrate = self.mrw, self.mrate
+        for m in self.mchain[p]:
+            mrw[m] += size * mrate[m][pi]
 
     def admits(self, pi: int, t: WaitingTask, fi: int) -> bool:
         """Whether pool pi's next maintenance window lets task t (of profile fi) start now."""
@@ -271,6 +327,8 @@ class PassState:
         if w:
             for j in self.bchain[p]:
                 self.rw[j] += w
+        if self.money:
+            self._spend(p, pi, t.size)
         self.placements.append(Placement(t.id, self.cr_id[c], self.s.pools[pi].id, phase))
 
     def _take(self, k: int, sign: int) -> None:
@@ -295,6 +353,8 @@ class PassState:
         if w:
             for j in self.bchain[self.cr_pol[c]]:
                 self.rw[j] -= w
+        if self.money:
+            self._spend(self.cr_pol[c], self.run_pool[k], -self.run_size[k])
         if reason in (RECLAIM, "fair_share"):  # both count against max_preemptions_per_hour
             self.reclaimed[self.cr_pol[c]] += 1
         if self.array_left and reason in (TIME_LIMIT, MAINTENANCE, "budget") and t.array in self.array_left:

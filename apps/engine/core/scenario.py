@@ -21,6 +21,7 @@ from .scenario_estate import (
 )
 from .scenario_events import parse_events
 from .scenario_model import Scenario, ScenarioError
+from .scenario_money import check_currencies, parse_prices
 from .scenario_values import read_list, read_object, read_start, read_us, unique_names
 
 
@@ -39,7 +40,15 @@ def parse(data) -> Scenario:
         data,
         "scenario",
         ("start", "duration_s", "pools", "profiles", "policies", "compute_resources"),
-        ("pass_interval_s", "low_watermark_s", "execution_order", "queuing_order", "events", "description"),
+        (
+            "pass_interval_s",
+            "low_watermark_s",
+            "execution_order",
+            "queuing_order",
+            "events",
+            "description",
+            "prices",
+        ),
     )
     start = read_start(top["start"])
     duration_us = read_us(top["duration_s"], "duration_s")
@@ -65,6 +74,8 @@ def parse(data) -> Scenario:
     policy_by = {p.name: p for p in policies}
     unique_names(policies, "policies")
     check_parents(policies, policy_by)
+    prices = parse_prices(top.get("prices", {}), pool_names)
+    check_currencies(policies, prices)
     resources = tuple(
         parse_resource(v, f"compute_resources[{i}]", policy_by, profile_by)
         for i, v in enumerate(read_list(top["compute_resources"], "compute_resources"))
@@ -103,4 +114,5 @@ def parse(data) -> Scenario:
         execution_order,
         queuing_order,
         events,
+        prices,
     )

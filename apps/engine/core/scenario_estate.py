@@ -1,7 +1,7 @@
 """The estate of a scenario: pools (cloud pools and their instance types, maintenance windows),
-profiles (idle limits, time limits and unlimited_before_maintenance included), policies (time budget
-windows included), compute resources (their own idle and time limits) and the execution and queuing
-orders, each parsed and checked against the others.
+profiles (idle limits, time limits and unlimited_before_maintenance included), policies (time and
+money budget windows included: `scenario_money`), compute resources (their own idle and time
+limits) and the execution and queuing orders, each parsed and checked against the others.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from .scenario_model import (
     ScenarioError,
     WindowSpec,
 )
+from .scenario_money import money_window
 from .scenario_values import (
     MILLI,
     gpus_text,
@@ -226,14 +227,21 @@ def parse_policy(v, field: str) -> PolicySpec:
     if o.get("budget") is not None and o.get("budgets") is not None:
         raise ScenarioError(f"{field}.budgets: give budget (one window) or budgets (a list), not both")
     if o.get("budget") is not None:
-        budgets = (_window(o["budget"], f"{field}.budget"),)
+        items, where = [o["budget"]], [f"{field}.budget"]
     else:
         items = read_list(o.get("budgets") or [], f"{field}.budgets")
-        budgets = tuple(_window(b, f"{field}.budgets[{i}]") for i, b in enumerate(items))
-        periods = [period for period, _ in budgets]
-        for i, period in enumerate(periods):
-            if period in periods[:i]:
-                raise ScenarioError(f"{field}.budgets[{i}].period: a policy has one window per period")
+        where = [f"{field}.budgets[{i}]" for i in range(len(items))]
+    budgets, money = [], []
+    for b, at in zip(items, where, strict=True):
+        if isinstance(b, dict) and "amount" in b:
+            window = money_window(b, at)
+            if any(window[0] == m[0] for m in money):
+                raise ScenarioError(f"{at}.period: a policy has one money window per period")
+            money.append(window)
+        else:
+            budgets.append(_window(b, at))
+            if any(budgets[-1][0] == t[0] for t in budgets[:-1]):
+                raise ScenarioError(f"{at}.period: a policy has one window per period")
     cap = o.get("max_preemptions_per_hour")
     if cap is not None:
         cap = read_count(cap, f"{field}.max_preemptions_per_hour")
@@ -253,11 +261,12 @@ def parse_policy(v, field: str) -> PolicySpec:
         parent,
         reservation,
         limit,
-        budgets,
+        tuple(budgets),
         cap,
         lending,
         read_milli(o.get("over_quota_weight", 1), f"{field}.over_quota_weight"),
         lendable,
+        tuple(money),
     )
 
 

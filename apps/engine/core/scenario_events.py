@@ -147,7 +147,18 @@ def _submit(body, field, resources, profiles, limit, submitted, cloud) -> list[S
         body,
         field,
         ("id", "resource"),
-        ("duration_s", "gpus", "user", "project", "checkpoint", "kind", "activity", "priority", *ISSUE_35),
+        (
+            "duration_s",
+            "gpus",
+            "user",
+            "project",
+            "checkpoint",
+            "checkpoint_s",
+            "kind",
+            "activity",
+            "priority",
+            *ISSUE_35,
+        ),
     )
     kind = o.get("kind", "batch")
     if kind not in TASK_KINDS:
@@ -157,8 +168,13 @@ def _submit(body, field, resources, profiles, limit, submitted, cloud) -> list[S
             raise ScenarioError(f"{field}.duration_s: required")
         if "activity" in o:
             raise ScenarioError(f'{field}.activity: only a task of kind "session" has an activity profile')
-    elif "checkpoint" in o:
+    elif "checkpoint" in o or "checkpoint_s" in o:
         raise ScenarioError(f"{field}.checkpoint: a session is never requeued, so it takes no checkpoint")
+    every = None
+    if "checkpoint_s" in o:
+        every = read_us(o["checkpoint_s"], f"{field}.checkpoint_s")
+        if every <= 0 or o.get("checkpoint") is False:
+            raise ScenarioError(f"{field}.checkpoint_s: a number of seconds > 0, for a task that checkpoints")
     task = read_name(o["id"], f"{field}.id")
     if task in submitted:
         raise ScenarioError(f"{field}.id: task {task!r} is submitted twice")
@@ -200,13 +216,14 @@ def _submit(body, field, resources, profiles, limit, submitted, cloud) -> list[S
         resource,
         size,
         duration,
-        read_bool(o.get("checkpoint", False), f"{field}.checkpoint"),
+        every is not None or read_bool(o.get("checkpoint", False), f"{field}.checkpoint"),
         kind,
         _activity(o.get("activity", []), f"{field}.activity"),
         _priority(o.get("priority", 0), f"{field}.priority"),
         _time_limit(o, field, resources[resource], kind),
         read_ids(o.get("after_ok", []), f"{field}.after_ok"),
         read_ids(o.get("after_any", []), f"{field}.after_any"),
+        checkpoint_us=every,
     )
     return array_tasks(one, o, field, submitted)
 

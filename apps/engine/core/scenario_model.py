@@ -4,7 +4,7 @@ milli-weights, budget units and microseconds. `scenario.parse` builds it and rai
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 
@@ -87,7 +87,8 @@ class ProfileSpec:
 
 @dataclass(frozen=True, slots=True)
 class PolicySpec:
-    """`budgets`: (period, budget units) per time budget window, in the order given.
+    """`budgets`: (period, budget units) per time budget window, in the order given; `money`:
+    (period, money units, currency) per money window (`scenario_money`).
     `lending` ("priority" or "fair"), `over_quota_weight` (milli-weights) and `lendable` (milli-GPUs,
     None: all of the reservation) as the snapshot's Policy."""
 
@@ -100,6 +101,7 @@ class PolicySpec:
     lending: str = "priority"
     over_quota_weight: int = 1000
     lendable: int | None = None
+    money: tuple[tuple[str, int, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +139,7 @@ class Submit:
     after_any: tuple[str, ...] = ()
     array: str | None = None
     max_running: int | None = None
+    checkpoint_us: int | None = None  # it checkpoints every this much running time (lost work)
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,3 +187,4 @@ class Scenario:
     execution_order: dict[str, tuple[str, ...]]
     queuing_order: dict[str, tuple[str, ...]]
     events: tuple[Event, ...]
+    prices: dict[str, dict[str, int]] = field(default_factory=dict)

@@ -15,6 +15,7 @@ from .allocator import allocate
 from .decisions import Decisions
 from .scenario_model import Scenario
 from .sim_deps import SimDependencies
+from .sim_records import SimTask, kept_us
 from .sim_state import US_PER_HOUR
 from .snapshot import Budget, ComputeResource, Maintenance, PlacedTask, Policy, Pool, Profile, Snapshot
 
@@ -27,6 +28,8 @@ MAINTENANCE = "maintenance"  # requeued at the front of its priority
 class SimPass(SimDependencies):
     def __init__(self, sc: Scenario, end_us: int, record: bool = False):
         super().__init__(sc, end_us, record)
+        self.saves = False  # some task checkpoints every checkpoint_s: its lost work is reported
+        self.lost: dict[tuple[int, str], int] = {}  # (policy, reason) -> milli-GPU-us lost
         self.profiles = tuple(
             Profile(
                 f.name,
@@ -65,6 +68,9 @@ class SimPass(SimDependencies):
         budgets = tuple(
             Budget(acc.limit, acc.period, 0 if e_now is None else acc.used(e_now))
             for acc in self.accounts.get(i, ())
+        ) + tuple(
+            Budget(acc.limit, acc.period, 0 if e_now is None else acc.used(e_now), acc.rates, acc.currency)
+            for acc in self.spend.get(i, ())
         )
         reclaims = ()
         if i in self.capped:
@@ -94,7 +100,7 @@ class SimPass(SimDependencies):
             self._pools(t)
         e_now = self.enabled_clock(t)
         policies = list(self._policies)
-        for i in self.accounts.keys() | self.capped.keys():
+        for i in self.accounts.keys() | self.spend.keys() | self.capped.keys():
             policies[i] = self._policy(i, e_now, t)
         return Snapshot(
             self.at(t),
@@ -103,11 +109,27 @@ class SimPass(SimDependencies):
             tuple(policies),
             self.resources,
             self.queue_cache,
-            tuple(self.placed.values()),
+            tuple(self._saved(t)) if self.saves else tuple(self.placed.values()),
             self.sc.low_watermark_s,
             held=self.held_tasks() if self.held else (),
             arrays=self.arrays,
         )
+
+    def _saved(self, t: int):
+        """The placed work with when each task that checkpoints every checkpoint_s last saved."""
+        for p in self.placed.values():
+            task = self.tasks[p.id]
+            if task.checkpoint_us is None or task.started_us is None:
+                yield p
+            else:
+                yield replace(p, saved_at=self.at(task.started_us + kept_us(task, t)))
+
+    def _lose(self, task: SimTask, reason: str, t: int) -> None:
+        """A preemption at t loses the task's running time since its last checkpoint."""
+        if task.started_us is not None:
+            lost = task.size * (max(0, t - task.started_us) - kept_us(task, t))
+            key = (self.cr_pol[task.cr], reason)
+            self.lost[key] = self.lost.get(key, 0) + lost
 
     def _pass(self, t: int) -> bool:
         decisions = allocate(self.snapshot(t))
@@ -127,6 +149,7 @@ class SimPass(SimDependencies):
                 continue
             if task.session is not None:
                 task.session.reason = pre.reason
+            self._lose(task, pre.reason, t)
             self._stop(task, t, "waiting")
             if pre.reason == MAINTENANCE and task.state == "waiting":
                 front.setdefault(task.cr, []).append(task)

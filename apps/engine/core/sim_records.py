@@ -34,6 +34,17 @@ class SimTask:
     deadline_us: int | None = None  # when its time limit is reached, while it runs
     waits_for: list[str] | None = None  # while held: the tasks it runs after that have not ended
     reason: str | None = None  # why it ended, when its summary names it (dependency_failed)
+    checkpoint_us: int | None = None  # it checkpoints every this much running time
+
+
+def kept_us(task: SimTask, end_us: int) -> int:
+    """The running time of the task's current run that a stop at end_us keeps: all of it when it
+    checkpoints as it goes (`checkpoint`), its whole checkpoint periods with `checkpoint_us`, none
+    without a checkpoint (a session loses its state). The rest is lost work."""
+    if task.started_us is None or task.session is not None or not task.checkpoint:
+        return 0
+    ran = max(0, end_us - task.started_us)
+    return ran if task.checkpoint_us is None else ran - ran % task.checkpoint_us
 
 
 @dataclass(slots=True)
@@ -51,10 +62,13 @@ class SimSession:
 
 @dataclass(slots=True)
 class Account:
-    """One time budget window's meter for its current period, in budget units."""
+    """One budget window's meter for its current period, in budget units; a money window's
+    (`rates`: pool name -> rate, see `budget`) in money units."""
 
     limit: int
     period: str
+    rates: dict[str, int] | None = None
+    currency: str = ""
     start_us: int = 0
     end_us: int = 0
     e0: int = 0

@@ -17,7 +17,7 @@ from .budget import US_PER_S, period_bounds, us_between
 from .cloud import CloudPool
 from .scenario_model import Change, Scenario, Submit
 from .sessions import first_stop
-from .sim_records import Account, Series, SimTask
+from .sim_records import Account, Series, SimTask, kept_us
 from .snapshot import HeldTask, PlacedTask, WaitingTask
 
 GPU_US_PER_HOUR = 1000 * 3600 * US_PER_S
@@ -55,7 +55,18 @@ class SimState:
             if p.budgets
         }
         self.bchain = [tuple(j for j in c if j in self.accounts) for c in self.chain]
-        self.named_window = [any(len(self.accounts[j]) > 1 for j in b) for b in self.bchain]
+        # Money windows (issue 37), metered as time windows at each task's rate on its pool.
+        self.spend = {
+            i: [Account(limit, period, sc.prices[currency], currency) for period, limit, currency in p.money]
+            for i, p in enumerate(sc.policies)
+            if p.money
+        }
+        self.mchain = [tuple(j for j in c if j in self.spend) for c in self.chain]
+        self.named_window = [
+            any(len(self.accounts[j]) > 1 for j in b) or bool(m)
+            for b, m in zip(self.bchain, self.mchain, strict=True)
+        ]
+        self.paid = [[0] * len(sc.pools) for _ in sc.policies] if sc.prices else None
         self.profile_pools = {f.name: [self.pool_ix[p] for p in f.pools] for f in sc.profiles}
         self.capped = {
             i: p.max_preemptions_per_hour
@@ -139,6 +150,8 @@ class SimState:
     def _windows(self):
         for windows in self.accounts.values():
             yield from windows
+        for windows in self.spend.values():
+            yield from windows
 
     def _roll_periods(self, t: int) -> None:
         for acc in self._windows():
@@ -188,6 +201,11 @@ class SimState:
             for acc in self.accounts[j]:
                 acc.open_w += w
                 acc.open_s += w * max(task.e_start, acc.e0)
+        for j in self.mchain[p]:
+            for acc in self.spend[j]:
+                rate = task.size * acc.rates.get(self.sc.pools[pool].name, 0)
+                acc.open_w += rate
+                acc.open_s += rate * max(task.e_start, acc.e0)
 
     def _run(self, task: SimTask, t: int) -> None:
         """The task runs from t (its placement, or when its cloud node had room): it completes
@@ -227,6 +245,16 @@ class SimState:
                 acc.open_w -= w
                 acc.open_s -= w * begin
                 acc.closed += w * max(0, e_end - begin)
+        for j in self.mchain[p]:
+            for acc in self.spend[j]:
+                rate = task.size * acc.rates.get(self.sc.pools[task.pool].name, 0)
+                begin = max(task.e_start, acc.e0)
+                acc.open_w -= rate
+                acc.open_s -= rate * begin
+                acc.closed += rate * max(0, e_end - begin)
+        if self.paid is not None:
+            for j in self.chain[p]:
+                self.paid[j][task.pool] += task.size * (end_us - task.placed_us)
         task.state = state
         if task.session is not None:
             task.session.ended_us = end_us
@@ -237,8 +265,8 @@ class SimState:
                 return
             if not task.checkpoint:
                 task.left_us = task.duration_us
-            elif task.started_us is not None:
-                task.left_us -= end_us - task.started_us
+            else:
+                task.left_us -= kept_us(task, end_us)
             task.since_us = end_us
             if task.limit_us is not None:  # the time limit it has left, whole seconds rounded up
                 left_s = -(-(task.limit_us - task.ran_us) // US_PER_S)

@@ -1,12 +1,12 @@
 """What a simulation reports: the series for the HTML report, recorded as it runs, and the summary
-line at the end (GPU-hours and budget hours per policy, each task's outcome, pool utilisation,
-cloud node-hours, what sessions' idle limits freed and, when time limits or dependencies are used,
-the ends they caused).
+line at the end (GPU-hours, budget hours and, with prices, spend per currency per policy, each
+task's outcome, pool utilisation, cloud node-hours, what sessions' idle limits freed and, when time
+limits or dependencies are used, the ends they caused).
 """
 
 from __future__ import annotations
 
-from .budget import UNITS_PER_HOUR, US_PER_S
+from .budget import UNITS_PER_HOUR, US_PER_S, units_to_money
 from .sessions import Tally, freed_until
 from .sim_records import SimTask
 from .sim_state import GPU_US_PER_HOUR, US_PER_HOUR, SimState
@@ -32,6 +32,7 @@ class SimSummary(SimState):
                     gpu_us[j] += task.size * (end - task.placed_us)
                     charged[j] += self.cr_weight[task.cr] * (e_end - task.e_start)
         self._integrate(end)
+        spend = self._spend(end)
         pools = {
             p.name: {
                 "utilization": round(self.pool_area[i] / self.capacity_area[i], 6)
@@ -49,6 +50,7 @@ class SimSummary(SimState):
                         "gpu_hours": round(gpu_us[i] / GPU_US_PER_HOUR, 6),
                         "budget_hours": round(charged[i] / UNITS_PER_HOUR, 6),
                     }
+                    | ({"spend": spend[i]} if spend else {})
                     for i, p in enumerate(self.sc.policies)
                 },
                 "tasks": {task.id: self._task_line(task, end) for task in self.tasks.values()},
@@ -56,7 +58,37 @@ class SimSummary(SimState):
             }
             | self._sessions_summary(end)
             | ({"ends": dict(self.ends)} if self.ends is not None else {})
+            | ({"lost_gpu_hours": self._lost()} if self.saves else {})
         )
+
+    def _lost(self) -> dict[str, dict[str, float]]:
+        """Only when some task checkpoints every checkpoint_s: the GPU-hours preemptions lost, per
+        policy (its own work) and reason."""
+        lost: dict[str, dict[str, float]] = {}
+        for (p, reason), gpu_us in sorted(self.lost.items()):
+            lost.setdefault(self.sc.policies[p].name, {})[reason] = round(gpu_us / GPU_US_PER_HOUR, 6)
+        return lost
+
+    def _spend(self, end: int) -> list[dict[str, float]] | None:
+        """Only when the scenario has prices: each policy's subtree's spend per currency, from
+        placement to release (or the end), at the scenario's prices."""
+        if self.paid is None:
+            return None
+        paid = [list(row) for row in self.paid]
+        for task in self.tasks.values():
+            if task.state == "running":
+                for j in self.chain[self.cr_pol[task.cr]]:
+                    paid[j][task.pool] += task.size * (end - task.placed_us)
+        names = [p.name for p in self.sc.pools]
+        return [
+            {
+                currency: float(
+                    units_to_money(sum(rates.get(n, 0) * us for n, us in zip(names, row, strict=True)))
+                )
+                for currency, rates in self.sc.prices.items()
+            }
+            for row in paid
+        ]
 
     def _task_line(self, task: SimTask, end: int) -> dict:
         state = task.state

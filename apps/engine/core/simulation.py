@@ -185,6 +185,8 @@ class Simulation(SimPass, SimSummary):
             WaitingTask(s.id, self.seq, s.size, s.priority, self.at(t), array, _seconds(s.time_limit_us)),
         )
         task.left_us = s.duration_us
+        task.checkpoint_us = s.checkpoint_us
+        self.saves = self.saves or s.checkpoint_us is not None
         task.since_us = t
         task.limit_us = s.time_limit_us
         if s.kind == "session":

@@ -64,15 +64,19 @@ class Profile:
 
 @dataclass(frozen=True, slots=True)
 class Budget:
-    """A time budget and its state at `now`.
+    """A time budget, or with `rates` a money budget, and its state at `now`.
 
     `used` counts the budget units spent in the current period up to `now` by the policy's own
-    work and by the work of every policy below it (the loader sums the subtree).
+    work and by the work of every policy below it (the loader sums the subtree). A money budget
+    (`rates` not None) counts money units (`budget.MONEY_UNITS`): `rates` maps a pool id to its
+    price per GPU-hour in micro-units of `currency` (a pool not listed costs nothing).
     """
 
     limit: int
     period: str
     used: int
+    rates: Mapping[str, int] | None = None
+    currency: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +140,9 @@ class WaitingTask:
 class PlacedTask:
     """Work on a pool. A `preempting` task (stop asked, not yet stopped) counts for nothing.
     `deadline` is when its time limit is reached (running time only: None while it has not
-    started, or without a limit); `array` as for a waiting task."""
+    started, or without a limit); `array` as for a waiting task. `saved_at`: when its work was last
+    saved, its last checkpoint in this run or the run's start (None: `placed_at`); a preemption
+    loses `size` x (`now` - `saved_at`)."""
 
     id: str
     resource: str
@@ -148,6 +154,7 @@ class PlacedTask:
     priority: int = 0
     deadline: datetime | None = None
     array: str | None = None
+    saved_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,7 +241,16 @@ def validate(snapshot: Snapshot) -> None:
         for b in p.budgets:
             _check(b.period in PERIODS, f"policy {p.id}: budget period must be one of {PERIODS}")
             _check(b.limit >= 0 and b.used >= 0, f"policy {p.id}: budget limit and used must be >= 0")
-        _distinct(f"policy {p.id}: budget periods", tuple(b.period for b in p.budgets))
+            if b.rates is not None:
+                _check(bool(b.currency), f"policy {p.id}: a money budget needs its currency")
+                _check(
+                    all(isinstance(r, int) and r >= 0 for r in b.rates.values()),
+                    f"policy {p.id}: money budget rates must be integers >= 0",
+                )
+        _distinct(f"policy {p.id}: budget periods", tuple(b.period for b in p.budgets if b.rates is None))
+        _distinct(
+            f"policy {p.id}: money budget periods", tuple(b.period for b in p.budgets if b.rates is not None)
+        )
         _check(
             p.max_preemptions_per_hour is None or p.max_preemptions_per_hour >= 0,
             f"policy {p.id}: max_preemptions_per_hour must be >= 0",

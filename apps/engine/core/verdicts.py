@@ -12,6 +12,8 @@ All tasks of one size in one compute resource share a rule, so the rule is compu
 - budget_start_check: the budget left would not last the low watermark at the policy's (or the
   budgeted ancestor's) combined rate with this task; hours left and needed are given, `cause` is
   the window with the least left.
+  A money window (`pass_money`) gives these two rules when it refuses the task on every enabled
+  pool of its list; `cause` is then its label ("month 500.00 EUR") and the figures money units.
 - behind_higher_priority: every limit and budget rule allows it, but either no pool of its list
   has room now while one had room when the pass began (work ahead of it in the pass order took
   it), or a pool has room and work ahead of it in its own queue, of the same or smaller size, is
@@ -54,6 +56,7 @@ from typing import TYPE_CHECKING
 
 from .budget import period_bounds
 from .decisions import Verdict
+from .pass_money import money_rule
 from .verdict_holds import ROOM_RULES, held_rule, holder_rule
 from .verdict_windows import FROM_ROOM, MAINTENANCE, WINDOW_AHEAD, maintenance_rule
 
@@ -214,6 +217,10 @@ class VerdictBook:
                     period = run.window[j]
                     reset = period_bounds(s.now, period)[1]
                     return ("budget_used_up", (), s.policies[j].id, rem[j], None, reset, period)
+        if run.money:
+            money = money_rule(run, p, fi, size, used_up_only=True)
+            if money is not None:
+                return money
         if U[p] + size > lim[p]:
             return ("policy_limit", (), s.policies[p].id)
         for a in run.anc[p]:
@@ -225,6 +232,10 @@ class VerdictBook:
                 if rw[j] and rem[j] < needed:
                     period = run.window[j]
                     return ("budget_start_check", (), s.policies[j].id, rem[j], needed, None, period)
+        if run.money:
+            money = money_rule(run, p, fi, size, used_up_only=False)
+            if money is not None:
+                return money
         listed = s.profiles[fi].pools
         reopens = {}
         for pid in listed:

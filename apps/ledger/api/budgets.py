@@ -1,5 +1,5 @@
-"""``/api/v1/usage/``: the use and time budget of each policy you may see, as ``budget_status``
-reads them from the usage intervals."""
+"""``/api/v1/usage/``: the use, time budget and money budget of each policy you may see, as
+``budget_status`` and ``money_status`` read them from the usage intervals."""
 
 from dataclasses import asdict
 
@@ -8,7 +8,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import generics, serializers
 from rest_framework.response import Response
 
-from apps.ledger.budgets import budget_status
+from apps.ledger.budgets import budget_status, money_status
 from apps.policies import selectors
 from apps.policies.api.serializers import GroupRefSerializer, gpus_field, hours_field
 from apps.policies.models import ResourcePolicy
@@ -48,6 +48,28 @@ class BudgetWindowSerializer(serializers.Serializer):
     used_up = serializers.BooleanField()
 
 
+class MoneyWindowStatusSerializer(serializers.Serializer):
+    """One money budget window of a policy: its spend at the effective prices in its period."""
+
+    period = serializers.CharField(help_text="day, week or month (UTC).")
+    currency = serializers.CharField(help_text="ISO 4217 code of every amount of the window.")
+    period_start = serializers.DateTimeField()
+    resets_at = serializers.DateTimeField()
+    amount = serializers.DecimalField(max_digits=12, decimal_places=4, help_text="The budget per period.")
+    spent = serializers.DecimalField(max_digits=16, decimal_places=2, help_text="Spent in the period so far.")
+    left = serializers.DecimalField(max_digits=16, decimal_places=2)
+    burn_rate = serializers.DecimalField(
+        max_digits=16,
+        decimal_places=4,
+        help_text="Spent per hour by the running work at today's prices.",
+    )
+    projected_run_out = serializers.DateTimeField(allow_null=True)
+    runs_out_in_period = serializers.BooleanField(help_text=RUNS_OUT_HELP)
+    run_out = serializers.CharField(help_text=RUN_OUT_HELP)
+    over_threshold = serializers.BooleanField()
+    used_up = serializers.BooleanField()
+
+
 class UsageSerializer(serializers.Serializer):
     """A policy's use now and in its period: a ``BudgetStatus`` with the policy's group and sizes."""
 
@@ -76,6 +98,9 @@ class UsageSerializer(serializers.Serializer):
         help_text="Each time budget window (main first), all enforced at once; the fields above are "
         "those of the binding window (a used-up one, else the one with the fewest hours left).",
     )
+    money_windows = MoneyWindowStatusSerializer(
+        many=True, help_text="Each money budget window, shortest period first, enforced beside the time ones."
+    )
 
 
 class UsageFilter(filters.FilterSet):
@@ -102,6 +127,7 @@ class UsageView(generics.GenericAPIView):
     def get(self, request):
         policies = list(self.filter_queryset(self.get_queryset()))
         statuses = budget_status(policies)
+        money = money_status(policies)
         rows = [
             {
                 **asdict(statuses[p.pk]),
@@ -110,6 +136,10 @@ class UsageView(generics.GenericAPIView):
                 "limit": p.limit,
                 **_run_out(statuses[p.pk]),
                 "windows": [{**asdict(window), **_run_out(window)} for window in statuses[p.pk].windows],
+                "money_windows": [
+                    {**asdict(window), **_run_out(window), "used_up": window.used_up}
+                    for window in money.get(p.pk, ())
+                ],
             }
             for p in policies
         ]

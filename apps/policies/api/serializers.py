@@ -3,6 +3,7 @@ amounts, hours and a group's reference."""
 
 from rest_framework import serializers
 
+from apps.core.currency import currency_error
 from apps.core.fields import GpuAmountField, PlainDecimalField, PlainIntegerField, StrictCharField
 from apps.policies.models import ResourcePolicy
 
@@ -30,6 +31,32 @@ def windows_field(**kwargs) -> serializers.DictField:
     )
 
 
+class MoneyWindowSerializer(serializers.Serializer):
+    """A money budget window: ``amount`` per period in ``currency``."""
+
+    amount = PlainDecimalField(max_digits=12, decimal_places=4, min_value=0)
+    currency = StrictCharField(min_length=3, max_length=3, help_text="ISO 4217 code, e.g. EUR.")
+
+    def validate_currency(self, value: str) -> str:
+        if problem := currency_error(value):
+            raise serializers.ValidationError(problem)
+        return value.upper()
+
+
+def money_windows_field(**kwargs) -> serializers.DictField:
+    return serializers.DictField(
+        child=MoneyWindowSerializer(),
+        help_text='Money budget windows: {period: {"amount": "500", "currency": "EUR"}}, period day, '
+        "week or month (UTC); the spend of the group's work at the effective prices counts against each.",
+        **kwargs,
+    )
+
+
+def money_windows_out(windows: dict) -> dict:
+    """{period: (amount, currency)} as the API shows it."""
+    return {period: {"amount": amount, "currency": code} for period, (amount, code) in windows.items()}
+
+
 class SplitEnvelopeSerializer(serializers.Serializer):
     """The quota of one group in a split: the parent's envelope, or one unit directly below it."""
 
@@ -42,6 +69,7 @@ class SplitEnvelopeSerializer(serializers.Serializer):
         choices=ResourcePolicy.Period.choices, allow_blank=True, help_text="Empty: no time budget."
     )
     windows = windows_field()
+    money_windows = money_windows_field()
 
 
 class SplitUnitSerializer(SplitEnvelopeSerializer):
@@ -80,7 +108,8 @@ class SplitUnitListSerializer(serializers.ListSerializer):
 
 
 class SplitUnitInputSerializer(serializers.Serializer):
-    """One unit's new quota; ``windows`` left out keeps its further windows as they are."""
+    """One unit's new quota; ``windows`` (``money_windows``) left out keeps its further time (money)
+    windows as they are."""
 
     group = StrictCharField(help_text="Slug of a group directly below the split one.")
     reservation = GpuAmountField(min_value=0)
@@ -90,6 +119,7 @@ class SplitUnitInputSerializer(serializers.Serializer):
         choices=ResourcePolicy.Period.choices, allow_blank=True, help_text="Empty: no time budget."
     )
     windows = windows_field(required=False)
+    money_windows = money_windows_field(required=False)
     version = PlainIntegerField(min_value=1, help_text="The row's version as last read.")
 
     class Meta:
@@ -103,6 +133,11 @@ class SplitUnitInputSerializer(serializers.Serializer):
                 f"Unknown period {', '.join(unknown)}: use {', '.join(periods)}."
             )
         return windows
+
+    def validate_money_windows(self, windows: dict) -> dict:
+        """{period: (amount, currency)}; left out keeps the unit's money windows, {} removes them."""
+        self.validate_windows(windows)
+        return {period: (row["amount"], row["currency"]) for period, row in windows.items()}
 
 
 class SplitRequestSerializer(serializers.Serializer):

@@ -10,13 +10,13 @@ from rest_framework.response import Response
 
 from apps.accounts.models import Group
 from apps.policies import selectors
-from apps.policies.api.serializers import SplitRequestSerializer, SplitSerializer
+from apps.policies.api.serializers import SplitRequestSerializer, SplitSerializer, money_windows_out
 from apps.policies.models import ResourcePolicy
 from apps.policies.services import QuotaChanged, extra_budgets_of
 from apps.policies.split import SplitRefused, may_split_quota, split_quota
 
 # The names of the rules' error keys in the API's words.
-SPLIT_FIELDS = {"__all__": "non_field_errors", "extra_budgets": "windows"}
+SPLIT_FIELDS = {"__all__": "non_field_errors", "extra_budgets": "windows", "money_budgets": "money_windows"}
 
 
 class SplitView(generics.GenericAPIView):
@@ -46,10 +46,12 @@ class SplitView(generics.GenericAPIView):
                 "budget_hours": policy.budget_hours,
                 "budget_period": policy.budget_period,
                 "windows": extra_budgets_of(policy),
+                "money_windows": money_windows_out(money[policy.pk]) if policy.pk in money else {},
                 "version": policy.version,
             }
 
         units = sorted(selectors.child_policies(parent), key=lambda child: child.group.name)
+        money = selectors.money_windows([parent, *units])
         return SplitSerializer({**quota(parent), "units": [quota(unit) for unit in units]}).data
 
     @extend_schema(responses=SplitSerializer)
@@ -79,6 +81,7 @@ class SplitView(generics.GenericAPIView):
                 "budget_hours": row["budget_hours"],
                 "budget_period": row["budget_period"],
                 "extra_budgets": row.get("windows"),
+                "money_budgets": row.get("money_windows"),
             }
             for row in rows
         }

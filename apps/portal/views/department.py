@@ -6,12 +6,12 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 
-from apps.ledger.budgets import budget_status
+from apps.ledger.budgets import budget_status, money_status
 from apps.policies.models import ResourcePolicy
 from apps.policies.selectors import child_policies
 from apps.policies.services import QuotaChanged, extra_budgets_of
 from apps.policies.split import SplitRefused, may_split_quota, split_quota
-from apps.portal import access, charts, guarantees, selectors
+from apps.portal import access, charts, guarantees, lost_work, selectors
 from apps.portal.filters import (
     PolicyFilter,
     QuotaChangeFilter,
@@ -29,6 +29,7 @@ def department(request, slug: str):
     policy = policy_of(group)
     teams = selectors.child_quotas(policy)
     status = budget_status([policy])[policy.pk]
+    money = money_status([policy, *(team.policy for team in teams)])
     names = [team.policy.group.name for team in teams]
     teams_filter = PolicyFilter(
         request.GET, queryset=ResourcePolicy.objects.filter(pk__in=[t.policy.pk for t in teams]), prefix="t"
@@ -39,6 +40,10 @@ def department(request, slug: str):
         "group": group,
         "policy": policy,
         "status": status,
+        "money_rows": [("", window) for window in money.get(policy.pk, ())],
+        "team_money_rows": [
+            (team.policy.group.name, window) for team in teams for window in money.get(team.policy.pk, ())
+        ],
         "reserved": sum(team.policy.reservation for team in teams),
         "budgeted": sum(team.policy.budget_hours or 0 for team in teams),
         "waiting": sum(team.waiting for team in teams),
@@ -54,6 +59,7 @@ def department(request, slug: str):
         "changes_filter": changes_filter,
         "guarantee_period": "this month",
         "guarantee_named": True,
+        "lost_rows": lost_work.lost_rows(group, *guarantees.bounds("month", timezone.now())),
         "guarantee_rows": [
             guarantees.shown(team.policy.group.name, measured[team.policy.pk]) for team in teams
         ],

@@ -9,8 +9,10 @@ from apps.accounts.selectors import sees_whole_estate
 from apps.cloud import bills
 from apps.cloud import selectors as cloud
 from apps.cloud.tables import CloudGroupTable, CloudSpendTable
+from apps.ledger.budgets import money_status
 from apps.ledger.tables import UsageTable
 from apps.ledger.visibility import visible_groups
+from apps.policies.models import ResourcePolicy
 from apps.portal import access, charts, usage
 from apps.portal.filters import (
     UsageFilter,
@@ -34,10 +36,19 @@ def finance(request):
     units = [row for row in groups.rows if row.labels["group_kind"] == Group.Kind.BUSINESS_UNIT.label]
     currency = groups.spec.currency
     spend = cloud.spend(start, end, currency) if sees_whole_estate(request.user) else None
+    with_money = ResourcePolicy.objects.filter(extra_budgets__amount__isnull=False)
+    budgeted = list(
+        with_money.filter(group__in=visible_groups(request.user))
+        .distinct()
+        .select_related("group")
+        .order_by("group__name")
+    )
+    money = money_status(budgeted)
     context = {
         "groups": UsageTable(shown, prefix="groups-"),
         "prices": PriceTable(prices_filter.qs, prefix="prices-", exclude=("actions",)),
         "spend": spend,
+        "money_rows": [(p.group.name, window) for p in budgeted for window in money.get(p.pk, ())],
         "may_reconcile": bills.may_reconcile(request.user),
         "cloud": CloudSpendTable(spend, prefix="cloud-") if spend is not None else None,
         "cloud_groups": CloudGroupTable(spend, prefix="cloudgroups-") if spend is not None else None,

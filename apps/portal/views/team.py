@@ -9,8 +9,8 @@ from django.views.decorators.http import require_POST
 
 from apps.accounts import services as accounts
 from apps.accounts.models import Group
-from apps.ledger.budgets import budget_status
-from apps.portal import access, charts, guarantees, services, usage
+from apps.ledger.budgets import budget_status, money_status
+from apps.portal import access, charts, guarantees, lost_work, services, usage
 from apps.portal.filters import (
     MemberFilter,
     ProjectFilter,
@@ -76,6 +76,7 @@ def _team_page(request, group: Group, *, add_form=None, status: int = 200):
         "group": group,
         "policy": policy,
         "status": status_now,
+        "money_rows": [("", window) for window in money_status([policy], now=now).get(policy.pk, ())],
         "borrowed": max(status_now.gpus_in_use - policy.reservation, 0),
         "manager": manager,
         "add_form": add_form or AddMemberForm(),
@@ -88,6 +89,7 @@ def _team_page(request, group: Group, *, add_form=None, status: int = 200):
         "guarantee_rows": [
             guarantees.shown(group.name, group_guarantee(policy, *guarantees.bounds("month", now)))
         ],
+        "lost_rows": lost_work.lost_rows(group, *guarantees.bounds("month", now)),
     }
     tables, filters = [member_table, project_table], [member_filter, project_filter]
     return render_page(request, "portal/team.html", context, tables, filters, status=status)

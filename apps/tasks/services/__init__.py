@@ -1,6 +1,7 @@
 """Writes for tasks, in three parts: submission (every channel), the lifecycle after it, and
 schedules. Callers import this package; each part's own functions live in its module."""
 
+from apps.tasks.services.checkpoints import lost_gpu_hours, record_checkpoint
 from apps.tasks.services.lifecycle import (
     LIFECYCLE_FIELDS,
     NOT_PREEMPTIONS,
@@ -57,9 +58,11 @@ __all__ = [
     "delete_schedule",
     "finish",
     "latest_due",
+    "lost_gpu_hours",
     "mark_started",
     "next_due",
     "place_many",
+    "record_checkpoint",
     "request_stop_many",
     "requeue_lost",
     "schedule_refusal",

@@ -12,6 +12,7 @@ from apps.ledger import services as ledger
 from apps.tasks import wake
 from apps.tasks.models import Task, TaskEvent
 from apps.tasks.services import dependencies
+from apps.tasks.services.checkpoints import lost_gpu_hours
 from apps.tasks.services.time_limits import left_s
 
 # The task lifecycle. Every state change of a task after submission goes through these functions;
@@ -56,9 +57,10 @@ def _postgres() -> bool:
     return connection.vendor == "postgresql"
 
 
-def _events(tasks, kind: str, at, *, reason: str | None = "", actor=None, detail=None):
-    """One event per task, in the tasks' order; ``reason=None`` takes each task's own stop reason.
-    On PostgreSQL one ``INSERT ... SELECT FROM unnest(...)`` whatever the number of tasks."""
+def _events(tasks, kind: str, at, *, reason: str | None = "", actor=None, detail=None, lost=None):
+    """One event per task, in the tasks' order; ``reason=None`` takes each task's own stop reason;
+    ``lost``: each task's lost GPU-hours (a preemption). On PostgreSQL one
+    ``INSERT ... SELECT FROM unnest(...)`` whatever the number of tasks."""
     if not tasks:
         return
     if not _postgres():
@@ -71,24 +73,30 @@ def _events(tasks, kind: str, at, *, reason: str | None = "", actor=None, detail
                 actor=actor,
                 detail=detail or {},
                 reason=task.stop_reason if reason is None else reason,
+                lost_gpu_hours=None if lost is None else lost[n],
             )
-            for task in tasks
+            for n, task in enumerate(tasks)
         )
         return
     ids = array_literal(task.pk for task in tasks)
     pools = array_literal(task.pool_id for task in tasks)
     actor_id, document = (actor.pk if actor is not None else None), json.dumps(detail or {})
+    losses = [None] * len(tasks) if lost is None else [str(x) for x in lost]
     if reason is None:
         reasons = "u.reason"
-        params = [at, kind, actor_id, document, ids, pools, [task.stop_reason for task in tasks]]
-        arrays = "%s::bigint[], %s::bigint[], %s::text[]) WITH ORDINALITY AS u(task, pool, reason, n)"
+        params = [at, kind, actor_id, document, ids, pools, losses, [task.stop_reason for task in tasks]]
+        arrays = (
+            "%s::bigint[], %s::bigint[], %s::numeric[], %s::text[]) WITH ORDINALITY AS u(task, pool, lost, "
+            "reason, n)"
+        )
     else:
-        reasons, params = "%s", [at, kind, reason, actor_id, document, ids, pools]
-        arrays = "%s::bigint[], %s::bigint[]) WITH ORDINALITY AS u(task, pool, n)"
+        reasons, params = "%s", [at, kind, reason, actor_id, document, ids, pools, losses]
+        arrays = "%s::bigint[], %s::bigint[], %s::numeric[]) WITH ORDINALITY AS u(task, pool, lost, n)"
     with connection.cursor() as cursor:
         cursor.execute(
-            "INSERT INTO tasks_taskevent (task_id, at, kind, pool_id, reason, actor_id, detail) "
-            f"SELECT u.task, %s, %s, u.pool, {reasons}, %s, %s::jsonb FROM unnest({arrays} ORDER BY u.n",
+            "INSERT INTO tasks_taskevent (task_id, at, kind, pool_id, reason, actor_id, detail, "
+            f"lost_gpu_hours) SELECT u.task, %s, %s, u.pool, {reasons}, %s, %s::jsonb, u.lost "
+            f"FROM unnest({arrays} ORDER BY u.n",
             params,
         )
 
@@ -176,13 +184,15 @@ def request_stop_many(tasks, reason: str, at, *, actor=None, detail=None) -> Non
     _update(tasks, state=Task.State.STOPPING, stop_reason=reason, **(counted if preempting else {}))
     if reason == Task.StopReason.MAINTENANCE:
         _to_front(tasks)
+    lost = None
     if preempting:
         kind = TaskEvent.Kind.PREEMPTED
+        lost = [lost_gpu_hours(task, at) for task in tasks]
     elif reason in (Task.StopReason.IDLE, Task.StopReason.TIME_LIMIT):
         kind = TaskEvent.Kind.STOP_REQUESTED
     else:
         kind = TaskEvent.Kind.CANCEL_REQUESTED
-    _events(tasks, kind, at, reason=reason, actor=actor, detail=detail)
+    _events(tasks, kind, at, reason=reason, actor=actor, detail=detail, lost=lost)
     stopped_many([t for t in tasks if t.worker_id is None], at)
 
 
@@ -278,7 +288,8 @@ def requeue_lost(tasks, reason: str, at, *, ended_at) -> None:
         task.last_preemption_reason = task.stop_reason = reason
         task.state = Task.State.STOPPING
     _update(lost, count_preemption=True, last_preemption_reason=reason)
-    _events(lost, TaskEvent.Kind.PREEMPTED, at, reason=reason)
+    losses = [lost_gpu_hours(task, ended_at) for task in lost]
+    _events(lost, TaskEvent.Kind.PREEMPTED, at, reason=reason, lost=losses)
     stopped_many(tasks, at, ended_at=ended_at)
 
 

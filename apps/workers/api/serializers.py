@@ -313,6 +313,10 @@ class LogSerializer(serializers.Serializer):
     tail = LogTailField()
 
 
+class CheckpointSerializer(serializers.Serializer):
+    at = serializers.DateTimeField(help_text="When the work last checkpointed, by the worker's clock.")
+
+
 # The answers, for the published schema.
 
 

@@ -27,6 +27,7 @@ REPORT_SERIALIZERS = {
     "stopped": serializers.StoppedSerializer,
     "start_failed": serializers.StartFailedSerializer,
     "log": serializers.LogSerializer,
+    "checkpoint": serializers.CheckpointSerializer,
 }
 MAX_TASK_ID = 2**63 - 1
 

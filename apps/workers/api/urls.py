@@ -14,4 +14,5 @@ urlpatterns = [
     path("tasks/<int:task_id>/stopped", views.stopped, name="worker-stopped"),
     path("tasks/<int:task_id>/start_failed", views.start_failed, name="worker-start-failed"),
     path("tasks/<int:task_id>/log", views.log, name="worker-log"),
+    path("tasks/<int:task_id>/checkpoint", views.checkpoint, name="worker-checkpoint"),
 ]

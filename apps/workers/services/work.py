@@ -258,12 +258,22 @@ def _log(worker: Worker, task: Task, logs: dict, *, tail: str, now: datetime) ->
     return False
 
 
+def _checkpoint(worker: Worker, task: Task, logs: dict, *, at: datetime, now: datetime) -> bool:
+    """The work checkpointed (its checkpoint file changed): a time ahead of now (the worker's clock
+    may drift) counts as now; one before the run's start, or of work no longer running, is left."""
+    if _is_held(worker, task) and task.started_at is not None and at >= task.started_at:
+        if task.state in (Task.State.RUNNING, Task.State.STOPPING):
+            lifecycle.record_checkpoint(task, min(at, now), now=now)
+    return False
+
+
 REPORTS = {
     "started": _started,
     "exited": _exited,
     "stopped": _stopped,
     "start_failed": _start_failed,
     "log": _log,
+    "checkpoint": _checkpoint,
 }
 
 
@@ -308,6 +318,11 @@ def report_start_failed(worker: Worker, task_id: int, *, error: str = "", at=Non
 
 def report_log(worker: Worker, task_id: int, *, tail: str, now: datetime) -> Task:
     return _report("log", worker, task_id, tail=tail, now=now)
+
+
+def report_checkpoint(worker: Worker, task_id: int, *, at: datetime, now: datetime) -> Task:
+    """The task's work checkpointed at ``at`` (``apps.tasks.services.record_checkpoint``)."""
+    return _report("checkpoint", worker, task_id, at=at, now=now)
 
 
 @dataclass(frozen=True)

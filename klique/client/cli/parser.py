@@ -3,7 +3,19 @@ commands, in the order ``klique --help`` lists them."""
 
 import argparse
 
-from klique.client.cli import bills, estate, login, mcp, resources, schedules, sessions, tasks, usage, whatif
+from klique.client.cli import (
+    bills,
+    estate,
+    login,
+    lost_work,
+    mcp,
+    resources,
+    schedules,
+    sessions,
+    tasks,
+    usage,
+    whatif,
+)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -29,6 +41,18 @@ def parser() -> argparse.ArgumentParser:
         sub.set_defaults(handler=handler)
         return sub
 
-    for module in (login, resources, tasks, usage, schedules, sessions, estate, mcp, whatif, bills):
+    for module in (
+        login,
+        resources,
+        tasks,
+        usage,
+        schedules,
+        sessions,
+        estate,
+        mcp,
+        whatif,
+        bills,
+        lost_work,
+    ):
         module.register(commands, command)
     return root

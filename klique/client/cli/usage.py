@@ -1,4 +1,4 @@
-"""Usage and time budgets on the command line: ``klique usage`` and ``klique budget``."""
+"""Usage, time and money budgets on the command line: ``klique usage`` and ``klique budget``."""
 
 from klique import numbers
 from klique.client.cli.exits import OK
@@ -25,8 +25,9 @@ def cmd_usage(args, client: Client) -> int:
 
 
 def cmd_budget(args, client: Client) -> int:
-    """One row per time budget window of each budgeted policy; its run-out in the portal's words
-    (the server's ``BudgetStatus.run_out_text``: a run-out after the reset "lasts until reset")."""
+    """One row per time budget window of each budgeted policy, then one per money budget window;
+    the run-out in the portal's words (the server's ``run_out_text``: a run-out after the reset
+    "lasts until reset")."""
     usage = client.usage()
     rows = [
         [
@@ -45,11 +46,30 @@ def cmd_budget(args, client: Client) -> int:
         for w in (u.windows or (u,))
     ]
     headers = ["GROUP", "PERIOD", "USED H", "BUDGET H", "LEFT H", "BURN H/H", "RUNS OUT", "RESETS", ""]
-    budgeted = [u for u in usage if u.has_budget]
-    show(args, budgeted, table(headers, rows) if rows else "No time budgets on your groups.")
+    budgeted = [u for u in usage if u.has_budget or u.money_windows]
+    text = table(headers, rows) if rows else "No time budgets on your groups."
+    money = [
+        [
+            u.group,
+            w.period,
+            numbers.money(w.spent, w.currency),
+            numbers.money(w.amount, w.currency),
+            numbers.money(w.left, w.currency),
+            numbers.money(w.burn_rate, w.currency),
+            w.run_out or when(w.projected_run_out),
+            when(w.resets_at),
+            "USED UP" if w.used_up else ("over alert threshold" if w.over_threshold else ""),
+        ]
+        for u in usage
+        for w in u.money_windows
+    ]
+    if money:
+        headers = ["GROUP", "PERIOD", "SPENT", "BUDGET", "LEFT", "BURN /H", "RUNS OUT", "RESETS", ""]
+        text += "\n\nMoney budgets:\n" + table(headers, money)
+    show(args, budgeted, text)
     return OK
 
 
 def register(commands, command) -> None:
     command("usage", cmd_usage, "GPUs in use and GPU-hours of your groups")
-    command("budget", cmd_budget, "time budgets of your groups: used, left, burn rate, run-out, reset")
+    command("budget", cmd_budget, "time and money budgets of your groups: used, left, burn rate, run-out")

@@ -325,6 +325,14 @@ class TasksApi:
         like a read."""
         return Task.from_api(self._request("POST", f"tasks/{int(task_id)}/cancel/", idempotent=True))
 
+    def report_checkpoint(self, task_id: int, at: datetime | None = None) -> datetime:
+        """Say that a running task's work checkpointed (at ``at``, aware; default now by the
+        server's clock): a preemption then loses only the work since. Idempotent on the server (an
+        older checkpoint changes nothing), so retried like a read. The recorded checkpoint time."""
+        body = {} if at is None else {"at": at.isoformat()}
+        answer = self._request("POST", f"tasks/{int(task_id)}/checkpoint/", idempotent=True, json=body)
+        return datetime.fromisoformat(answer["at"].replace("Z", "+00:00"))
+
     def wait(
         self,
         task_id: int,

@@ -1,5 +1,6 @@
-"""Usage and time budgets in the SDK: per policy of the user's groups, the GPUs in use, the
-GPU-hours and each budget window (used, left, burn rate, run-out, reset)."""
+"""Usage and budgets in the SDK: per policy of the user's groups, the GPUs in use, the GPU-hours,
+each time budget window (used, left, burn rate, run-out, reset) and each money budget window
+(spent, left, burn rate in its currency, run-out, reset)."""
 
 from dataclasses import dataclass
 from datetime import datetime
@@ -23,6 +24,25 @@ class BudgetWindow:
     over_threshold: bool
     used_up: bool
     run_out: str = ""  # the run-out in the portal's words ("lasts until reset ..."); "" from older servers
+    runs_out_in_period: bool = False
+
+
+@dataclass(frozen=True)
+class MoneyWindow:
+    """One money budget window of a policy: its spend at the effective prices in its UTC period."""
+
+    period: str
+    currency: str
+    period_start: datetime
+    resets_at: datetime
+    amount: Decimal
+    spent: Decimal
+    left: Decimal
+    burn_rate: Decimal
+    projected_run_out: datetime | None
+    over_threshold: bool
+    used_up: bool
+    run_out: str = ""
     runs_out_in_period: bool = False
 
 
@@ -53,12 +73,19 @@ class Usage:
     windows: tuple[BudgetWindow, ...] = ()
     run_out: str = ""
     runs_out_in_period: bool = False
+    money_windows: tuple[MoneyWindow, ...] = ()
 
     @classmethod
     def from_api(cls, data: dict) -> "Usage":
         group = data["group"]
         windows = tuple(build(BudgetWindow, w) for w in data.get("windows") or ())
-        return build(cls, {**data, "group": group["slug"], "group_name": group["name"]}, windows=windows)
+        money = tuple(build(MoneyWindow, w) for w in data.get("money_windows") or ())
+        return build(
+            cls,
+            {**data, "group": group["slug"], "group_name": group["name"]},
+            windows=windows,
+            money_windows=money,
+        )
 
 
 class UsageApi:

@@ -159,6 +159,7 @@ class PodSpecs:
         variables = task_variables(task, checkpoints)
         if not self.checkpoint_pvc:
             variables.pop("KLIQUE_CHECKPOINT_DIR", None)
+            variables.pop("KLIQUE_CHECKPOINT_MARK", None)
         variables.update(KLIQUE_NODES=str(nodes), KLIQUE_NODE_INDEX=str(index))
         if nodes > 1:
             variables["KLIQUE_MASTER_ADDR"] = f"klique-{task_id}-0.klique-{task_id}"

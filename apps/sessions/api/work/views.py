@@ -4,6 +4,7 @@ requesting user; the channel comes from the ``X-Klique-Channel`` header (default
 from contextlib import contextmanager
 
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
@@ -27,6 +28,15 @@ from apps.sessions.api.work.serializers import (
 from apps.sessions.selectors import sessions_of
 from apps.tasks import selectors, services
 from apps.tasks.models import Channel, Schedule, Task
+
+
+class TaskCheckpointSerializer(serializers.Serializer):
+    task = serializers.IntegerField(read_only=True)
+    at = serializers.DateTimeField(
+        required=False,
+        help_text="When the work checkpointed (default now): not ahead of now, not before its run's start.",
+    )
+
 
 CHANNEL_HEADER = "X-Klique-Channel"
 CLIENT_CHANNELS = [Channel.API, Channel.CLI, Channel.SDK, Channel.MCP]
@@ -234,6 +244,25 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
             raise PermissionDenied("Only the task's owner, IT and the group's leads may cancel it.")
         services.cancel(task, actor=request.user)
         return self._detail(self.get_queryset().get(pk=task.pk))
+
+    @extend_schema(
+        summary="Report that a running task checkpointed (its lost work counts from then)",
+        request=TaskCheckpointSerializer,
+        responses=TaskCheckpointSerializer,
+    )
+    @action(detail=True, methods=["post"])
+    def checkpoint(self, request, pk=None):
+        """The task's owner (or an agent token acting for them) says its work checkpointed at
+        ``at`` (default now); refused (400) in the future or before the current run's start."""
+        task = self.get_object()
+        if task.user_id != request.user.pk:
+            raise PermissionDenied("Only the task's owner (or its worker) reports its checkpoints.")
+        given = TaskCheckpointSerializer(data=request.data)
+        given.is_valid(raise_exception=True)
+        now = timezone.now()
+        with refusals_as_400():
+            task = services.record_checkpoint(task, given.validated_data.get("at") or now, now=now)
+        return Response({"task": task.pk, "at": task.checkpointed_at})
 
 
 class ScheduleViewSet(viewsets.ModelViewSet):
