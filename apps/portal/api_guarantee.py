@@ -44,24 +44,29 @@ class GuaranteeSerializer(serializers.Serializer):
     misses = MissSerializer(many=True)
 
 
+PERIOD = OpenApiParameter("period", str, description="day, week, month (current, UTC) or YYYY-MM.")
+
+
+def group_and_period(request, slug: str):
+    """The group a group figure's endpoint names (404 for those who may not see its pages) and its
+    ``period`` query parameter's bounds (400 naming the field)."""
+    group = get_object_or_404(Group, slug=slug)
+    if not access.may_see_group(request.user, group):
+        raise NotFound()
+    try:
+        start, end = guarantees.bounds(request.query_params.get("period", "month"), timezone.now())
+    except ValueError as error:
+        raise ValidationError({"period": "day, week, month or YYYY-MM."}) from error
+    return group, start, end
+
+
 class GuaranteeView(APIView):
-    @extend_schema(
-        parameters=[
-            OpenApiParameter("period", str, description="day, week, month (current, UTC) or YYYY-MM.")
-        ],
-        responses=GuaranteeSerializer,
-    )
+    @extend_schema(parameters=[PERIOD], responses=GuaranteeSerializer)
     def get(self, request, slug: str):
-        group = get_object_or_404(Group, slug=slug)
-        if not access.may_see_group(request.user, group):
-            raise NotFound()
+        group, start, end = group_and_period(request, slug)
         policy = ResourcePolicy.objects.filter(group=group).first()
         if policy is None:
             raise NotFound(f"{group} has no resource policy.")
-        try:
-            start, end = guarantees.bounds(request.query_params.get("period", "month"), timezone.now())
-        except ValueError as error:
-            raise ValidationError({"period": "day, week, month or YYYY-MM."}) from error
         figures = group_guarantee(policy, start, end)
         data = {
             "group": group.slug,

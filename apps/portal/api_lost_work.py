@@ -2,17 +2,13 @@
 period, per group of its subtree and reason (issue 37 part 4), for those who see the group's pages
 (``apps.portal.access.may_see_group``)."""
 
-from django.shortcuts import get_object_or_404
 from django.urls import path
-from django.utils import timezone
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
-from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps.accounts.models import Group
-from apps.portal import access, guarantees
+from apps.portal.api_guarantee import PERIOD, group_and_period
 from apps.tasks.lost_work import by_reason, lost_work
 
 HOURS = {"max_digits": 18, "decimal_places": 6}
@@ -37,20 +33,9 @@ class LostWorkSerializer(serializers.Serializer):
 
 
 class LostWorkView(APIView):
-    @extend_schema(
-        parameters=[
-            OpenApiParameter("period", str, description="day, week, month (current, UTC) or YYYY-MM.")
-        ],
-        responses=LostWorkSerializer,
-    )
+    @extend_schema(parameters=[PERIOD], responses=LostWorkSerializer)
     def get(self, request, slug: str):
-        group = get_object_or_404(Group, slug=slug)
-        if not access.may_see_group(request.user, group):
-            raise NotFound()
-        try:
-            start, end = guarantees.bounds(request.query_params.get("period", "month"), timezone.now())
-        except ValueError as error:
-            raise ValidationError({"period": "day, week, month or YYYY-MM."}) from error
+        group, start, end = group_and_period(request, slug)
         lines = lost_work(group, start, end)
         reasons = by_reason(lines)
         data = {

@@ -12,7 +12,7 @@ from decimal import Decimal
 
 from django.contrib.auth import get_user_model
 
-from apps.cloud import bills
+from apps.cloud import bills, cur
 from apps.cloud.caps import month_bounds
 from apps.cloud.models import CloudBill, CloudNode, CloudPool
 
@@ -22,21 +22,6 @@ NODES = [
     ("cloud-h100-demo-1", "i-0demo0000000001", (3, 10, 0), Decimal(4), Decimal(4)),
     ("cloud-h100-demo-2", "i-0demo0000000002", (8, 9, 0), Decimal("2.5"), Decimal("2.5")),
     ("cloud-h100-demo-3", "i-0demo0000000003", (15, 0, 0), Decimal(6), Decimal("6.5")),
-]
-COLUMNS = [
-    "identity_line_item_id",
-    "line_item_line_item_type",
-    "line_item_product_code",
-    "line_item_usage_type",
-    "line_item_resource_id",
-    "line_item_usage_start_date",
-    "line_item_usage_end_date",
-    "line_item_usage_amount",
-    "line_item_unblended_rate",
-    "line_item_unblended_cost",
-    "line_item_currency_code",
-    "product_instance_type",
-    "resource_tags",
 ]
 
 
@@ -80,18 +65,17 @@ def _hours(instance_id: str, instance_type: str, start: datetime, hours: Decimal
         amount = min(hours, Decimal(1))
         lines.append(
             {
-                "line_item_line_item_type": "Usage",
-                "line_item_product_code": "AmazonEC2",
-                "line_item_usage_type": f"BoxUsage:{instance_type}",
-                "line_item_resource_id": instance_id,
-                "line_item_usage_start_date": f"{start:%Y-%m-%dT%H:%M:%SZ}",
-                "line_item_usage_end_date": f"{start + timedelta(hours=1):%Y-%m-%dT%H:%M:%SZ}",
-                "line_item_usage_amount": str(amount),
-                "line_item_unblended_rate": str(ON_DEMAND),
-                "line_item_unblended_cost": str(amount * ON_DEMAND),
-                "line_item_currency_code": "EUR",
-                "product_instance_type": instance_type,
-                "resource_tags": "",
+                cur.LINE_TYPE: "Usage",
+                cur.PRODUCT: "AmazonEC2",
+                cur.RESOURCE: instance_id,
+                cur.START: f"{start:%Y-%m-%dT%H:%M:%SZ}",
+                cur.END: f"{start + timedelta(hours=1):%Y-%m-%dT%H:%M:%SZ}",
+                cur.AMOUNT: str(amount),
+                cur.RATE: str(ON_DEMAND),
+                cur.COST: str(amount * ON_DEMAND),
+                cur.CURRENCY: "EUR",
+                cur.INSTANCE_TYPE: instance_type,
+                cur.TAGS: "",
             }
         )
         hours -= amount
@@ -101,8 +85,7 @@ def _hours(instance_id: str, instance_type: str, start: datetime, hours: Decimal
 
 def _csv(lines: list[dict]) -> bytes:
     out = io.StringIO()
-    writer = csv.DictWriter(out, COLUMNS, lineterminator="\n")
+    writer = csv.DictWriter(out, cur.WANTED, lineterminator="\n")
     writer.writeheader()
-    for number, line in enumerate(lines, 1):
-        writer.writerow({"identity_line_item_id": f"demo-line-{number}", **line})
+    writer.writerows(lines)
     return out.getvalue().encode()
