@@ -67,6 +67,10 @@ def test_whatif():
     assert "compare():" in smoke("whatif")
 
 
+def test_engine_money():
+    assert "| 1k/30 |" in smoke("engine_money")
+
+
 @pytest.mark.postgres
 def test_engine_live(database):
     assert "| churn (3, 5 finish first) |" in smoke("engine_live", DATABASE_URL=database)
