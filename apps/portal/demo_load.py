@@ -2,7 +2,8 @@
 a team borrowing idle GPUs, another reclaiming its reservation, a daily budget running out.
 
 ``demo_load`` also starts one real ``klique-worker`` per demo pool (process mode; the tasks are
-``sleep`` commands), so placed work is claimed, runs, is preempted by SIGTERM and completes. An
+``sleep`` commands, those that checkpoint reporting a checkpoint each minute), so placed work is
+claimed, runs, is preempted by SIGTERM (its lost work counted) and completes. An
 autoscaled cloud pool gets none: its autoscaler launches its nodes, each a worker of its own.
 """
 
@@ -58,6 +59,19 @@ BACKGROUND = [
     ("dev-agents", "agents/cpu-only", None, "tool-use crawl"),
 ]
 MAX_WAITING_PER_USER = 12
+CHECKPOINT_EVERY_S = 60
+
+
+def demo_command(seconds: int, checkpoint: bool) -> str:
+    """``sleep`` for the run's length; work that checkpoints touches its daemon's checkpoint mark
+    every minute (docs/workers.md), so a reclaim of it loses at most a minute of GPU time."""
+    if not checkpoint or seconds < CHECKPOINT_EVERY_S:
+        return f"sleep {seconds}"
+    minutes, rest = divmod(seconds, CHECKPOINT_EVERY_S)
+    return (
+        f'for _ in $(seq {minutes}); do sleep {CHECKPOINT_EVERY_S}; touch "$KLIQUE_CHECKPOINT_MARK"; done; '
+        f"sleep {rest}"
+    )
 
 
 class DemoLoad:
@@ -70,15 +84,16 @@ class DemoLoad:
 
     def submit(self, username: str, resource: str, gpus, minutes: tuple[float, float], name: str) -> Task:
         seconds = round(self.rng.uniform(*minutes) * 60)
+        checkpoint = self.rng.random() < 0.5
         return tasks.submit(
             user=self.users[username],
             compute_resource=self.resources[resource],
             project=self.project_of(resource),
             gpus=gpus,
-            command=f"sleep {seconds}",
+            command=demo_command(seconds, checkpoint),
             name=name,
             channel=Channel.SDK,
-            checkpoint=self.rng.random() < 0.5,
+            checkpoint=checkpoint,
         )
 
     def tick(self, elapsed_s: float) -> int:
