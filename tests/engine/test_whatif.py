@@ -92,6 +92,20 @@ def test_halving_a_budget_preempts_the_work_when_it_is_used_up_with_the_exact_bu
     assert report["difference"]["groups"]["A"]["budget_hours"] == -1
 
 
+def test_a_money_window_in_the_changes_stops_the_priced_work_when_used_up():
+    """Money budgets (docs/engine.md section 5b): 2 tasks of 1 GPU at 2.50 EUR a GPU-hour burn
+    5.00 EUR an hour; 2.50 EUR a day is used up at 1800 s, when both are stopped; a time window of the
+    same period may stand beside it."""
+    scenario = estate(duration_s=7200, events=submits("a", "a", 2, duration_s=3600))
+    scenario["prices"] = {"EUR": {"onprem": "2.50"}}
+    windows = [{"hours": 10, "period": "day"}, {"amount": 2.5, "currency": "EUR", "period": "day"}]
+    report = compare(scenario, {"budgets": {"A": windows}})
+    assert report["base"]["groups"]["A"]["gpu_hours"] == 2
+    changed = report["changed"]["groups"]["A"]
+    assert (changed["gpu_hours"], changed["preemptions"]) == (1, {"budget": 2, "reclaim": 0})
+    assert report["changes"] == {"budgets": {"A": windows}}
+
+
 def test_budget_overshoot_is_the_use_past_the_limit_until_the_pass_that_stops_the_work():
     """Passes every 600 s: 0.75 h runs out at 1350 s, the pass at 1800 s stops both tasks, so the
     day's window is charged 1 h, 0.25 h past its limit."""
@@ -182,9 +196,27 @@ BAD = [
     ({"budgets": {"A": {"hours": 1}}}, "changes.budgets.A.period: required"),
     (
         {"budgets": {"A": [{"hours": 1, "period": "day"}, {"hours": 2, "period": "day"}]}},
-        "changes.budgets.A[1].period: a policy has one window per period",
+        "changes.budgets.A[1].period: a policy has one time window per period",
     ),
     ({"budgets": {"A": 3}}, "changes.budgets.A: must be an object {hours, period} or a list of them"),
+    (
+        {"budgets": {"A": {"amount": 5, "currency": "eur", "period": "day"}}},
+        "changes.budgets.A.currency: must be a three-letter ISO 4217 code in capitals",
+    ),
+    ({"budgets": {"A": {"amount": 5, "period": "day"}}}, "changes.budgets.A.currency: required"),
+    (
+        {"budgets": {"A": {"amount": 5, "hours": 1, "currency": "EUR", "period": "day"}}},
+        "changes.budgets.A.hours: unknown field",
+    ),
+    (
+        {"budgets": {"A": [{"amount": 1, "currency": "EUR", "period": "day"}] * 2}},
+        "changes.budgets.A[1].period: a policy has one money window per period",
+    ),
+    (
+        {"budgets": {"A": {"amount": 5, "currency": "USD", "period": "day"}}},
+        "changes.budgets.A: the changed scenario is refused: policies[0].budgets: a money window in USD "
+        "needs prices.USD",
+    ),
     ({"time_weights": {"cpu": 1}}, "changes.time_weights.cpu: unknown profile"),
     ({"time_weights": {"gpu": "2"}}, "changes.time_weights.gpu: must be a number"),
     (

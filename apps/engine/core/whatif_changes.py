@@ -11,6 +11,7 @@ from decimal import Decimal
 
 from .scenario import parse
 from .scenario_model import Scenario, ScenarioError
+from .scenario_money import CURRENCY
 from .snapshot import LENDING, PERIODS
 
 CHANGE_KINDS = (
@@ -197,28 +198,39 @@ def _milli(v, field: str) -> Decimal:
 
 
 def _windows(v, field: str) -> list[dict]:
-    """One window {hours, period}, or a list of them (one per period; [] = no budget)."""
+    """One window, or a list of them ([] = no budget): a time window {hours, period} or a money
+    window {amount, currency, period}; at most one of each kind per period."""
     items = [v] if isinstance(v, dict) else v
     if not isinstance(items, list):
         raise WhatIfError(f"{field}: must be an object {{hours, period}} or a list of them")
-    windows, periods = [], []
+    windows, seen = [], []
     for i, w in enumerate(items):
         f = field if isinstance(v, dict) else f"{field}[{i}]"
         if not isinstance(w, dict):
             raise WhatIfError(f"{f}: must be an object {{hours, period}}")
+        keys = ("amount", "currency", "period") if "amount" in w else ("hours", "period")
         for key in w:
-            if key not in ("hours", "period"):
+            if key not in keys:
                 raise WhatIfError(f"{f}.{key}: unknown field")
-        for key in ("hours", "period"):
+        for key in keys:
             if key not in w:
                 raise WhatIfError(f"{f}.{key}: required")
-        hours = _amount(w["hours"], f"{f}.hours", Decimal("0.000001"), "0.000001 hour")
         if w["period"] not in PERIODS:
             raise WhatIfError(f"{f}.period: must be one of {', '.join(PERIODS)}")
-        if w["period"] in periods:
-            raise WhatIfError(f"{f}.period: a policy has one window per period")
-        periods.append(w["period"])
-        windows.append({"hours": plain(hours), "period": w["period"]})
+        kind = (keys[0], w["period"])
+        if kind in seen:
+            raise WhatIfError(
+                f"{f}.period: a policy has one {'money' if 'amount' in w else 'time'} window per period"
+            )
+        seen.append(kind)
+        if "amount" in w:
+            amount = _amount(w["amount"], f"{f}.amount", Decimal("0.0001"), "0.0001")
+            if not isinstance(w["currency"], str) or not CURRENCY.fullmatch(w["currency"]):
+                raise WhatIfError(f"{f}.currency: must be a three-letter ISO 4217 code in capitals, e.g. EUR")
+            windows.append({"amount": plain(amount), "currency": w["currency"], "period": w["period"]})
+        else:
+            hours = _amount(w["hours"], f"{f}.hours", Decimal("0.000001"), "0.000001 hour")
+            windows.append({"hours": plain(hours), "period": w["period"]})
     return windows
 
 
