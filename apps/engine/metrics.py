@@ -155,6 +155,36 @@ class KliqueCollector:
         yield left
         yield window_used
         yield window_left
+        yield from self._money_budgets()
+
+    def _money_budgets(self):
+        """Each money budget window's spend and what is left this period, in its currency."""
+        from apps.ledger.budgets import money_status
+        from apps.policies.models import ResourcePolicy
+
+        priced = list(
+            ResourcePolicy.objects.filter(extra_budgets__amount__isnull=False)
+            .distinct()
+            .select_related("group")
+        )
+        spent = GaugeMetricFamily(
+            "klique_money_budget_spent",
+            "Spend this period per money budget window, in its currency.",
+            labels=["policy", "period", "currency"],
+        )
+        left = GaugeMetricFamily(
+            "klique_money_budget_left",
+            "Money left this period per money budget window, in its currency.",
+            labels=["policy", "period", "currency"],
+        )
+        statuses = money_status(priced) if priced else {}
+        for policy in priced:
+            for window in statuses.get(policy.pk, ()):
+                labels = [policy.group.slug, window.period, window.currency]
+                spent.add_metric(labels, float(window.spent))
+                left.add_metric(labels, float(window.left))
+        yield spent
+        yield left
 
     def _guarantees(self):
         """Each reservation as a measured guarantee over the last hour (``apps.tasks.guarantees``):

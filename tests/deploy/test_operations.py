@@ -38,7 +38,7 @@ def rule_expressions() -> list[str]:
 @pytest.fixture
 def estate(lent_and_reclaimed):  # noqa: F811
     """The engine's estate of the metrics tests, with an active worker daemon (last heartbeat 4 s
-    ago) and a lost one on its pool."""
+    ago) and a lost one on its pool, and a money budget window."""
     pool = Pool.objects.get(name="onprem")
     now = timezone.now()
     WorkerFactory(pool=pool, hostname="node-a", last_heartbeat=now - timedelta(seconds=4))
@@ -46,6 +46,10 @@ def estate(lent_and_reclaimed):  # noqa: F811
         pool=pool, hostname="node-b", state=Worker.State.LOST, last_heartbeat=now - timedelta(minutes=5)
     )
     WorkerFactory(pool=pool, hostname="node-c", state=Worker.State.RETIRED)
+    from apps.policies.models import ResourcePolicy
+    from apps.policies.money_windows import set_money_windows
+
+    set_money_windows(ResourcePolicy.objects.order_by("pk").first(), {"month": ("100", "EUR")})
     return lent_and_reclaimed
 
 
