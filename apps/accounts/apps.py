@@ -19,12 +19,13 @@ class AccountsConfig(AppConfig):
         from apps.core import memo
 
         # A write in a request drops what the request remembered of it (apps.core.memo); bulk
-        # writes send no signal, and none is made where the same request reads roles after.
-        for model, kind in ((Membership, "memberships"), (Group, "groups")):
+        # writes and queryset updates send no signal, so those that read again after call forget.
+        # A group's move changes whether a membership's group is a root, so it drops both.
+        for model, kinds in ((Membership, ("memberships",)), (Group, ("groups", "memberships"))):
             for signal in (post_save, post_delete):
                 signal.connect(
-                    lambda sender, kind=kind, **kwargs: memo.forget(kind),
+                    lambda sender, kinds=kinds, **kwargs: [memo.forget(kind) for kind in kinds],
                     sender=model,
                     weak=False,
-                    dispatch_uid=f"accounts.memo.{kind}.{signal is post_save}",
+                    dispatch_uid=f"accounts.memo.{model.__name__}.{signal is post_save}",
                 )

@@ -16,6 +16,7 @@ from django.db import transaction
 
 from apps.accounts.models import Group, Membership, User
 from apps.accounts.services import sync_staff
+from apps.core import memo
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +82,7 @@ def sync_idp_grants(user: User, wanted: set[tuple[int, str]]) -> None:
     ]
     Membership.objects.filter(pk__in=[m.pk for m in gone]).delete()
     Membership.objects.bulk_create(new, ignore_conflicts=True)
+    memo.forget("memberships")  # bulk writes send no signal
     if gone or new:
         logger.info(
             "SSO roles for %s: added %s, removed %s",

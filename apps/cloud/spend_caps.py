@@ -52,10 +52,10 @@ def cap_errors(group, amount, currency) -> dict[str, str]:
     else:
         if not value.is_finite() or value <= 0:
             errors["amount"] = "The monthly amount must be more than 0."
-        elif value != value.quantize(Decimal(1).scaleb(-CAP_PLACES)):
-            errors["amount"] = f"At most {CAP_PLACES} decimal places."
         elif value >= Decimal(10) ** (CAP_DIGITS - CAP_PLACES):
             errors["amount"] = f"Less than {Decimal(10) ** (CAP_DIGITS - CAP_PLACES):f}."
+        elif value != value.quantize(Decimal(1).scaleb(-CAP_PLACES)):
+            errors["amount"] = f"At most {CAP_PLACES} decimal places."
     problem = currency_error(currency)
     if problem:
         errors["currency"] = problem

@@ -158,9 +158,9 @@ def placed_task(row) -> core.PlacedTask:
 
 def _saved_at(row) -> datetime | None:
     """When a running task's work was last saved: its last checkpoint in this run, else the run's
-    start (None before it starts: the core counts from its placement)."""
+    start; before it starts, ``core.NOT_STARTED`` (a preemption then loses nothing, as recorded)."""
     if row[13] is None:
-        return None
+        return core.NOT_STARTED
     started = _as_datetime(row[13])
     if row[17] is None:
         return started

@@ -184,7 +184,7 @@ class Report:
         return lines
 
 
-def _filters(spec: ReportSpec) -> Q:
+def report_filter(spec: ReportSpec) -> Q:
     q = Q()
     if spec.group:
         q &= Q(group_id__in=subtree_ids([spec.group.pk]))
@@ -221,7 +221,7 @@ def usage_report(viewer: User, spec: ReportSpec, now: datetime | None = None) ->
     names = list(dict.fromkeys([*(DIMENSIONS[d] for d in spec.dims), *(["pool_id"] if spread else [])]))
     if "user" in spec.dims:
         names.append("agent_id")  # an agent's usage gets its own lines under its owner (``ViaAgent``)
-    where = visible(viewer) & _filters(spec)
+    where = visible(viewer) & report_filter(spec)
     sums = closed.usage_by(names, where, spec.start, stop, segments, rolled, spec.currency)
     unused = unused_capacity(spec, stop, segments, rolled) if spec.idle else None
     parents, groups = group_tree()
@@ -257,7 +257,7 @@ def daily_reports(viewer: User, spec: ReportSpec, now: datetime | None = None) -
     rolled = built_until()
     segments = closed.report_segments(spec.currency, spec.start, stop)
     names = [DIMENSIONS[d] for d in spec.dims] + (["agent_id"] if "user" in spec.dims else [])
-    where = visible(viewer) & _filters(spec)
+    where = visible(viewer) & report_filter(spec)
     by_day: dict[date, dict] = defaultdict(dict)
     for (values, segment), entry in closed.usage_by(
         [*names, DAY], where, spec.start, stop, segments, rolled, spec.currency

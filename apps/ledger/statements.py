@@ -24,8 +24,8 @@ from apps.ledger import closed
 from apps.ledger.lost_credit import LostCredit, lost_credit
 from apps.ledger.models import MonthClose
 from apps.ledger.report_spec import ReportSpec
-from apps.ledger.selectors import Report, usage_report
-from apps.ledger.visibility import scope
+from apps.ledger.selectors import Report, report_filter, usage_report
+from apps.ledger.visibility import scope, visible
 from apps.pools.models import GpuType
 from apps.pricing.selectors import Segment, price_segments
 from klique import numbers
@@ -111,7 +111,14 @@ def statement(viewer, spec: ReportSpec, now: datetime | None = None) -> Statemen
         prices=prices,
         scope=scope(viewer),
         made_at=now,
-        lost_credit=lost_credit(spec.group, spec.start, spec.end, segments, report.total.cost),
+        lost_credit=lost_credit(
+            spec.group,
+            spec.start,
+            spec.end,
+            segments,
+            report.total.cost,
+            where=visible(viewer) & report_filter(spec),
+        ),
     )
 
 

@@ -41,10 +41,10 @@ def amount_error(amount) -> str | None:
         return str(error)
     if not value.is_finite() or value < 0:
         return "The amount must be 0 or more."
-    if value != value.quantize(Decimal(1).scaleb(-PLACES)):
-        return f"At most {PLACES} decimal places."
     if value >= Decimal(10) ** (DIGITS - PLACES):
         return f"Less than {Decimal(10) ** (DIGITS - PLACES):f}."
+    if value != value.quantize(Decimal(1).scaleb(-PLACES)):
+        return f"At most {PLACES} decimal places."
     return None
 
 

@@ -353,16 +353,21 @@ def group_move_errors(group, new_parent) -> list[str]:
 
     from apps.accounts.models import Group
     from apps.accounts.selectors import subtree_ids
+    from apps.core import memo
     from apps.policies.models import ResourcePolicy
 
     if group.pk is None or group.parent_id == getattr(new_parent, "pk", None):
         return []
     messages: list[str] = []
-    with transaction.atomic():
-        Group.objects.filter(pk=group.pk).update(parent=new_parent)
-        inside = subtree_ids([group.pk])
-        for policy in ResourcePolicy.objects.filter(group__in=inside).select_related("group"):
-            for problems in policy_errors(policy).values():
-                messages += [f"{policy.group}: {problem}" for problem in problems]
-        transaction.set_rollback(True)
+    try:
+        with transaction.atomic():
+            Group.objects.filter(pk=group.pk).update(parent=new_parent)
+            memo.forget("groups")  # the request's group tree (apps.core.memo) is the old one
+            inside = subtree_ids([group.pk])
+            for policy in ResourcePolicy.objects.filter(group__in=inside).select_related("group"):
+                for problems in policy_errors(policy).values():
+                    messages += [f"{policy.group}: {problem}" for problem in problems]
+            transaction.set_rollback(True)
+    finally:
+        memo.forget("groups")  # nor is the tree of the dry run, rolled back
     return messages

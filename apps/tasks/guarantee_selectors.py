@@ -52,13 +52,13 @@ def _waiting(policies, held: dict[int, Decimal], now: datetime) -> dict[int, lis
         Task.objects.filter(state=Task.State.QUEUED, waits_on=0, compute_resource__policy__in=policies)
         .annotate(queued_at=Subquery(entry))
         .order_by()
-        .values_list("compute_resource__policy_id", "pk", "queued_at", "gpus", "verdict")
+        .values_list("compute_resource__policy_id", "pk", "queued_at", "gpus", "nodes", "verdict")
     )
     waiting: dict[int, list[guarantees.Waiting]] = {}
-    for policy, task, queued_at, gpus, verdict in rows:
+    for policy, task, queued_at, gpus, nodes, verdict in rows:
         if queued_at is not None:
             cause = (verdict or {}).get("rule", "")
-            waiting.setdefault(policy, []).append(guarantees.Waiting(task, queued_at, gpus, cause))
+            waiting.setdefault(policy, []).append(guarantees.Waiting(task, queued_at, gpus * nodes, cause))
     return {
         policy.pk: guarantees.waiting_misses(
             waiting.get(policy.pk, ()),
@@ -126,8 +126,9 @@ def guarantees_of(policies, start: datetime, end: datetime) -> dict[int, guarant
         mine = [event for task in {p.task for p in own} for event in events.get(task, ())]
         runs = guarantees.runs(own, mine, policy.reservation, policy.guarantee_start_s)
         in_period = [run for run in runs if start <= run.started_at < end]
-        late = [miss for miss in waiting.get(policy.pk, ()) if miss.queued_at >= start]
-        result[policy.pk] = guarantees.measure(in_period, policy.guarantee_start_s, late)
+        result[policy.pk] = guarantees.measure(
+            in_period, policy.guarantee_start_s, waiting.get(policy.pk, ())
+        )
     return result
 
 

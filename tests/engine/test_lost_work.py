@@ -3,12 +3,14 @@ same standing (the same rule and the same policy), reclaim and the priority phas
 that loses least first (GPUs x time since its last checkpoint or its run's start), then the newest
 placed; `lost_work` is that figure in milli-GPU-microseconds."""
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from apps.engine.core import (
+    NOT_STARTED,
     ComputeResource,
     PlacedTask,
     Policy,
@@ -85,6 +87,18 @@ def test_lost_work_reclaim_takes_the_victims_that_lose_least_in_the_same_policy(
     by_id = {t.id: t for t in s.placed}
     lost = sum(lost_work(by_id[p.task], NOW) for p in d.preemptions)
     assert lost * 10 == 7 * GPU_HOUR
+
+
+def test_lost_work_of_work_placed_but_not_started_is_nothing_so_it_is_taken_first():
+    # b9 was placed 50 minutes ago and has not started (its node still boots): it loses nothing, so
+    # it goes before b4, checkpointed 6 minutes ago, though the placement is older (it takes b3's
+    # place in the worked example).
+    booting = PlacedTask("b9", "b", "P", 2 * G, 9, NOW - timedelta(minutes=50), saved_at=NOT_STARTED)
+    assert lost_work(booting, NOW) == 0
+    s = estate(WORKED[:3], [("a0", "A", 2, 0)])
+    s = replace(s, placed=tuple(sorted((*s.placed, booting), key=lambda t: (t.placed_at, t.seq))))
+    validate(s)
+    assert [p.task for p in allocate(s).preemptions] == ["b9"]
 
 
 def test_lost_work_equal_losses_keep_todays_order_newest_placed_first():

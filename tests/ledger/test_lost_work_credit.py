@@ -76,3 +76,22 @@ def test_credit_lost_work_never_makes_the_total_negative_and_is_absent_when_off(
     credit_on(estate.team_a)
     found = made(estate, estate.team_a)
     assert (found.lost_credit.amount, found.total_after_credit) == (Decimal("2.00"), Decimal("0.00"))
+
+
+def test_credit_lost_work_of_a_member_is_their_own_and_a_lost_workers_run_is_credited(estate):
+    # Pretraining credits. Alice ran 10 GPU-hours (20.00) and lost nothing; the lead's run lost 3
+    # GPU-hours when its worker was lost: its interval ended at the last heartbeat (1 h before the
+    # preemption event), and it is still the run that preemption ended.
+    credit_on(estate.team_a)
+    record(estate, estate.team_a, estate.users["alice"], estate.onprem, DAY, DAY + 5 * H, gpus="2")
+    lost = record(estate, estate.team_a, estate.users["lead"], estate.onprem, DAY, DAY + 4 * H, gpus="1")
+    TaskEvent.objects.create(
+        task=lost.task, at=DAY + 5 * H, kind="preempted", reason="worker_lost", lost_gpu_hours=Decimal("3")
+    )
+    whole = made(estate, estate.team_a)
+    assert whole.report.total.cost_amount == Decimal("28.00")
+    assert (whole.lost_credit.gpu_hours, whole.lost_credit.amount) == (Decimal("3"), Decimal("6.00"))
+    spec = statements.statement_spec(estate.team_a, date(2026, 4, 1), "EUR")
+    own = statements.statement(estate.users["alice"], spec, now=datetime(2026, 5, 2, tzinfo=UTC))
+    assert own.report.total.cost_amount == Decimal("20.00")
+    assert (own.lost_credit.gpu_hours, own.lost_credit.amount) == (Decimal("0"), Decimal("0.00"))

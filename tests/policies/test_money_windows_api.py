@@ -112,3 +112,9 @@ def test_usage_api_and_cli_show_each_money_window_with_spend_burn_rate_and_run_o
     cmd_budget(Namespace(json=False), Fake())
     out = capsys.readouterr().out
     assert "Money budgets:" in out and "€3.00" in out and "agents" in out
+
+
+def test_a_money_amount_of_thirty_digits_is_refused_with_the_reason_not_a_crash():
+    from apps.policies.money_windows import amount_error
+
+    assert amount_error("1" + "0" * 30) == "Less than 100000000."

@@ -274,9 +274,14 @@ def test_guarantee_of_the_current_period_counts_work_still_waiting_past_n_as_a_m
     TaskEvent.objects.create(task=fresh, at=s(5950), kind="submitted")
     big = Task.objects.create(user=alice, compute_resource=resource, gpus=Decimal(4), command="train")
     TaskEvent.objects.create(task=big, at=s(5000), kind="submitted")
+    nodes = Task.objects.create(user=alice, compute_resource=resource, gpus=Decimal(2), nodes=2, command="x")
+    TaskEvent.objects.create(task=nodes, at=s(5000), kind="submitted")
+    old = Task.objects.create(user=alice, compute_resource=resource, gpus=Decimal(1), command="train")
+    TaskEvent.objects.create(task=old, at=PERIOD[0] - timedelta(hours=1), kind="submitted")
     result = group_guarantee(policy, *PERIOD)
-    # b still holds 1 GPU: the 1-GPU task had room for 400 s (a miss), the 4-GPU one never had room.
-    assert (result.count, result.kept) == (7, 4)
+    # b still holds 1 GPU: the 1-GPU tasks had room (misses: one waiting 400 s, one since before the
+    # month began); the 4-GPU one and the 2 x 2-GPU one never had room.
+    assert (result.count, result.kept) == (8, 4)
     assert (result.p50_s, result.p95_s) == (90, 380)
     assert [(m.task, m.wait_s, m.cause, m.waiting) for m in result.misses][-1] == (
         waiting.pk,
@@ -284,6 +289,7 @@ def test_guarantee_of_the_current_period_counts_work_still_waiting_past_n_as_a_m
         "no_capacity",
         True,
     )
+    assert [(m.task, m.waiting) for m in result.misses][0] == (old.pk, True)
     past = group_guarantee(policy, PERIOD[0] - timedelta(days=30), PERIOD[0])
     assert not any(m.waiting for m in past.misses)
 

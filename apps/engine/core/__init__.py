@@ -25,6 +25,7 @@ from .budget import (
 )
 from .decisions import Decisions, Placement, Preemption, Verdict
 from .snapshot import (
+    NOT_STARTED,
     Budget,
     ComputeResource,
     HeldTask,
@@ -42,6 +43,7 @@ from .snapshot import (
 
 __all__ = [
     "MONEY_UNITS",
+    "NOT_STARTED",
     "UNITS_PER_HOUR",
     "Budget",
     "ComputeResource",

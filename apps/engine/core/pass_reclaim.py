@@ -100,7 +100,7 @@ class ReclaimPhase(FillPhase, ReclaimGuards):
         got = memo.get(id(ks))
         if got is None:
             placed, now = self.s.placed, self.s.now
-            lost = [placed[k].size * (now - (placed[k].saved_at or placed[k].placed_at)) for k in ks]
+            lost = [lost_work(placed[k], now) for k in ks]
             if all(a >= b for a, b in zip(lost, lost[1:], strict=False)):
                 got = ks
             else:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 PERIODS = ("day", "week", "month")
 LENDING = ("priority", "fair")
@@ -136,13 +136,18 @@ class WaitingTask:
         return (-self.priority, self.seq)
 
 
+# `PlacedTask.saved_at` of work placed but not started yet (its worker or node still starting it).
+NOT_STARTED = datetime.max.replace(tzinfo=UTC)
+
+
 @dataclass(frozen=True, slots=True)
 class PlacedTask:
     """Work on a pool. A `preempting` task (stop asked, not yet stopped) counts for nothing.
     `deadline` is when its time limit is reached (running time only: None while it has not
     started, or without a limit); `array` as for a waiting task. `saved_at`: when its work was last
-    saved, its last checkpoint in this run or the run's start (None: `placed_at`); a preemption
-    loses `size` x (`now` - `saved_at`)."""
+    saved, its last checkpoint in this run or the run's start (None: `placed_at`; `NOT_STARTED`:
+    placed but not started, it loses nothing); a preemption loses `size` x (`now` - `saved_at`),
+    never less than nothing."""
 
     id: str
     resource: str
