@@ -71,7 +71,7 @@ def _waiting(policies, held: dict[int, Decimal], now: datetime) -> dict[int, lis
     }
 
 
-def _reservation_changes(policies, since: datetime) -> dict[int, list[tuple[datetime, Decimal]]]:
+def reservation_changes(policies, since: datetime) -> dict[int, list[tuple[datetime, Decimal]]]:
     """(when, reservation before) of each audited change of each policy's reservation after
     ``since``, in time order."""
     found: dict[int, list] = {}
@@ -98,7 +98,7 @@ def guarantees_of(policies, start: datetime, end: datetime) -> dict[int, guarant
         .order_by()
         .values("policy_id", "task_id", "start", "end", "gpus", "held")
     )
-    changes = _reservation_changes(policies, min((row["start"] for row in rows), default=start))
+    changes = reservation_changes(policies, min((row["start"] for row in rows), default=start))
     current = {policy.pk: policy.reservation for policy in policies}
     for row in rows:
         policy = row["policy_id"]

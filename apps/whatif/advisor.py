@@ -58,19 +58,23 @@ def _starts(found, placed: dict[int, list], policies, start: datetime, end: date
     """Per policy: the p95 time to start of all its runs that started in [start, end), and of those
     placed within its reservation, by the guarantees' own rule (``apps.tasks.guarantees.runs``).
     What the group held at each placement is summed here from the intervals already read (one
-    sweep), not by ``guarantee_selectors``' query per interval, which is slow over a month."""
+    sweep), not by ``guarantee_selectors``' query per interval, which is slow over a month; each
+    placement is judged by the reservation in force then, as on the guarantee pages."""
     events: dict[int, list] = {}
     kinds = guarantee_selectors.KINDS
     read = TaskEvent.objects.filter(task__in=found.order_by().values("task_id"), kind__in=kinds, at__lt=end)
     for task, at, kind, reason in read.order_by().values_list("task_id", "at", "kind", "reason"):
         events.setdefault(task, []).append(guarantees.Event(task, at, kind, reason))
+    earliest = min((row[0] for rows in placed.values() for row in rows), default=start)
+    changes = guarantee_selectors.reservation_changes(policies, earliest)
     result = {}
     for p in policies:
         placements, open_ends, held = [], [], Decimal(0)
         for s, _, e, task, gpus in sorted(placed.get(p.pk, ()), key=lambda row: row[:2]):
             while open_ends and open_ends[0][0] <= s:
                 held -= heapq.heappop(open_ends)[2]
-            placements.append(guarantees.Placement(task, s, gpus, held))
+            reserved = guarantees.reservation_at(p.reservation, changes.get(p.pk, ()), s)
+            placements.append(guarantees.Placement(task, s, gpus, held, reserved))
             heapq.heappush(open_ends, (e or end + timedelta(days=1), task, gpus))
             held += gpus
         mine = [event for task in {pl.task for pl in placements} for event in events.get(task, ())]

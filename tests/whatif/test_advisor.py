@@ -135,6 +135,7 @@ def test_reserved_work_p95_matches_the_measured_guarantees(proposal):
 
 
 def test_measure_reads_a_period_in_a_constant_number_of_queries(proposal, django_assert_num_queries):
-    # policies, the group tree and its policies, intervals, their events, profiles, capacity
-    with django_assert_num_queries(7):
+    # policies, the group tree and its policies, intervals, their events, the reservations' changes,
+    # profiles, capacity
+    with django_assert_num_queries(8):
         advisor.measure(START, END)
