@@ -215,7 +215,9 @@ def test_a_reached_cloud_spend_cap_launches_no_node_and_waiting_work_says_why_un
     admin = UserFactory(username="cfo")
     cloud.set_cap(organisation, "0.01", "EUR", actor=admin, via="portal")
 
-    first = estate.submit("sleep 1")
+    # The first holds the owned pool to the end (on a loaded machine a 1 s task could end before the
+    # cap is raised, and the second would then run on the owned pool instead of a new node).
+    first = estate.submit("sleep 120")
     second = estate.submit("sleep 1")
     waiting = drive(
         lambda: Task.objects.filter(pk=second, verdict__rule="cloud_cap_reached").first(),
