@@ -25,6 +25,7 @@ from apps.ledger.models import UsageInterval
 from apps.policies.models import ComputeResource, ResourcePolicy
 from apps.policies.selectors import budget_windows, parent_policy_ids
 from apps.pools.models import Pool
+from apps.pricing.selectors import currencies, price_segments
 from apps.tasks import guarantee_selectors, guarantees
 from apps.tasks.models import TaskEvent
 from apps.whatif import advisor_core as core
@@ -231,6 +232,31 @@ def propose(user: User | None, start: datetime, end: datetime, goals: core.Goals
             groups=[_row(f, proposals[f.name], names.get(f.name, f.name)) for f in figures],
             run=run,
         )
+
+
+def pool_costs(report: dict | None, start: datetime) -> tuple[str, dict[str, tuple[Decimal, Decimal]]]:
+    """The cost of each pool's GPU-hours in the replays, recorded and proposed side by side, at its
+    GPU type's price at the period's start in the estate's main currency (pools without a price
+    left out): (currency, {pool: (recorded, proposed)})."""
+    currency = currencies()[0]
+    pools = (report or {}).get("base", {}).get("pools") or {}
+    if not pools:
+        return currency, {}
+    price = {
+        s.gpu_type_id: s.per_gpu_hour
+        for s in price_segments(currency, start, start + timedelta(microseconds=1))
+    }
+    gpu_type = dict(Pool.objects.filter(name__in=list(pools)).values_list("name", "gpu_type_id"))
+    costs = {}
+    for name, figures in pools.items():
+        per_hour = price.get(gpu_type.get(name))
+        if per_hour is not None:
+            changed = report["changed"]["pools"][name]["gpu_hours"]
+            costs[name] = tuple(
+                (Decimal(str(hours)) * per_hour).quantize(Decimal("0.01"))
+                for hours in (figures["gpu_hours"], changed)
+            )
+    return currency, costs
 
 
 def last_month(now: datetime) -> tuple[datetime, datetime]:

@@ -116,17 +116,22 @@ def proposal_detail(request, pk: int):
     proposal = _proposal_or_404(pk)
     run = proposal.run
     report = run.report if run is not None and run.state == WhatIfRun.State.DONE else None
+    currency, costs = advisor.pool_costs(report, proposal.start)
     pools = [
         {
             "name": name,
             "base": numbers.percent(figures["utilization"]),
             "changed": numbers.percent(report["changed"]["pools"][name]["utilization"]),
+            "base_cost": numbers.money(costs[name][0], currency) if name in costs else "no price",
+            "changed_cost": numbers.money(costs[name][1], currency) if name in costs else "no price",
         }
         for name, figures in ((report or {}).get("base", {}).get("pools") or {}).items()
     ]
     context = {
         "proposal": proposal,
         "run": run,
+        "currency": currency,
+        "total_cost": [numbers.money(sum(c[i] for c in costs.values()), currency) for i in (0, 1)],
         "rows": [
             shown(row, report) | {"request": proposal.accepted.get(row["group"])}
             for row in advisor.rows_for(proposal, request.user)

@@ -98,3 +98,26 @@ def test_command_proposes_quotas_for_a_chosen_period(recorded):
         datetime(2025, 1, 7, tzinfo=UTC),
     )
     assert out.getvalue().startswith(f"Proposal {found.pk}: ")
+
+
+def test_page_shows_each_pools_cost_in_both_replays_at_its_gpu_price(client, replayed):
+    from datetime import date
+    from decimal import Decimal
+
+    from apps.pools.models import Pool
+    from apps.pricing.models import Price
+
+    replayed.run.refresh_from_db()
+    report = replayed.run.report
+    name = next(iter(report["base"]["pools"]))
+    pool = Pool.objects.get(name=name)
+    Price.objects.create(
+        gpu_type=pool.gpu_type, currency="EUR", per_gpu_hour=Decimal("2.00"), effective_from=date(2020, 1, 1)
+    )
+    currency, costs = advisor.pool_costs(report, replayed.start)
+    hours = [Decimal(str(report[side]["pools"][name]["gpu_hours"])) for side in ("base", "changed")]
+    assert currency == "EUR" and costs[name] == tuple((h * 2).quantize(Decimal("0.01")) for h in hours)
+    client.force_login(_head(Membership.Role.DEPARTMENT_HEAD))
+    html = client.get(f"/advisor/{replayed.pk}/").content.decode()
+    assert 'id="advisor-total-cost"' in html and "Cost as recorded (EUR)" in html
+    assert f"€{costs[name][0]:,.2f}" in html
