@@ -160,13 +160,9 @@ class KliqueCollector:
     def _money_budgets(self):
         """Each money budget window's spend and what is left this period, in its currency."""
         from apps.ledger.budgets import money_status
-        from apps.policies.models import ResourcePolicy
+        from apps.policies.selectors import priced_policies
 
-        priced = list(
-            ResourcePolicy.objects.filter(extra_budgets__amount__isnull=False)
-            .distinct()
-            .select_related("group")
-        )
+        priced = list(priced_policies())
         spent = GaugeMetricFamily(
             "klique_money_budget_spent",
             "Spend this period per money budget window, in its currency.",

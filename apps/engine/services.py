@@ -184,6 +184,7 @@ def run_meter(now=None) -> dict[str, int]:
     from apps.ledger.budgets import budget_status, money_status
     from apps.ledger.models import BudgetAlert
     from apps.policies.models import ResourcePolicy
+    from apps.policies.selectors import priced_policies
 
     now = now or timezone.now()
     budgeted = list(ResourcePolicy.objects.filter(budget_hours__isnull=False).select_related("group"))
@@ -195,9 +196,7 @@ def run_meter(now=None) -> dict[str, int]:
                 sent["used_up"] += 1
             if window.over_threshold and _send_alert(policy, window, BudgetAlert.Kind.THRESHOLD, now):
                 sent["threshold"] += 1
-    priced = list(
-        ResourcePolicy.objects.filter(extra_budgets__amount__isnull=False).distinct().select_related("group")
-    )
+    priced = list(priced_policies())
     money = money_status(priced, now=now) if priced else {}
     for policy in priced:
         for window in money.get(policy.pk, ()):

@@ -95,6 +95,13 @@ def budget_windows(policies) -> dict[int, dict[str, Decimal]]:
     return result
 
 
+def priced_policies():
+    """The policies with a money budget window, with their groups."""
+    return (
+        ResourcePolicy.objects.filter(extra_budgets__amount__isnull=False).distinct().select_related("group")
+    )
+
+
 def money_windows(policies) -> dict[int, dict[str, tuple[Decimal, str]]]:
     """policy id -> {period: (amount, currency)} of each money budget window of each policy,
     shortest period first. One query. Policies without a money window get no entry."""

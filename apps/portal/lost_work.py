@@ -11,17 +11,13 @@ from klique import numbers
 
 def lost_rows(group: Group, start: datetime, end: datetime) -> list[dict]:
     """The work the group's subtree lost to preemptions in [start, end), per group and reason."""
-    lines = lost_work(group, start, end)
-    if not lines:
-        return []
-    names = dict(Group.objects.filter(slug__in={line.group for line in lines}).values_list("slug", "name"))
     reasons = dict(Task.StopReason.choices)
     return [
         {
-            "group": names.get(line.group, line.group),
+            "group": line.name,
             "reason": reasons.get(line.reason, line.reason),
             "preemptions": numbers.count(line.preemptions),
             "gpu_hours": numbers.hours(line.gpu_hours),
         }
-        for line in lines
+        for line in lost_work(group, start, end)
     ]

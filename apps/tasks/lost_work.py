@@ -18,6 +18,7 @@ class LostLine:
     reason: str
     preemptions: int
     gpu_hours: Decimal
+    name: str = ""  # the group's name
 
 
 def lost_work(group: Group, start: datetime, end: datetime) -> list[LostLine]:
@@ -30,11 +31,15 @@ def lost_work(group: Group, start: datetime, end: datetime) -> list[LostLine]:
             at__lt=end,
             task__compute_resource__policy__group_id__in=subtree_ids([group.pk]),
         )
-        .values_list("task__compute_resource__policy__group__slug", "reason")
+        .values_list(
+            "task__compute_resource__policy__group__slug",
+            "reason",
+            "task__compute_resource__policy__group__name",
+        )
         .annotate(n=Count("pk"), lost=Sum("lost_gpu_hours"))
         .order_by("task__compute_resource__policy__group__slug", "reason")
     )
-    return [LostLine(slug, reason, n, lost or Decimal(0)) for slug, reason, n, lost in rows]
+    return [LostLine(slug, reason, n, lost or Decimal(0), name) for slug, reason, name, n, lost in rows]
 
 
 def by_reason(lines: list[LostLine]) -> dict[str, Decimal]:

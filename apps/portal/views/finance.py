@@ -12,7 +12,7 @@ from apps.cloud.tables import CloudGroupTable, CloudSpendTable
 from apps.ledger.budgets import money_status
 from apps.ledger.tables import UsageTable
 from apps.ledger.visibility import visible_groups
-from apps.policies.models import ResourcePolicy
+from apps.policies.selectors import priced_policies
 from apps.portal import access, charts, usage
 from apps.portal.filters import (
     UsageFilter,
@@ -36,13 +36,7 @@ def finance(request):
     units = [row for row in groups.rows if row.labels["group_kind"] == Group.Kind.BUSINESS_UNIT.label]
     currency = groups.spec.currency
     spend = cloud.spend(start, end, currency) if sees_whole_estate(request.user) else None
-    with_money = ResourcePolicy.objects.filter(extra_budgets__amount__isnull=False)
-    budgeted = list(
-        with_money.filter(group__in=visible_groups(request.user))
-        .distinct()
-        .select_related("group")
-        .order_by("group__name")
-    )
+    budgeted = list(priced_policies().filter(group__in=visible_groups(request.user)).order_by("group__name"))
     money = money_status(budgeted)
     context = {
         "groups": UsageTable(shown, prefix="groups-"),
