@@ -20,6 +20,13 @@ from django.utils import timezone
 
 from apps.core.gpus import to_milli
 from apps.engine.core import UNITS_PER_HOUR, period_bounds
+from apps.ledger.budgets_money import (  # noqa: F401  (MoneyStatus, money_status: re-exported)
+    MoneyStatus,
+    ancestry,
+    money_status,
+    run_out_words,
+    subtrees_of,
+)
 from apps.ledger.models import UsageInterval
 from apps.policies.models import ResourcePolicy
 from apps.policies.selectors import budget_windows, parent_policy_ids
@@ -233,7 +240,7 @@ def budget_units_used(
     charged = _charged_by_kind(
         {period for p in budgeted for period in windows[p.pk]},
         now,
-        _subtrees({p.pk for p in budgeted}, parents),
+        subtrees_of({p.pk for p in budgeted}, parents),
     )
     subtree = {
         kind: _subtree_sums({pk: units for pk, (units, _) in by.items()}, parents)
@@ -242,24 +249,10 @@ def budget_units_used(
     return {p.pk: {period: subtree[period].get(p.pk, 0) for period in windows[p.pk]} for p in budgeted}
 
 
-def _ancestry(pk: int, parents: dict[int, int | None]):
-    """The policy, then its parent, grandparent and so on to the top (a cycle is walked once)."""
-    node, seen = pk, set()
-    while node is not None and node not in seen:
-        yield node
-        seen.add(node)
-        node = parents.get(node)
-
-
-def _subtrees(roots: set[int], parents: dict[int, int | None]) -> set[int]:
-    """The policies in the subtrees of ``roots`` (the roots too): whose use counts toward them."""
-    return {pk for pk in parents.keys() | roots if any(node in roots for node in _ancestry(pk, parents))}
-
-
 def _subtree_sums(own: dict, parents: dict[int, int | None]) -> dict:
     total: dict = defaultdict(int)
     for pk, amount in own.items():
-        for node in _ancestry(pk, parents):
+        for node in ancestry(pk, parents):
             total[node] += amount
     return total
 
@@ -284,7 +277,7 @@ def budget_status(policies=None, now: datetime | None = None) -> dict[int, Budge
         kinds.add("month")
     used = {}
     # Some policies: only the intervals of their subtrees count toward them.
-    below = None if every else _subtrees({p.pk for p in policies}, parents)
+    below = None if every else subtrees_of({p.pk for p in policies}, parents)
     for kind, charged in _charged_by_kind(kinds, now, below).items():
         used[kind] = (
             _subtree_sums({pk: Decimal(v[0]) / UNITS_PER_HOUR for pk, v in charged.items()}, parents),
@@ -344,6 +337,3 @@ def _binding(windows: tuple[BudgetStatus, ...]) -> BudgetStatus:
     if used_up:
         return max(used_up, key=lambda w: w.resets_at)
     return min(windows, key=lambda w: (w.left_hours, w.resets_at))
-
-
-from apps.ledger.budgets_money import MoneyStatus, money_status, run_out_words  # noqa: E402, F401

@@ -88,12 +88,18 @@ class MoneyStatus:
         )
 
 
-def _ancestry(pk: int, parents: dict[int, int | None]):
+def ancestry(pk: int, parents: dict[int, int | None]):
+    """The policy, then its parent, grandparent and so on to the top (a cycle is walked once)."""
     node, seen = pk, set()
     while node is not None and node not in seen:
         yield node
         seen.add(node)
         node = parents.get(node)
+
+
+def subtrees_of(roots: set[int], parents: dict[int, int | None]) -> set[int]:
+    """The policies in the subtrees of ``roots`` (the roots too): whose use counts toward them."""
+    return {pk for pk in parents.keys() | roots if any(node in roots for node in ancestry(pk, parents))}
 
 
 def money_status(policies, now: datetime | None = None) -> dict[int, tuple[MoneyStatus, ...]]:
@@ -107,7 +113,7 @@ def money_status(policies, now: datetime | None = None) -> dict[int, tuple[Money
         return {}
     parents = parent_policy_ids()
     roots = set(windows)
-    below = {pk for pk in parents.keys() | roots if any(n in roots for n in _ancestry(pk, parents))}
+    below = subtrees_of(roots, parents)
     pairs = sorted({(period, currency) for by in windows.values() for period, (_, currency) in by.items()})
     rolled = built_until()
     segments_of = {}
@@ -127,7 +133,7 @@ def money_status(policies, now: datetime | None = None) -> dict[int, tuple[Money
                     own[policy_id] += gpu_us * scaled[segment]
         total: dict[int, Fraction] = defaultdict(Fraction)
         for pk, units in own.items():
-            for node in _ancestry(pk, parents):
+            for node in ancestry(pk, parents):
                 total[node] += Fraction(units, MONEY_DENOMINATOR)
         spent[(period, currency)] = total
     running = list(
@@ -143,7 +149,7 @@ def money_status(policies, now: datetime | None = None) -> dict[int, tuple[Money
         for row in running:
             price = today.get(row["gpu_type_id"])
             if price:
-                for node in _ancestry(row["policy_id"], parents):
+                for node in ancestry(row["policy_id"], parents):
                     rate[node] += row["gpus"] * price
         rates[currency] = rate
     result = {}
