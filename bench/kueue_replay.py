@@ -111,6 +111,9 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=1.0, help="ENGINE_PASS_INTERVAL_S")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--slurm", action="store_true", help="the same work on Slurm too")
+    parser.add_argument(
+        "--daemon-tree", type=Path, help="run the daemons from this tree's klique package (an older commit's)"
+    )
     parser.add_argument("--daemons-per-pool", type=int, default=1, choices=(1, 2, 3, 4, 5, 6))
     parser.add_argument("--web-workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=16)

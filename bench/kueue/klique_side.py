@@ -86,7 +86,8 @@ def run_klique(args, shape: Shape, template_url: str, secrets: dict, work, run_n
 
     def start(cmd, name, **kw):
         log = open(folder / f"{name}.log", "w")  # noqa: SIM115 - closed with the process
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=kw.pop("env", env), stdout=log, stderr=log, **kw)
+        cwd = kw.pop("cwd", ROOT)
+        proc = subprocess.Popen(cmd, cwd=cwd, env=kw.pop("env", env), stdout=log, stderr=log, **kw)
         started.append(proc)
         return proc
 
@@ -121,13 +122,19 @@ def run_klique(args, shape: Shape, template_url: str, secrets: dict, work, run_n
                     for key, value in os.environ.items()
                     if not key.startswith(("DATABASE_URL", "REDIS_URL", "DJANGO"))
                 }
+                daemon, daemon_cwd = [str(bin_dir / "klique-worker")], ROOT
+                if args.daemon_tree:  # run from there, so that its klique package comes first
+                    daemon_cwd = args.daemon_tree.resolve()
+                    daemon = [sys.executable, "-c", RUN_DAEMON]
+                    daemon_env["PYTHONPATH"] = str(daemon_cwd)
                 daemons.append(
                     start(
-                        [str(bin_dir / "klique-worker"), "--server", server, "--enrolment-token-file",
+                        [*daemon, "--server", server, "--enrolment-token-file",
                          str(token_file), "--mode", "process", "--gpus", str(gpus), "--hostname",
                          f"{pool}-node{d}", "--state-dir", str(folder / f"{pool}-{d}")],
                         f"daemon-{pool}-{d}",
                         env=daemon_env,
+                        cwd=daemon_cwd,
                     )
                 )  # fmt: skip
         n_daemons = len(daemons)
@@ -170,6 +177,8 @@ def run_klique(args, shape: Shape, template_url: str, secrets: dict, work, run_n
             "SELECT extract(epoch FROM claimed_at - placed_at), extract(epoch FROM started_at - placed_at),"
             " extract(epoch FROM placed_at - submitted_at) FROM tasks_task",
         )
+        if args.keep:
+            dump_tasks(url, folder / "tasks.csv")
         passes = sql(
             url,
             "SELECT count(*), percentile_cont(0.5) WITHIN GROUP (ORDER BY duration_ms)"
@@ -206,6 +215,20 @@ def run_klique(args, shape: Shape, template_url: str, secrets: dict, work, run_n
             shutil.rmtree(folder, ignore_errors=True)
         else:
             print(f"logs kept in {folder}", file=sys.stderr)
+
+
+def dump_tasks(url: str, path) -> None:
+    """Each task's times (epoch seconds) and GPUs, for a timeline of the run (``--keep``)."""
+    times = ", ".join(f"extract(epoch FROM {c})" for c in TIMES)
+    rows = sql(url, f"SELECT id, gpus, state, {times} FROM tasks_task ORDER BY id")
+    with open(path, "w") as out:
+        out.write("id,gpus,state," + ",".join(TIMES) + "\n")
+        for row in rows:
+            out.write(",".join("" if v is None else str(v) for v in row) + "\n")
+
+
+RUN_DAEMON = "import sys; from klique.worker.cli import main; sys.exit(main())"
+TIMES = ("submitted_at", "placed_at", "claimed_at", "started_at", "ended_at")
 
 
 def daemons_per_pool(shape: Shape, asked: int) -> int:
