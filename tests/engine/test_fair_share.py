@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from apps.engine.core import PlacedTask, allocate, validate
 from apps.engine.core.allocator import _Pass
 from apps.engine.core.fair import Claim, fair_shares
+from apps.engine.core.verdicts import VerdictBook
 from tests.engine.engine_helpers import NOW, G, cr, placed, policy, pool, profile, snapshot, waiting
 
 
@@ -220,3 +221,91 @@ def test_fair_reclaim_hands_back_a_victim_that_turns_out_not_to_be_needed():
     d = allocate(s)
     assert [(p.task, p.reason) for p in d.preemptions] == [("A", "fair_share")]
     assert [p.task for p in d.placements] == ["s1"]
+
+
+class TryEveryFairReclaim(_Pass):
+    """The pass with every fair reclaim tried, none refused before it takes anything."""
+
+    def _fair_cannot(self, *args) -> bool:
+        return False
+
+
+def decided(cls, s):
+    run = cls(s)
+    run.run()
+    book = VerdictBook(run)
+    return run.placements, run.preemptions, [repr(v) for v in book.verdicts()]
+
+
+@st.composite
+def crowded_fair_estates(draw):
+    """Pools filled by the children of a fair department (one child maybe a fair parent itself),
+    with tasks of 1 to 4 GPUs waiting: siblings above their share on some pools and not others,
+    the department sometimes at its limit, some work protected."""
+    pools = [pool(f"p{i}", draw(st.integers(2, 10)), ["f"]) for i in range(draw(st.integers(1, 3)))]
+    total = sum(p.capacity for p in pools) // G
+    nested = draw(st.booleans())
+    leaves = ["K0a", "K0b", "K1", "K2", "K3"] if nested else ["K0", "K1", "K2", "K3"]
+    dept_limit = draw(st.integers(max(1, total // 2), total))
+    policies = [fair(policy("D", 0, dept_limit), lending="fair")]
+    for name in ("K0", "K1", "K2", "K3"):
+        cap = draw(st.sampled_from([None, None, 0, 1, 3]))
+        p = replace(
+            policy(name, draw(st.integers(0, min(2, dept_limit))), dept_limit, parent="D"),
+            max_preemptions_per_hour=cap,
+        )
+        policies.append(
+            fair(p, weight=draw(st.integers(0, 3)), lending="fair" if nested and name == "K0" else "priority")
+        )
+    if nested:
+        policies += [
+            fair(policy(n, 0, dept_limit, parent="K0"), weight=draw(st.integers(1, 3)))
+            for n in ("K0a", "K0b")
+        ]
+    running, used, queues = [], {}, {}
+    for p in pools:
+        room = p.capacity // G
+        while room > 0 and sum(used.values()) < dept_limit:
+            leaf = draw(st.sampled_from(leaves))
+            size = min(room, draw(st.integers(1, 2)), dept_limit - sum(used.values()))
+            running.append(
+                placed(
+                    f"r{len(running)}",
+                    leaf.lower(),
+                    p.id,
+                    size,
+                    len(running),
+                    ago_s=draw(st.sampled_from([30, 600, 4000])),
+                )
+            )
+            used[leaf] = used.get(leaf, 0) + size
+            room -= size
+    for i, leaf in enumerate(leaves):
+        queues[leaf.lower()] = [
+            waiting(f"{leaf}-w{j}", 1000 * i + j, draw(st.integers(1, 4)))
+            for j in range(draw(st.integers(0, 4)))
+        ]
+    return snapshot(
+        pools,
+        [
+            profile(
+                "f",
+                1,
+                [p.id for p in pools],
+                leaves,
+                size_from_task=True,
+                min_runtime_s=draw(st.sampled_from([0, 120])),
+            )
+        ],
+        policies,
+        [cr(leaf.lower(), leaf, "f") for leaf in leaves],
+        queues,
+        running,
+    )
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(crowded_fair_estates())
+def test_a_fair_reclaim_is_refused_untried_only_where_trying_it_would_fail(s):
+    validate(s)
+    assert decided(_Pass, s) == decided(TryEveryFairReclaim, s)

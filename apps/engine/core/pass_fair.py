@@ -16,22 +16,26 @@ child that is itself a fair parent shares out at most its own share). Then, in t
 from __future__ import annotations
 
 from heapq import heapify, heappop, heappush
+from operator import attrgetter, itemgetter, sub
 
 from .fair import Claim, fair_shares
-from .pass_reclaim import ReclaimPhase
+from .pass_fair_index import FairIndex
 from .pass_state import RECLAIM
 
 FAIR_SHARE = "fair_share"
+SIZE = attrgetter("size")
 
 
-class FairPhase(ReclaimPhase):
+class FairPhase(FairIndex):
     def _fair_reclaim_phase(self) -> None:
         fair_failed: dict[tuple[int, int], int] = {}
         memo: dict[int, tuple] = {}
         for pi, fi in self.steps:
             ms, w = self.min_size[fi], self.weight[fi]
-            active, anywhere, by_pool = self._gainers(fi, ms, memo)
-            here = by_pool.get(pi)
+            active, anywhere, groups = self._gainers(fi, ms, memo)
+            here = [j for pools, js in groups if any(pi in on for on in pools) for j in js]
+            if len(groups) > 1:
+                here.sort()
             for j in anywhere if not here else here if not anywhere else sorted(anywhere + here):
                 c = active[j]
                 p = self.cr_pol[c]
@@ -64,6 +68,7 @@ class FairPhase(ReclaimPhase):
                         break
                     for k in victims:
                         self._preempt(k, FAIR_SHARE, task.id)
+                        self._fair_gone(k)
                     self._place(c, q, i, task, pi, RECLAIM)
 
     def _fair_split(self) -> None:
@@ -106,20 +111,12 @@ class FairPhase(ReclaimPhase):
             if not tasks:
                 continue
             f = profiles[self.cr_prof[c]]
-            total = sum(t.size for t in tasks) if f.size_from_task else len(tasks) * f.size
+            total = sum(map(SIZE, tasks)) if f.size_from_task else len(tasks) * f.size
             q = queues.get(c)
             if q is not None and q.placed:
                 total -= sum(tasks[i].size for i in q.placed)
             waiting[self.cr_pol[c]] += total
         return waiting
-
-    def _resources_of(self, p: int) -> list[int]:
-        by = self.resources_by_policy
-        if by is None:
-            by = self.resources_by_policy = {}
-            for c, q in enumerate(self.cr_pol):
-                by.setdefault(q, []).append(c)
-        return by.get(p, [])
 
     def _fair_levels(self, p: int) -> list[int]:
         """The fair children of p's chain (p first) below their share, up to the first that is not:
@@ -179,15 +176,9 @@ class FairPhase(ReclaimPhase):
         if not cursor:
             failed[key] = (s, after)
             return None
-        if not short_above:
-            # The most each sibling could give: what it holds above the floor, plus one task.
-            largest = self.largest
-            if largest is None:
-                largest = self.largest = max(self.run_size, default=0)
-            most = sum(U[m] - res[m] - share[m] - floor + largest for m in cursor)
-            if self.cap[pi] - self.occ[pi] + most < s:
-                failed[key] = (s, after)
-                return None
+        if self._fair_cannot(parent, pi, s, floor, short_above, cursor):
+            failed[key] = (s, after)
+            return None
         heap = [(share[m] + res[m] - U[m], m) for m in cursor]  # furthest above its share first
         heapify(heap)
         taken: list[int] = []
@@ -227,51 +218,43 @@ class FairPhase(ReclaimPhase):
             self._take(k, +1)
         return needed
 
-    def _gainers(self, fi: int, size: int, memo: dict) -> tuple[list[int], list[int], dict[int, list[int]]]:
+    def _gainers(self, fi: int, size: int, memo: dict) -> tuple[list[int], list[int], list[tuple]]:
         """The profile's compute resources with waiting work (`_active`) and, by their place in it,
         those fair reclaim may serve: those that may find victims on any pool (a parent at its
-        limit), and by pool those that may find them there, each in queuing order. Found once per
-        pass: as the phase goes on, groups below their share only rise and those above only fall,
-        so the lists can only hold more than they need (each attempt checks again); a group that a
-        fair reclaim takes below its share waits for the next pass."""
+        limit), and groups of those that may find them on the pools of some parents (each group:
+        those parents' `_over_pools`, its places in queuing order). Found once per pass: as the
+        phase goes on, groups below their share only rise and those above only fall, so the lists
+        can only hold more than they need (each attempt checks again); a group that a fair reclaim
+        takes below its share waits for the next pass."""
         got = memo.get(fi)
         if got is None:
             anywhere: list[int] = []
-            by_pool: dict[int, list[int]] = {}
+            by_parents: dict[tuple[int, ...], list[int]] = {}
             for j, c in enumerate(self._active(fi)):
-                pools = self._gain_pools(self.cr_pol[c], size)
-                if pools is None:
+                parents = self._gain_parents(self.cr_pol[c], size)
+                if parents is None:
                     anywhere.append(j)
-                else:
-                    for pi in pools:
-                        by_pool.setdefault(pi, []).append(j)
-            got = memo[fi] = (self._active(fi), anywhere, by_pool)
+                elif parents:
+                    by_parents.setdefault(parents, []).append(j)
+            over = self._over_pools
+            groups = [(tuple(over(a) for a in key), js) for key, js in by_parents.items()]
+            got = memo[fi] = (self._active(fi), anywhere, groups)
         return got
 
-    def _gain_pools(self, p: int, size: int) -> set[int] | None:
-        """Where a task of p of `size` may take from a sibling of one of p's fair levels below its
-        share, that sibling being further above its share than the level would be with the task:
-        the pools that sibling's work is on, or None (any pool) when the level's parent is at its
-        limit. An empty set: nowhere."""
+    def _gain_parents(self, p: int, size: int) -> tuple[int, ...] | None:
+        """Whose children's pools a task of p of `size` may take from: the parents of p's fair levels
+        below their share with a child further above its share than the level would be with the
+        task; None (any pool) when such a parent is at its limit. Empty: nowhere."""
         U, res, share = self.U, self.res, self.share
-        pools: set[int] = set()
+        parents = []
         for n in self._fair_levels(p):
             parent = self.chain[n][1]
             if self._best_excess(parent) > max(U[n] - res[n] + size - share[n], 0):
                 if U[parent] + size > self.lim[parent]:
                     return None
-                pools |= self._over_pools(parent)
-        return pools
-
-    def _over_pools(self, parent: int) -> set[int]:
-        """The pools where the parent's children above their share ran work when the pass began
-        its fair reclaim (a superset of where victims can be found later in it)."""
-        cache = self.over_at
-        got = cache.get(parent)
-        if got is None:
-            index = self._fair_index()
-            got = cache[parent] = {pi for pi, by_parent in index.items() if parent in by_parent}
-        return got
+                self._over_pools(parent)  # the index is fixed here, when first asked for
+                parents.append(parent)
+        return tuple(parents)
 
     def _mark(self) -> tuple[int, int]:
         """Changes only when work is placed or stopped for good (trials restore what they take)."""
@@ -285,53 +268,15 @@ class FairPhase(ReclaimPhase):
         got = cache.get(parent)
         if got is not None and got[0] == mark:
             return got[1]
-        U, res, share = self.U, self.res, self.share
-        best = max(U[m] - res[m] - share[m] for m in self.children[parent] if m in share)
+        kids = self.excess_of.get(parent)
+        if kids is None:
+            ms = [m for m in self.children[parent] if m in self.share]
+            base = [self.res[m] + self.share[m] for m in ms]
+            kids = self.excess_of[parent] = (itemgetter(*ms, ms[0]), base)  # a tuple even for one
+        read, base = kids
+        best = max(map(sub, read(self.U), base))
         cache[parent] = (mark, best)
         return best
-
-    def _fair_index(self) -> dict[int, dict[int, dict[int, list[int]]]]:
-        """The running work of the children above their share when fair reclaim first needs it, by
-        pool, fair parent and child, in placement order (and on every pool, `fair_everywhere`).
-        Children below their share are never victims, and one above it only falls in the phase."""
-        got = self.fair_by_pool
-        if got is None:
-            got = self.fair_by_pool = {}
-            everywhere = self.fair_everywhere
-            U, res, share, run_pool, run_size, gone = (
-                self.U,
-                self.res,
-                self.share,
-                self.run_pool,
-                self.run_size,
-                self.gone,
-            )
-            by_cr: list[list[int]] = [[] for _ in self.cr_id]
-            for k, c in enumerate(self.run_cr):
-                by_cr[c].append(k)
-            for parent in self.fair_parents:
-                for m in self.children[parent]:
-                    if m not in share or U[m] - res[m] <= share[m]:
-                        continue
-                    ks = sorted(
-                        k
-                        for q in self._subtree(m)
-                        for c in self._resources_of(q)
-                        for k in by_cr[c]
-                        if run_size[k] and not gone[k]
-                    )
-                    everywhere.setdefault(parent, {})[m] = ks
-                    for k in ks:
-                        got.setdefault(run_pool[k], {}).setdefault(parent, {}).setdefault(m, []).append(k)
-        return got
-
-    def _fair_lists(self, parent: int, pi: int | None) -> dict[int, list[int]]:
-        """The running work of each child of `parent` above its share, in placement order: on pool
-        pi, or on every pool (pi None); work stopped since is skipped when read."""
-        index = self._fair_index()
-        if pi is None:
-            return self.fair_everywhere.get(parent, {})
-        return index.get(pi, {}).get(parent, {})
 
     def _fair_victim(self, m, ks, cursor, pi, s, short_above, took) -> int:
         """Sibling m's newest running task that helps the waiting task and keeps every reservation

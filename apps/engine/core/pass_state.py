@@ -181,14 +181,13 @@ class PassState:
             i for i, p in enumerate(policies) if p.lendable is not None and p.lendable < p.reservation
         ]
         self.hold: dict[int, str] = {}
-        # Fair reclaim's per-pass indexes and memos (`pass_fair`), built on first use.
-        self.fair_by_pool: dict[int, dict[int, dict[int, list[int]]]] | None = None
-        self.fair_everywhere: dict[int, dict[int, list[int]]] = {}
+        # Fair reclaim's per-pass indexes and memos (`pass_fair`, `pass_fair_index`), built on first use.
+        self.fair_members: dict[int, list[int]] | None = None
+        self.fair_at: dict[int, tuple] = {}
         self.fair_failed: dict[tuple[int, int, bool], tuple[int, int]] = {}
         self.over_at: dict[int, set[int]] = {}
         self.excess_at: dict[int, tuple[tuple[int, int], int]] = {}
-        self.resources_by_policy: dict[int, list[int]] | None = None
-        self.largest: int | None = None
+        self.excess_of: dict[int, tuple] = {}
 
     def _maintenance(self, s: Snapshot) -> None:
         gaps: list[int | None] = [None] * len(s.pools)
