@@ -80,6 +80,18 @@ class WorkerTokenAuthentication(_PrefixedBearer):
         return worker
 
 
+def worker_of(request) -> Worker | None:
+    """The worker of the request's worker token, as ``WorkerTokenAuthentication`` finds it; None
+    for a request that one refuses or does not authenticate (it says why)."""
+    parts = authentication.get_authorization_header(request).split()
+    if len(parts) != 2 or parts[0].lower() != b"bearer":
+        return None
+    raw = parts[1].decode(errors="replace")
+    if not raw.startswith(WorkerTokenAuthentication.prefix):
+        return None
+    return WorkerTokenAuthentication().lookup(raw)
+
+
 class HasEnrolmentToken(permissions.BasePermission):
     def has_permission(self, request, view) -> bool:
         return isinstance(request.auth, EnrolmentToken)

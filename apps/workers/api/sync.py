@@ -4,8 +4,13 @@ The body carries the daemon's reports, its heartbeat and its claim, each optiona
 in that order in one transaction (``apps.workers.services.sync``) with the semantics of their own
 endpoints. A report refused (another pool's task: 403; a body that does not validate: 400) is
 answered in its place and the others go on. The envelope itself is checked by hand, which is
-cheaper than a serializer for the call every daemon makes every few seconds; its errors are 400
-and name the path (``reports[3].what``, ``heartbeat.gpus``).
+cheaper than a serializer for the call every daemon makes every few seconds, and so are plainly
+valid heartbeat and claim bodies (``apps.workers.api.bodies``); its errors are 400 and name the
+path (``reports[3].what``, ``heartbeat.gpus``).
+
+``answer`` is the call: the URL serves it through ``apps.workers.api.lean`` (a plain Django view
+for a daemon's well-formed request), and through ``SyncView`` (DRF: the schema, and whatever the
+plain view leaves to it).
 """
 
 from django.conf import settings
@@ -17,7 +22,7 @@ from rest_framework.response import Response
 
 from apps.pools.models import Worker
 from apps.workers import services
-from apps.workers.api import serializers
+from apps.workers.api import bodies, serializers
 from apps.workers.api.views import WorkerLost, WorkerView
 from klique.worker.slots import milli
 
@@ -30,6 +35,7 @@ REPORT_SERIALIZERS = {
     "checkpoint": serializers.CheckpointSerializer,
 }
 MAX_TASK_ID = 2**63 - 1
+RETIRED = "This worker was retired; enrol again."
 
 
 def _flatten(detail, path: str) -> dict[str, list[str]]:
@@ -97,11 +103,13 @@ def _envelope(body, worker: Worker) -> tuple[list[tuple[int, str, object]], dict
         reports.append((task, what, report_body))
     heartbeat = claim = None
     if body.get("heartbeat") is not None and _object(body["heartbeat"], "heartbeat", errors):
-        heartbeat = _validated(
+        heartbeat = bodies.heartbeat(body["heartbeat"], worker) or _validated(
             serializers.HeartbeatSerializer, body["heartbeat"], worker, "heartbeat", errors
         )
     if body.get("claim") is not None and _object(body["claim"], "claim", errors):
-        claim = _validated(serializers.ClaimSerializer, body["claim"], worker, "claim", errors)
+        claim = bodies.claim(body["claim"], worker) or _validated(
+            serializers.ClaimSerializer, body["claim"], worker, "claim", errors
+        )
     if errors:
         raise ValidationError(errors)
     return reports, heartbeat, claim
@@ -157,6 +165,49 @@ def _body_error(errors) -> str:
     return "; ".join(f"{path}: {' '.join(reasons)}" for path, reasons in _flatten(errors, "body").items())
 
 
+def answer(worker: Worker, body) -> dict:
+    """The answer to a sync of ``body`` (the parsed JSON) by ``worker``; ``ValidationError`` (400)
+    for a bad envelope, ``AuthenticationFailed`` (401) for a retired worker."""
+    reports, heartbeat, claim = _envelope(body, worker)
+    answers: list[dict | None] = []
+    valid: list[tuple[str, int, dict]] = []
+    for task, what, report in reports:
+        serializer = REPORT_SERIALIZERS[what](data=report, context={"worker": worker})
+        if serializer.is_valid():
+            answers.append(None)
+            valid.append((what, task, serializer.validated_data))
+        else:
+            error = _body_error(serializer.errors)
+            answers.append({"task": task, "what": what, "status": 400, "error": error})
+    try:
+        synced = services.sync(
+            worker,
+            reports=valid,
+            heartbeat=heartbeat,
+            claim=None if claim is None else _claim_arguments(claim),
+            now=timezone.now(),
+        )
+    except services.InvalidToken as error:
+        raise AuthenticationFailed(RETIRED) from error
+    done = iter(zip(valid, synced.reports, strict=True))
+    for index, report_answer in enumerate(answers):
+        if report_answer is not None:
+            continue
+        (what, task, _), result = next(done)
+        if isinstance(result, services.NotThisPool):
+            error = f"Task {task} is not a task of pool {worker.pool}."
+            answers[index] = {"task": task, "what": what, "status": 403, "error": error}
+        else:
+            answers[index] = {"task": task, "what": what, "state": result.state, "yours": result.yours}
+    claim_error = None
+    if synced.claim_error is not None:
+        if synced.claim_error.state != Worker.State.LOST:
+            raise AuthenticationFailed(RETIRED)
+        claim_error = {"status": WorkerLost.status_code, "error": str(WorkerLost.default_detail)}
+    tasks = serializers.ClaimedTaskSerializer(synced.claimed, many=True).data if synced.claimed else []
+    return {"reports": answers, "heartbeat": synced.heartbeat, "tasks": tasks, "claim_error": claim_error}
+
+
 class SyncView(WorkerView):
     """Reports, then heartbeat, then claim, in one call and one transaction."""
 
@@ -165,44 +216,4 @@ class SyncView(WorkerView):
 
     @extend_schema(request=SyncSerializer, responses=SyncAnswerSerializer)
     def post(self, request):
-        worker = request.auth
-        reports, heartbeat, claim = _envelope(request.data, worker)
-        answers: list[dict | None] = []
-        valid: list[tuple[str, int, dict]] = []
-        for task, what, body in reports:
-            serializer = REPORT_SERIALIZERS[what](data=body, context={"worker": worker})
-            if serializer.is_valid():
-                answers.append(None)
-                valid.append((what, task, serializer.validated_data))
-            else:
-                error = _body_error(serializer.errors)
-                answers.append({"task": task, "what": what, "status": 400, "error": error})
-        try:
-            synced = services.sync(
-                worker,
-                reports=valid,
-                heartbeat=heartbeat,
-                claim=None if claim is None else _claim_arguments(claim),
-                now=timezone.now(),
-            )
-        except services.InvalidToken as error:
-            raise AuthenticationFailed("This worker was retired; enrol again.") from error
-        done = iter(zip(valid, synced.reports, strict=True))
-        for index, answer in enumerate(answers):
-            if answer is not None:
-                continue
-            (what, task, _), result = next(done)
-            if isinstance(result, services.NotThisPool):
-                error = f"Task {task} is not a task of pool {worker.pool}."
-                answers[index] = {"task": task, "what": what, "status": 403, "error": error}
-            else:
-                answers[index] = {"task": task, "what": what, "state": result.state, "yours": result.yours}
-        claim_error = None
-        if synced.claim_error is not None:
-            if synced.claim_error.state != Worker.State.LOST:
-                raise AuthenticationFailed("This worker was retired; enrol again.")
-            claim_error = {"status": WorkerLost.status_code, "error": str(WorkerLost.default_detail)}
-        tasks = serializers.ClaimedTaskSerializer(synced.claimed, many=True).data if synced.claimed else []
-        return Response(
-            {"reports": answers, "heartbeat": synced.heartbeat, "tasks": tasks, "claim_error": claim_error}
-        )
+        return Response(answer(request.auth, request.data))

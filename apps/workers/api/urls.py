@@ -1,6 +1,6 @@
 from django.urls import path
 
-from apps.workers.api import sync, views, wait
+from apps.workers.api import lean, views, wait
 
 urlpatterns = [
     path("enrol", views.EnrolView.as_view(), name="worker-enrol"),
@@ -8,7 +8,7 @@ urlpatterns = [
     path("claim", views.ClaimView.as_view(), name="worker-claim"),
     path("tunnel", views.TunnelView.as_view(), name="worker-tunnel"),
     path("wait", wait.WaitView.as_view(), name="worker-wait"),
-    path("sync", sync.SyncView.as_view(), name="worker-sync"),
+    path("sync", lean.sync, name="worker-sync"),
     path("tasks/<int:task_id>/started", views.started, name="worker-started"),
     path("tasks/<int:task_id>/exited", views.exited, name="worker-exited"),
     path("tasks/<int:task_id>/stopped", views.stopped, name="worker-stopped"),

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import F, Q, Value
 
 from apps.pools.models import (
@@ -30,6 +30,7 @@ from apps.tasks import services as lifecycle
 from apps.tasks.models import Task, TaskEvent
 from apps.workers import heartbeats
 from apps.workers.runtime import RELATED, run_details, stop_grace_s
+from apps.workers.services import rows
 
 RELEASED = Task.StopReason.RELEASED
 STOP_GRACE = ("compute_resource__profile__stop_grace_s",)
@@ -245,7 +246,7 @@ def _mark_alive(
         fields["free_gpus"] = free_gpus
     if gpu_stats is not None:
         fields["gpu_stats"] = gpu_stats
-    before = _write_alive(worker.pk, fields)
+    before = rows.write_alive(worker.pk, fields)
     if before is None:
         raise InvalidToken  # retired meanwhile: its token no longer acts
     state, had_gpus = before
@@ -258,47 +259,23 @@ def _mark_alive(
     return told
 
 
-def _write_alive(worker_id: int, fields: dict) -> tuple[str, Decimal] | None:
-    """Write ``fields`` to the worker's row unless it is retired; its state and GPUs as they were
-    (None when retired or gone). The caller's ``Worker`` may be the token cache's, up to
-    ``WORKER_CACHE_S`` old: what was, is read here, from the row this statement locks.
-
-    On PostgreSQL one statement (a lock-reading sub-select and the update); elsewhere (SQLite, whose
-    writers are serialised) a read, then the update."""
-    if connection.vendor != "postgresql":
-        live = Worker.objects.filter(pk=worker_id).exclude(state=Worker.State.RETIRED)
-        before = live.values_list("state", "gpus").first()
-        return before if before is not None and live.update(**fields) else None
-    meta = Worker._meta
-    columns = [meta.get_field(name) for name in fields]
-    assignments = ", ".join(f"{connection.ops.quote_name(column.column)} = %s" for column in columns)
-    values = [column.get_db_prep_save(fields[column.name], connection) for column in columns]
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {meta.db_table} AS w SET {assignments} FROM (SELECT id, state, gpus FROM {meta.db_table}"
-            " WHERE id = %s AND state <> %s FOR NO KEY UPDATE) AS was WHERE w.id = was.id"
-            " RETURNING was.state, was.gpus",
-            [*values, worker_id, Worker.State.RETIRED],
-        )
-        return cursor.fetchone()
-
-
 def _heartbeat_answer(
     worker: Worker, *, tasks: list[int], told: heartbeats.Timing, sessions=None, now: datetime
 ) -> dict:
     """The rest of a heartbeat once the worker's row is written: its commands, its sessions'
     samples, and the requeue of what it claimed but does not run."""
     # Without a join: only a task being stopped needs its profile (the stop's grace).
-    active = Task.objects.filter(worker=worker, state__in=Task.ACTIVE_STATES)
-    held = {pk: (state, at) for pk, state, at in active.values_list("pk", "state", "claimed_at")}
+    held = rows.held(worker.pk)
     if sessions:
         record_samples(worker, sessions, held.keys(), now)
     reported = set(tasks)
     stopping = [pk for pk, (state, _) in held.items() if state == Task.State.STOPPING]
     commands = []
     if stopping:
-        rows = Task.objects.filter(pk__in=stopping).select_related("compute_resource__profile").order_by("pk")
-        commands = [_stop_command(t) for t in rows.only("kind", "stop_reason", *STOP_GRACE)]
+        loaded = (
+            Task.objects.filter(pk__in=stopping).select_related("compute_resource__profile").order_by("pk")
+        )
+        commands = [_stop_command(t) for t in loaded.only("kind", "stop_reason", *STOP_GRACE)]
     grace = settings.WORKER_STOP_GRACE_S
     commands += [
         {"stop": pk, "reason": "orphaned", "grace_s": grace} for pk in sorted(reported - held.keys())
