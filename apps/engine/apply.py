@@ -20,6 +20,7 @@ from apps.accounts.models import Notification
 from apps.core import events
 from apps.core.sql import array_literal as _array
 from apps.engine import core
+from apps.engine.held import wrote_verdicts
 from apps.engine.loader import Loaded
 from apps.engine.verdict_words import REASON_WORDS, budget_used_up_words, dependency_key, verdict_json
 from apps.pools.models import Pool
@@ -273,7 +274,10 @@ def _store_verdicts(verdicts: list[dict], updates: list[tuple[int, int, bool]], 
 
     On PostgreSQL, one statement whatever the number of tasks: the update and the events are fed
     from arrays (``unnest``), each distinct verdict sent once. Elsewhere, a read of which tasks
-    still wait and one ``executemany`` per chunk, the events in batched inserts."""
+    still wait and one ``executemany`` per chunk, the events in batched inserts.
+
+    On PostgreSQL the held snapshot is told which tasks got which key, in which transaction
+    (``held.wrote_verdicts``): it takes them from there, not from the change log."""
     ids = [pk for pk, _, _ in updates]
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
@@ -293,7 +297,9 @@ def _store_verdicts(verdicts: list[dict], updates: list[tuple[int, int, bool]], 
                     WHERE c.noted
                     RETURNING 1
                 )
-                SELECT (SELECT count(*) FROM changed), (SELECT count(*) FROM events)
+                SELECT (SELECT array_agg(id ORDER BY id) FROM changed),
+                    (SELECT array_agg(n ORDER BY id) FROM changed),
+                    (SELECT count(*) FROM events), pg_current_xact_id()::text::bigint
                 """,
                 [
                     _array(ids),
@@ -307,7 +313,10 @@ def _store_verdicts(verdicts: list[dict], updates: list[tuple[int, int, bool]], 
                     [json.dumps({"message": verdict["message"]}) for verdict in verdicts],
                 ],
             )
-            return cursor.fetchone()[0]
+            written, indexes, _, mark = cursor.fetchone()
+        keys = {pk: verdicts[n - 1]["key"] for pk, n in zip(written or (), indexes or (), strict=True)}
+        wrote_verdicts(mark, keys)
+        return len(keys)
     waiting = set()
     for start in range(0, len(ids), CHUNK):
         waiting.update(

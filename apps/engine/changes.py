@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from django.db import connection, transaction
 
+from apps.core.sql import array_literal
 from apps.engine.models import ChangeEpoch
 
 ESTATE_TABLES = (
@@ -189,6 +190,19 @@ def since(position: Position) -> tuple[str, list]:
             [position.floor, position.snapshot],
         )
     return "id > %s", [int(position.snapshot)]
+
+
+def changed_tasks(position: Position, skipped: tuple[int, list[int]] | None = None) -> tuple[str, list]:
+    """The SQL of the ids of the tasks changed since ``position``, less ``skipped`` (PostgreSQL:
+    the id of a transaction and tasks it wrote) where one row of that transaction is a task's only
+    change (``apps.engine.held``: the engine's own verdicts)."""
+    condition, params = since(position)
+    sql = f"SELECT task_id FROM engine_change WHERE task_id IS NOT NULL AND {condition}"
+    if not skipped or not skipped[1] or connection.vendor != "postgresql":
+        return sql, params
+    mark, ids = skipped
+    having = "NOT (count(*) = 1 AND bool_and(mark = %s) AND task_id = ANY(%s::bigint[]))"
+    return f"{sql} GROUP BY task_id HAVING {having}", [*params, mark, array_literal(ids)]
 
 
 def estate_changed(position: Position) -> bool:

@@ -9,6 +9,13 @@ process pruned it, or the database was flushed or restored), when the triggers a
 demand (``forget``). Its snapshot is the one a full load would read from the same view of the
 database: ``tests/engine_live/test_held_snapshot.py`` checks that on random change streams.
 
+The engine's own verdict writes are not read back (the rule "own verdicts are not read back"):
+the pass's apply tells the held snapshot, once its transaction has committed, which tasks its
+verdict statements rewrote, with which key, in which transaction (``wrote_verdicts``). The next
+load sets those keys in the held rows and leaves out of the log's read a task whose only change
+since the last load is one row of that transaction; a task with any other change row (another
+transaction's, or another statement of the engine's own) is read again, so nothing can be missed.
+
 A queued task moves between its queue and ``held`` (waiting for dependencies) as its row's
 ``waits_on`` changes; a dependency's end rewrites its dependants' rows, so they are read again.
 """
@@ -17,6 +24,7 @@ import logging
 from collections import Counter
 from dataclasses import dataclass, field
 
+from django.db import transaction
 from django.db.models.expressions import RawSQL
 
 from apps.engine import changes, loader, task_rows
@@ -47,6 +55,28 @@ class Held:
     keys: dict[tuple[str, int], dict[str | None, set[int]]] = field(default_factory=dict)
     multi_node: Counter = field(default_factory=Counter)  # compute resource -> multi-node tasks waiting
     passes: int = 0
+    # The verdicts a committed transaction of the engine wrote since ``position``: (its id, task id -> key)
+    own: tuple[int, dict[int, str | None]] | None = None
+
+    def rekey(self, keys: dict[int, str | None]) -> list[int]:
+        """Set the stored verdict key of the held tasks of ``keys``; returns those found."""
+        found = []
+        for pk, key in keys.items():
+            row = self.waiting.get(pk)
+            if row is not None:
+                if row[7] != key:
+                    group = self.keys[(str(row[2]), row[4])]
+                    group[row[7]].discard(pk)
+                    if not group[row[7]]:
+                        del group[row[7]]
+                    group.setdefault(key, set()).add(pk)
+                    self.waiting[pk] = (*row[:7], key, *row[8:])
+                found.append(pk)
+            elif pk in self.held:
+                order, task, _ = self.held[pk]
+                self.held[pk] = (order, task, key)
+                found.append(pk)
+        return found
 
     def take(self, rows) -> None:
         """Bring the tasks of ``rows`` (``task_rows.task_rows``) up to date: those held for their
@@ -167,8 +197,11 @@ def _caught_up(held: Held | None, position: changes.Position) -> bool:
         return False
     if changes.estate_changed(held.position):
         return False
-    condition, params = changes.since(held.position)
-    changed = RawSQL(f"SELECT task_id FROM engine_change WHERE task_id IS NOT NULL AND {condition}", params)
+    own, held.own = held.own, None
+    skipped = None
+    if own is not None:
+        skipped = (own[0], held.rekey(own[1]))
+    changed = RawSQL(*changes.changed_tasks(held.position, skipped))
     held.take(task_rows.task_rows(Task.objects.filter(pk__in=changed)))
     held.position = position
     held.passes += 1
@@ -187,6 +220,30 @@ def _read_all(position: changes.Position | None, now) -> Held | None:
     held = Held(position=position, estate=loader.load_estate(now))
     held.take(task_rows.task_rows(Task.objects.filter(state__in=[QUEUED, *ACTIVE])))
     return held
+
+
+def wrote_verdicts(mark: int, keys: dict[int, str | None]) -> None:
+    """Called by the apply in its transaction (``mark``: its id): once it has committed, the held
+    snapshot (the one this pass loaded, if still held at the same position) takes ``keys``."""
+    held = _held
+    if held is None or not keys:
+        return
+    position = held.position
+
+    def committed():
+        if _held is held and held.position == position:
+            if held.own is None:
+                held.own = (mark, dict(keys))
+            elif held.own[0] == mark:
+                both = held.own[1].keys() & keys.keys()
+                merged = {**held.own[1], **keys}
+                for pk in both:  # written twice: two change rows, read again
+                    del merged[pk]
+                held.own = (mark, merged)
+            else:
+                held.own = (mark, {})  # two transactions since the load: skip nothing
+
+    transaction.on_commit(committed)
 
 
 def before_pass() -> None:
