@@ -36,7 +36,9 @@ import os
 import shutil
 import statistics
 import sys
+import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -174,6 +176,45 @@ def _last(answers):
     return answers[-1]
 
 
+@contextmanager
+def sweeping(on: bool):
+    """The worker sweep every ``ENGINE_PASS_INTERVAL_S`` in a thread while the block runs, as
+    Celery beat runs it; yields a dict that holds, once the block is done, the sweeps run and the
+    workers it marked lost. Its clock starts afresh with the block: no daemon polls between two
+    runs (wrk is not running), a gap the sweep treats as the control plane's own downtime."""
+    found = {"sweeps": 0, "lost": 0}
+    if not on:
+        yield found
+        return
+    from django.conf import settings
+    from django.db import connection
+    from django.utils import timezone
+
+    from apps.pools.models import Worker, WorkerSweep
+    from apps.workers.services.daemons import sweep
+
+    WorkerSweep.objects.all().delete()
+    lost_before = Worker.objects.filter(state=Worker.State.LOST).count()
+    stop = threading.Event()
+
+    def run():
+        try:
+            while not stop.wait(settings.ENGINE_PASS_INTERVAL_S):
+                sweep(timezone.now())
+                found["sweeps"] += 1
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run, name="sweep", daemon=True)
+    thread.start()
+    try:
+        yield found
+    finally:
+        stop.set()
+        thread.join()
+        found["lost"] = Worker.objects.filter(state=Worker.State.LOST).count() - lost_before
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=2000, help="simulated worker daemons")
@@ -193,6 +234,12 @@ def main() -> None:
     parser.add_argument("--nginx", action="store_true", help="behind nginx, as production runs it")
     parser.add_argument(
         "--spread", action="store_true", help="first polls spread over an interval (no start-up burst)"
+    )
+    parser.add_argument(
+        "--sweep",
+        action="store_true",
+        help="run the worker sweep beside each run, every ENGINE_PASS_INTERVAL_S as the beat does, and count"
+        " the workers it marked lost",
     )
     parser.add_argument(
         "--smoke",
@@ -251,8 +298,10 @@ def main() -> None:
                     wrk(base, tokens, endpoint, 16, 0, 3)
                     before = cpu_s(server_pids(gunicorn_pid, url))
                     t0 = time.perf_counter()
-                    spread = args.spread
-                    row = wrk(base, tokens, endpoint, connections_n, poll_ms, args.duration, spread=spread)
+                    with sweeping(args.sweep) as swept:
+                        row = wrk(
+                            base, tokens, endpoint, connections_n, poll_ms, args.duration, spread=args.spread
+                        )
                     wall = time.perf_counter() - t0
                     after = cpu_s(server_pids(gunicorn_pid, url))
                 spent = sum(after[pid] - before.get(pid, 0.0) for pid in after)
@@ -261,6 +310,11 @@ def main() -> None:
                 row["cpu_percent"] = round(100 * spent / wall / args.cores, 1)
                 row["cpu_ms_per_poll"] = round(spent * 1000 * per_poll / max(row["requests"], 1), 2)
                 row["load_1min"] = round(os.getloadavg()[0], 1)
+                if args.sweep:
+                    row["sweeps"], row["marked_lost"] = swept["sweeps"], swept["lost"]
+                    print(f"  {swept['sweeps']} sweeps, {swept['lost']} workers marked lost")
+                    if swept["lost"]:
+                        failed.append(f"{name} (workers marked lost)")
                 rows.append(row)
                 if row["errors"] or not row["requests"]:
                     failed.append(name)

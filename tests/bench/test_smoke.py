@@ -103,8 +103,9 @@ def test_worker_sync(database, front):
     need_wrk()
     if front and not shutil.which("nginx"):
         _fail_or_skip("nginx is not installed (apt-get install nginx; CI's .ci/run does)")
-    out = smoke("worker_sync", *front, DATABASE_URL=database)
+    out = smoke("worker_sync", *front, "--sweep", DATABASE_URL=database)
     assert "10 reports: sync" in out and "sync, saturated (64 conn.)" in out
+    assert "sweeps, 0 workers marked lost" in out
 
 
 @pytest.mark.postgres
