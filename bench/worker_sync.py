@@ -180,8 +180,10 @@ def _last(answers):
 def sweeping(on: bool):
     """The worker sweep every ``ENGINE_PASS_INTERVAL_S`` in a thread while the block runs, as
     Celery beat runs it; yields a dict that holds, once the block is done, the sweeps run and the
-    workers it marked lost. Its clock starts afresh with the block: no daemon polls between two
-    runs (wrk is not running), a gap the sweep treats as the control plane's own downtime."""
+    daemons it marked lost, of those wrk drives (pool ``bench``: the in-process measure's own
+    worker falls silent after it, and is rightly lost). Its clock starts afresh with the block:
+    no daemon polls between two runs (wrk is not running), a gap the sweep treats as the control
+    plane's own downtime."""
     found = {"sweeps": 0, "lost": 0}
     if not on:
         yield found
@@ -194,7 +196,8 @@ def sweeping(on: bool):
     from apps.workers.services.daemons import sweep
 
     WorkerSweep.objects.all().delete()
-    lost_before = Worker.objects.filter(state=Worker.State.LOST).count()
+    driven = Worker.objects.filter(pool__name="bench", state=Worker.State.LOST)
+    lost_before = driven.count()
     stop = threading.Event()
 
     def run():
@@ -212,7 +215,7 @@ def sweeping(on: bool):
     finally:
         stop.set()
         thread.join()
-        found["lost"] = Worker.objects.filter(state=Worker.State.LOST).count() - lost_before
+        found["lost"] = driven.count() - lost_before
 
 
 def main() -> None:
