@@ -54,33 +54,9 @@ class Settings:
 
 
 ALIVE_EVERY_S = 5.0
-# When wake-ups come thick and fast (many short tasks ending, work placed just after), ticks are
-# paced to TICKS_PER_S on average, below the server's sync throttle (600/min), with a burst of
-# TICK_BURST: a wake-up after a quiet moment (work placed for the GPUs the last tick freed) is
-# served at once rather than a fixed gap after the last tick.
-TICKS_PER_S = 8.0
-TICK_BURST = 3.0
-
-
-class TickPacer:
-    """A token bucket over the starts of ticks: ``delay()`` says how long until one may start,
-    ``take()`` spends a token; tokens come back at ``rate`` a second, at most ``burst`` held."""
-
-    def __init__(self, rate: float = TICKS_PER_S, burst: float = TICK_BURST, clock=time.monotonic):
-        self.rate, self.burst, self.clock = rate, burst, clock
-        self.tokens, self.at = burst, clock()
-
-    def delay(self) -> float:
-        """Seconds until a tick may start (0: now)."""
-        now = self.clock()
-        self.tokens = min(self.burst, self.tokens + (now - self.at) * self.rate)
-        self.at = now
-        return 0.0 if self.tokens >= 1.0 else (1.0 - self.tokens) / self.rate
-
-    def take(self) -> None:
-        """A tick starts (paced or not: a tick at the end of ``tick_s`` is never held back)."""
-        self.delay()
-        self.tokens = max(0.0, self.tokens - 1.0)
+# The least time between the starts of two ticks when wake-ups come thick and fast (many short
+# tasks ending): at most about 8 syncs a second, below the server's sync throttle (600/min).
+MIN_TICK_GAP_S = 0.12
 
 
 class Daemon(Enrolment, Syncing, Reporting, Claiming, Holding, Booking, ShuttingDown, Checkpoints):
@@ -141,17 +117,15 @@ class Daemon(Enrolment, Syncing, Reporting, Claiming, Holding, Booking, Shutting
             self.found = self.runner.recover()
             self.enrol()
             self.start_waker()
-            pacer = TickPacer()
             while not self.done():
                 self.wake.clear()
                 started = time.monotonic()
-                pacer.take()
                 self.tick()
                 self.touch_alive(started)
                 if self.done():
                     break
                 if self.wake.wait(self.settings.tick_s) and self.draining_since is None:
-                    time.sleep(pacer.delay())
+                    time.sleep(max(0.0, started + MIN_TICK_GAP_S - time.monotonic()))
         except Refused as error:
             log.error("refused by the control plane; stopping", extra={"fields": {"error": str(error)}})
             self.abandon()
