@@ -20,16 +20,10 @@ from django.utils import timezone
 
 from apps.core.gpus import to_milli
 from apps.engine.core import UNITS_PER_HOUR, period_bounds
-from apps.ledger.budgets_money import (  # noqa: F401  (MoneyStatus, money_status: re-exported)
-    MoneyStatus,
-    ancestry,
-    money_status,
-    run_out_words,
-    subtrees_of,
-)
+from apps.ledger.budgets_money import MoneyStatus, money_status, run_out_words  # noqa: F401  (re-exported)
 from apps.ledger.models import UsageInterval
 from apps.policies.models import ResourcePolicy
-from apps.policies.selectors import budget_windows, parent_policy_ids
+from apps.policies.selectors import budget_windows, parent_policy_ids, subtree_sums, subtrees_of
 
 HOUR = Decimal(3600)
 MICRO = timedelta(microseconds=1)
@@ -243,18 +237,10 @@ def budget_units_used(
         subtrees_of({p.pk for p in budgeted}, parents),
     )
     subtree = {
-        kind: _subtree_sums({pk: units for pk, (units, _) in by.items()}, parents)
+        kind: subtree_sums({pk: units for pk, (units, _) in by.items()}, parents)
         for kind, by in charged.items()
     }
     return {p.pk: {period: subtree[period].get(p.pk, 0) for period in windows[p.pk]} for p in budgeted}
-
-
-def _subtree_sums(own: dict, parents: dict[int, int | None]) -> dict:
-    total: dict = defaultdict(int)
-    for pk, amount in own.items():
-        for node in ancestry(pk, parents):
-            total[node] += amount
-    return total
 
 
 def budget_status(policies=None, now: datetime | None = None) -> dict[int, BudgetStatus]:
@@ -280,8 +266,8 @@ def budget_status(policies=None, now: datetime | None = None) -> dict[int, Budge
     below = None if every else subtrees_of({p.pk for p in policies}, parents)
     for kind, charged in _charged_by_kind(kinds, now, below).items():
         used[kind] = (
-            _subtree_sums({pk: Decimal(v[0]) / UNITS_PER_HOUR for pk, v in charged.items()}, parents),
-            _subtree_sums({pk: v[1] / MICROS_PER_HOUR for pk, v in charged.items()}, parents),
+            subtree_sums({pk: Decimal(v[0]) / UNITS_PER_HOUR for pk, v in charged.items()}, parents),
+            subtree_sums({pk: v[1] / MICROS_PER_HOUR for pk, v in charged.items()}, parents),
         )
     running = (
         UsageInterval.objects.filter(end__isnull=True, start__lte=now)
@@ -289,8 +275,8 @@ def budget_status(policies=None, now: datetime | None = None) -> dict[int, Budge
         .annotate(weight=Sum("time_weight"), gpus=Sum("gpus"))
         .order_by()
     )
-    rate = _subtree_sums({r["policy_id"]: r["weight"] for r in running}, parents)
-    in_use = _subtree_sums({r["policy_id"]: r["gpus"] for r in running}, parents)
+    rate = subtree_sums({r["policy_id"]: r["weight"] for r in running}, parents)
+    in_use = subtree_sums({r["policy_id"]: r["gpus"] for r in running}, parents)
 
     def window(policy, kind: str, hours: Decimal | None) -> BudgetStatus:
         start, end = period_bounds(now, kind)

@@ -21,7 +21,7 @@ from apps.engine.core import period_bounds
 from apps.ledger.models import UsageInterval
 from apps.ledger.rollups import built_until
 from apps.ledger.usage import MONEY_DENOMINATOR, PRICE_SCALE, usage_by
-from apps.policies.selectors import money_windows, parent_policy_ids
+from apps.policies.selectors import money_windows, parent_policy_ids, subtree_sums, subtrees_of
 from apps.pricing.selectors import price_segments
 from klique import numbers
 
@@ -88,20 +88,6 @@ class MoneyStatus:
         )
 
 
-def ancestry(pk: int, parents: dict[int, int | None]):
-    """The policy, then its parent, grandparent and so on to the top (a cycle is walked once)."""
-    node, seen = pk, set()
-    while node is not None and node not in seen:
-        yield node
-        seen.add(node)
-        node = parents.get(node)
-
-
-def subtrees_of(roots: set[int], parents: dict[int, int | None]) -> set[int]:
-    """The policies in the subtrees of ``roots`` (the roots too): whose use counts toward them."""
-    return {pk for pk in parents.keys() | roots if any(node in roots for node in ancestry(pk, parents))}
-
-
 def money_status(policies, now: datetime | None = None) -> dict[int, tuple[MoneyStatus, ...]]:
     """Each money window of each of ``policies`` at ``now``: {policy id: (status, ...)}, shortest
     period first; policies without a money window get no entry. Queries grow with the number of
@@ -131,11 +117,9 @@ def money_status(policies, now: datetime | None = None) -> dict[int, tuple[Money
             for ((policy_id,), segment), (gpu_us, _) in sums.items():
                 if segment >= 0 and scaled[segment] is not None:
                     own[policy_id] += gpu_us * scaled[segment]
-        total: dict[int, Fraction] = defaultdict(Fraction)
-        for pk, units in own.items():
-            for node in ancestry(pk, parents):
-                total[node] += Fraction(units, MONEY_DENOMINATOR)
-        spent[(period, currency)] = total
+        spent[(period, currency)] = subtree_sums(
+            {pk: Fraction(units, MONEY_DENOMINATOR) for pk, units in own.items()}, parents
+        )
     running = list(
         UsageInterval.objects.filter(end__isnull=True, start__lte=now, policy_id__in=sorted(below))
         .values("policy_id", "gpu_type_id")
@@ -145,13 +129,12 @@ def money_status(policies, now: datetime | None = None) -> dict[int, tuple[Money
     rates: dict[str, dict[int, Decimal]] = {}
     for currency, segments in segments_of.items():
         today = {s.gpu_type_id: s.per_gpu_hour for s in segments if s.start <= now < s.end}
-        rate: dict[int, Decimal] = defaultdict(Decimal)
+        own_rate: dict[int, Decimal] = defaultdict(Decimal)
         for row in running:
             price = today.get(row["gpu_type_id"])
             if price:
-                for node in ancestry(row["policy_id"], parents):
-                    rate[node] += row["gpus"] * price
-        rates[currency] = rate
+                own_rate[row["policy_id"]] += row["gpus"] * price
+        rates[currency] = subtree_sums(own_rate, parents)
     result = {}
     for policy in policies:
         if policy.pk not in windows:

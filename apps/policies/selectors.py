@@ -1,6 +1,7 @@
 """Reads of the policy tree. A policy's parent is the policy of its group's nearest ancestor
 that has one; group trees are small, so the group table is read whole."""
 
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -46,6 +47,29 @@ def parent_policy_ids() -> dict[int, int | None]:
         holder = _nearest_holder(group_id, parents, holders)
         result[policy_id] = policy_of_group[holder] if holder is not None else None
     return result
+
+
+def ancestry(pk: int, parents: dict[int, int | None]):
+    """The policy, then its parent, grandparent and so on to the top (a cycle is walked once)."""
+    node, seen = pk, set()
+    while node is not None and node not in seen:
+        yield node
+        seen.add(node)
+        node = parents.get(node)
+
+
+def subtrees_of(roots: set[int], parents: dict[int, int | None]) -> set[int]:
+    """The policies in the subtrees of ``roots`` (the roots too): whose use counts toward them."""
+    return {pk for pk in parents.keys() | roots if any(node in roots for node in ancestry(pk, parents))}
+
+
+def subtree_sums(own: dict, parents: dict[int, int | None]) -> dict:
+    """Each policy's figure summed with every descendant's (``own``: policy id -> its own figure)."""
+    total: dict = defaultdict(int)
+    for pk, amount in own.items():
+        for node in ancestry(pk, parents):
+            total[node] += amount
+    return total
 
 
 def parent_policy_ids_of(group_ids) -> set[int]:

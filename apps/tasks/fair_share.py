@@ -26,7 +26,7 @@ from django.db.models import Count
 from apps.core.gpus import MILLI
 from apps.engine.core.fair import Claim, fair_shares
 from apps.policies.models import ResourcePolicy
-from apps.policies.selectors import parent_policy_ids
+from apps.policies.selectors import parent_policy_ids, subtree_sums
 from apps.pools.models import Pool
 from apps.pools.selectors import daemon_gpus, effective_capacity
 from apps.tasks.models import Task
@@ -57,18 +57,6 @@ def _milli(gpus) -> int:
 
 def _gpus(milli: int) -> Decimal:
     return Decimal(milli) / MILLI
-
-
-def _subtree(per_policy: dict[int, int], parents: dict[int, int | None]) -> dict[int, int]:
-    """Each policy's figure summed with every descendant's."""
-    total: dict[int, int] = defaultdict(int)
-    for pk, value in per_policy.items():
-        node, seen = pk, set()
-        while node is not None and node not in seen:
-            total[node] += value
-            seen.add(node)
-            node = parents.get(node)
-    return total
 
 
 def _depth(pk: int, parents: dict[int, int | None]) -> int:
@@ -126,8 +114,8 @@ def fair_shares_now(parent_ids: set[int] | None = None) -> dict[int, FairShare]:
         for row in ResourcePolicy.objects.values("pk", "reservation", "limit", "over_quota_weight")
     }
     running = _sizes(RUNNING)
-    use = _subtree(_per(running, 0), parents)
-    waiting = _subtree(_per(_sizes([Task.State.QUEUED]), 0), parents)
+    use = subtree_sums(_per(running, 0), parents)
+    waiting = subtree_sums(_per(_sizes([Task.State.QUEUED]), 0), parents)
     idle = _idle(_per(running, 1))
     children: dict[int, list[int]] = defaultdict(list)
     for pk, parent in sorted(parents.items()):
