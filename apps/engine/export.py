@@ -30,7 +30,7 @@ from apps.policies.models import BudgetWindow, ComputeResource, PolicyChange, Pr
 from apps.policies.selectors import money_windows, parent_policy_ids
 from apps.pools.models import Pool
 from apps.pools.selectors import capacity_history
-from apps.pricing.selectors import price_segments
+from apps.pricing.selectors import prices_at
 
 US = timedelta(microseconds=1)
 
@@ -179,9 +179,7 @@ class _Export(TaskEvents):
         currencies = sorted({c for by in self.money.values() for _, c in by.values()})
         prices = {}
         for currency in currencies:
-            at = {
-                s.gpu_type_id: s.per_gpu_hour for s in price_segments(currency, self.start, self.start + US)
-            }
+            at = prices_at(currency, self.start)
             prices[currency] = {p.name: _num(at[p.gpu_type_id]) for p in pools if at.get(p.gpu_type_id)}
         return {"prices": prices} if prices else {}
 

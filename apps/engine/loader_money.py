@@ -4,7 +4,7 @@ period's spend of the policy's subtree so far, in money units).
 
 ``used`` is the ledger's figure (``apps.ledger.budgets_money.money_status``, the one owner of a
 money window's spend, which the portal, API and CLI show): the engine stops work at the spend they
-show. The rates are today's prices of the pools' GPU types (``apps.pricing.selectors.price_segments``),
+show. The rates are today's prices of the pools' GPU types (``apps.pricing.selectors.prices_at``),
 cloud pools included, as the ledger charges them (a cloud node's own cost is governed by
 leadership's cloud spend caps: ``apps.cloud.caps``). A pool with no price in the currency has rate 0:
 its work costs the window nothing, starts and is never stopped by it.
@@ -14,20 +14,18 @@ number per (period, currency) pair) and one per currency here, whatever the numb
 and policies.
 """
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from decimal import Decimal
 
 from apps.engine import core
 from apps.engine.core.budget import money_to_units, price_to_rate
 from apps.ledger.budgets_money import money_status
-from apps.pricing.selectors import price_segments
-
-MICROSECOND = timedelta(microseconds=1)
+from apps.pricing.selectors import prices_at
 
 
 def pool_rates(currency: str, pool_rows: list[dict], now: datetime) -> dict[str, int]:
     """Pool id -> its rate in the currency now (pools without a price left out: rate 0)."""
-    gpu = {s.gpu_type_id: s.per_gpu_hour for s in price_segments(currency, now, now + MICROSECOND)}
+    gpu = prices_at(currency, now)
     return {
         str(row["pk"]): price_to_rate(Decimal(gpu[row["gpu_type_id"]]))
         for row in pool_rows

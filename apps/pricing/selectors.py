@@ -3,7 +3,7 @@ per cloud instance type, market and currency."""
 
 from collections import Counter
 from dataclasses import dataclass
-from datetime import UTC, datetime, time
+from datetime import UTC, datetime, time, timedelta
 from decimal import Decimal
 
 from apps.accounts.models import Membership
@@ -60,6 +60,14 @@ def price_segments(currency: str, start: datetime, end: datetime) -> list[Segmen
         changes = [(midnight(p.effective_from), p.per_gpu_hour) for p in prices.get(gpu_type_id, [])]
         segments += [Segment(gpu_type_id, *piece) for piece in effective(changes, start, end)]
     return segments
+
+
+MICROSECOND = timedelta(microseconds=1)
+
+
+def prices_at(currency: str, when: datetime) -> dict[int, Decimal | None]:
+    """GPU type id -> its price per GPU-hour in ``currency`` in effect at ``when`` (None: none)."""
+    return {s.gpu_type_id: s.per_gpu_hour for s in price_segments(currency, when, when + MICROSECOND)}
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from apps.ledger.models import UsageInterval
 from apps.policies.models import ComputeResource, ResourcePolicy
 from apps.policies.selectors import budget_windows, parent_policy_ids
 from apps.pools.models import Pool
-from apps.pricing.selectors import currencies, price_segments
+from apps.pricing.selectors import currencies, prices_at
 from apps.tasks import guarantee_selectors, guarantees
 from apps.tasks.models import TaskEvent
 from apps.whatif import advisor_core as core
@@ -242,10 +242,7 @@ def pool_costs(report: dict | None, start: datetime) -> tuple[str, dict[str, tup
     pools = (report or {}).get("base", {}).get("pools") or {}
     if not pools:
         return currency, {}
-    price = {
-        s.gpu_type_id: s.per_gpu_hour
-        for s in price_segments(currency, start, start + timedelta(microseconds=1))
-    }
+    price = prices_at(currency, start)
     gpu_type = dict(Pool.objects.filter(name__in=list(pools)).values_list("name", "gpu_type_id"))
     costs = {}
     for name, figures in pools.items():
