@@ -65,12 +65,9 @@ class Held:
             row = self.waiting.get(pk)
             if row is not None:
                 if row[7] != key:
-                    group = self.keys[(str(row[2]), row[4])]
-                    group[row[7]].discard(pk)
-                    if not group[row[7]]:
-                        del group[row[7]]
-                    group.setdefault(key, set()).add(pk)
-                    self.waiting[pk] = (*row[:7], key, *row[8:])
+                    self._unkey(row)
+                    self.waiting[pk] = row = (*row[:7], key, *row[8:])
+                    self._key(row)
                 found.append(pk)
             elif pk in self.held:
                 order, task, _ = self.held[pk]
@@ -109,7 +106,7 @@ class Held:
             task_rows.waiting_order(row),
             task_rows.waiting_task(row),
         )
-        self.keys.setdefault((resource, row[4]), {}).setdefault(row[7], set()).add(row[0])
+        self._key(row)
         if row[8] > 1:
             self.multi_node[row[2]] += 1
         array = task_rows.capped_array(row)
@@ -121,12 +118,7 @@ class Held:
         resource = str(row[2])
         self.dirty.add(resource)
         del self.members[resource][row[0]]
-        group = self.keys[(resource, row[4])]
-        group[row[7]].discard(row[0])
-        if not group[row[7]]:
-            del group[row[7]]
-            if not group:
-                del self.keys[(resource, row[4])]
+        self._unkey(row)
         if row[8] > 1:
             self.multi_node[row[2]] -= 1
             if not self.multi_node[row[2]]:
@@ -137,6 +129,18 @@ class Held:
             if not self.arrays[array]:
                 del self.arrays[array]
                 del self.caps[array]
+
+    def _key(self, row) -> None:
+        """File the waiting task under its stored verdict key."""
+        self.keys.setdefault((str(row[2]), row[4]), {}).setdefault(row[7], set()).add(row[0])
+
+    def _unkey(self, row) -> None:
+        group = self.keys[(str(row[2]), row[4])]
+        group[row[7]].discard(row[0])
+        if not group[row[7]]:
+            del group[row[7]]
+            if not group:
+                del self.keys[(str(row[2]), row[4])]
 
     def tasks(self) -> task_rows.Tasks:
         for resource in self.dirty:

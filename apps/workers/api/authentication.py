@@ -83,13 +83,11 @@ class WorkerTokenAuthentication(_PrefixedBearer):
 def worker_of(request) -> Worker | None:
     """The worker of the request's worker token, as ``WorkerTokenAuthentication`` finds it; None
     for a request that one refuses or does not authenticate (it says why)."""
-    parts = authentication.get_authorization_header(request).split()
-    if len(parts) != 2 or parts[0].lower() != b"bearer":
+    try:
+        found = WorkerTokenAuthentication().authenticate(request)
+    except exceptions.AuthenticationFailed:
         return None
-    raw = parts[1].decode(errors="replace")
-    if not raw.startswith(WorkerTokenAuthentication.prefix):
-        return None
-    return WorkerTokenAuthentication().lookup(raw)
+    return None if found is None else found[1]
 
 
 class HasEnrolmentToken(permissions.BasePermission):
